@@ -1,0 +1,3 @@
+"""inferfleet: a Kubernetes operator for right-sized, autoscaled vLLM fleets."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,63 @@
+"""Names shared by every part of the operator: API group, labels, annotations, reasons.
+
+One place for the strings that appear in the cluster, so a rename is one edit and a
+typo is a NameError rather than an object nobody selects.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+GROUP: Final = "inferfleet.dev"
+VERSION: Final = "v1alpha1"
+API_VERSION: Final = f"{GROUP}/{VERSION}"
+KIND: Final = "InferenceService"
+PLURAL: Final = "inferenceservices"
+SINGULAR: Final = "inferenceservice"
+SHORT_NAMES: Final = ("ifs",)
+CRD_NAME: Final = f"{PLURAL}.{GROUP}"
+
+# The one field manager used for every server-side apply the operator makes.
+FIELD_MANAGER: Final = "inferfleet-operator"
+
+# Labels carried by every object the operator owns.
+LABEL_SERVICE: Final = f"{GROUP}/service"
+LABEL_TIER: Final = f"{GROUP}/tier"
+LABEL_COMPONENT: Final = f"{GROUP}/component"
+LABEL_MANAGED_BY: Final = "app.kubernetes.io/managed-by"
+LABEL_NAME: Final = "app.kubernetes.io/name"
+LABEL_INSTANCE: Final = "app.kubernetes.io/instance"
+MANAGED_BY_VALUE: Final = "inferfleet"
+
+# Annotations.
+ANNOTATION_PLAN_HASH: Final = f"{GROUP}/plan-hash"
+ANNOTATION_POD_DELETION_COST: Final = "controller.kubernetes.io/pod-deletion-cost"
+
+# Series labels the PodMonitor relabels pod labels into; the autoscaler groups by these.
+SERIES_LABEL_NAMESPACE: Final = "inferfleet_namespace"
+SERIES_LABEL_SERVICE: Final = "inferfleet_service"
+SERIES_LABEL_TIER: Final = "inferfleet_tier"
+
+# Condition types.
+CONDITION_PLANNED: Final = "Planned"
+CONDITION_CACHE_READY: Final = "CacheReady"
+CONDITION_READY: Final = "Ready"
+CONDITION_SCALING: Final = "Scaling"
+CONDITION_DEGRADED: Final = "Degraded"
+CONDITION_TYPES: Final = (
+    CONDITION_PLANNED,
+    CONDITION_CACHE_READY,
+    CONDITION_READY,
+    CONDITION_SCALING,
+    CONDITION_DEGRADED,
+)
+
+# Condition reasons (CamelCase, as Kubernetes conventions ask).
+REASON_PLANNED: Final = "Planned"
+REASON_INVALID_SPEC: Final = "InvalidSpec"
+REASON_INFEASIBLE_TIER: Final = "InfeasibleTier"
+REASON_NO_FEASIBLE_TIER: Final = "NoFeasibleTier"
+REASON_APPLY_FAILED: Final = "ApplyFailed"
+REASON_METRICS_UNAVAILABLE: Final = "MetricsUnavailable"
+REASON_AVAILABLE: Final = "Available"
+REASON_PROGRESSING: Final = "Progressing"

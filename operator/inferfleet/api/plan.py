@@ -1,0 +1,88 @@
+"""The plan: the contract of `inferfleet plan -o json` and of `status.plan`.
+
+Figures are what vLLM itself reports at startup (see shared/reference/vllm-kv-budget.md):
+`memoryGiB` is per GPU, `kvCacheTokens` is per replica (the whole engine),
+`maxConcurrency` is kvCacheTokens / maxModelLen. Field names and meanings are a stable
+contract other tools depend on; add fields, never rename or repurpose them.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from inferfleet.api.base import ApiModel
+
+
+class MemoryBreakdownGiB(ApiModel):
+    """Per-GPU memory as one vLLM worker logs it (GiB)."""
+
+    weights: float = Field(description="'Model weights took' per GPU.")
+    activations: float = Field(description="Torch activation peak during the profiling pass.")
+    overhead: float = Field(description="Non-torch memory: CUDA context, NCCL buffers, CUDA graphs.")
+    kv_cache: float = Field(description="'Available KV cache memory' per GPU.")
+
+
+class Performance(ApiModel):
+    """Roofline serving figures of one replica, used by usable-RPS sizing and the simulator.
+
+    Decode step time at batch size b is `decodeStepBaseMs + decodeStepPerSeqMs * b`:
+    every step streams the weights once, and each running sequence adds its KV reads.
+    """
+
+    prefill_tokens_per_second: float = Field(description="Prompt tokens per second (compute bound).")
+    decode_step_base_ms: float = Field(description="Decode step time with an empty batch (weights read).")
+    decode_step_per_seq_ms: float = Field(description="Added decode step time per running sequence.")
+
+
+class TierPlan(ApiModel):
+    """The planner's answer for one tier."""
+
+    name: str
+    gpu: str = Field(description="Resolved GPU name.")
+    feasible: bool
+    tensor_parallel_size: int
+    pipeline_parallel_size: int
+    gpus_per_replica: int
+    nodes_per_replica: int = Field(default=1, description=">1 means multi-node serving (LeaderWorkerSet).")
+    quantization: str = Field(description="Weight format: none, fp8, int8, awq, gptq, mxfp4, nvfp4.")
+    kv_cache_dtype: str = Field(description="auto (model dtype), fp8, bf16 or fp16.")
+    dtype: str = Field(default="auto", description="Activation/unquantized weight dtype (--dtype).")
+    gpu_memory_utilization: float
+    max_model_len: int
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    block_size: int = 16
+    enforce_eager: bool = False
+    prefix_caching: bool = True
+    chunked_prefill: bool = True
+    memory_gi_b: MemoryBreakdownGiB = Field(alias="memoryGiB")
+    kv_cache_tokens: int = Field(description="Engine KV capacity in tokens ('GPU KV cache size').")
+    max_concurrency: float = Field(description="kvCacheTokens / maxModelLen, as vLLM prints it.")
+    concurrency_at_p95: float = Field(
+        default=0.0, description="Requests whose P95 context fit in KV at once (capped by maxNumSeqs)."
+    )
+    usable_rps: float = Field(description="Requests/s one replica serves within the SLO.")
+    replicas_for_peak: int = Field(description="Replicas for the workload's peak RPS with safety factor.")
+    cold_start_seconds: float = Field(description="Pod start to Ready, estimated.")
+    cost_per_million_tokens_usd: float | None = Field(
+        default=None, description="GPU cost per million served tokens at usable RPS."
+    )
+    performance: Performance | None = None
+    reasons: list[str] = Field(description="Why each choice was made, in words.")
+
+
+class Plan(ApiModel):
+    """A whole InferenceService's plan: one entry per tier, in spec order."""
+
+    name: str
+    tiers: list[TierPlan]
+
+    def tier(self, name: str) -> TierPlan:
+        for tier_plan in self.tiers:
+            if tier_plan.name == name:
+                return tier_plan
+        raise KeyError(name)
+
+    @property
+    def feasible_tiers(self) -> list[TierPlan]:
+        return [tier_plan for tier_plan in self.tiers if tier_plan.feasible]

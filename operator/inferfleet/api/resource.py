@@ -1,0 +1,135 @@
+"""The whole `InferenceService` object and the one way to read it from user input."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from inferfleet.api import labels
+from inferfleet.api.spec import InferenceServiceSpec
+from inferfleet.api.status import InferenceServiceStatus
+
+
+class ObjectMeta(BaseModel):
+    """The metadata fields the operator reads; the rest is kept as is."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    name: str = Field(min_length=1, max_length=63, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+    namespace: str | None = None
+    uid: str | None = None
+    generation: int | None = None
+    resource_version: str | None = Field(default=None, alias="resourceVersion")
+    labels: dict[str, str] | None = None
+    annotations: dict[str, str] | None = None
+
+
+class InferenceService(BaseModel):
+    """apiVersion inferfleet.dev/v1alpha1, kind InferenceService."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    api_version: Literal["inferfleet.dev/v1alpha1"] = Field(alias="apiVersion")
+    kind: Literal["InferenceService"]
+    metadata: ObjectMeta
+    spec: InferenceServiceSpec
+    status: InferenceServiceStatus | None = None
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name
+
+    @property
+    def namespace(self) -> str:
+        return self.metadata.namespace or "default"
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One reason a document is invalid: where, and which rule it broke."""
+
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}" if self.path else self.message
+
+
+class SpecInvalid(ValueError):
+    """A user-supplied InferenceService is invalid; carries every problem found."""
+
+    def __init__(self, problems: list[Problem], source: str = "") -> None:
+        self.problems = problems
+        self.source = source
+        prefix = f"{source}: " if source else ""
+        super().__init__(prefix + "; ".join(str(problem) for problem in problems))
+
+
+def _path(location: tuple[int | str, ...]) -> str:
+    # pydantic reports union branches by type name (`str`, `InlineGpu`); users know fields.
+    parts: list[str] = []
+    for item in location:
+        if isinstance(item, int):
+            parts.append(f"[{item}]")
+        elif item in {"str", "InlineGpu", "function-after[_bounds(), TierSpec]"} or item.startswith(
+            ("function-", "constrained-str")
+        ):
+            continue
+        else:
+            parts.append(("." if parts else "") + item)
+    return "".join(parts)
+
+
+def problems_from(error: ValidationError) -> list[Problem]:
+    """Turn pydantic's errors into field paths in camelCase and a readable rule."""
+    found: list[Problem] = []
+    seen: set[tuple[str, str]] = set()
+    for detail in error.errors(include_url=False):
+        path = _path(tuple(detail["loc"]))
+        message = str(detail["msg"]).removeprefix("Value error, ")
+        if detail["type"] == "extra_forbidden":
+            message = "unknown field (check the spelling; fields are camelCase)"
+        key = (path, message)
+        if key not in seen:
+            seen.add(key)
+            found.append(Problem(path=path, message=message))
+    return found
+
+
+def parse(document: Any, source: str = "") -> InferenceService:
+    """Validate one decoded document; raise SpecInvalid with every problem and its path."""
+    if not isinstance(document, dict):
+        raise SpecInvalid(
+            [Problem("", f"expected a mapping (an InferenceService), got {type(document).__name__}")], source
+        )
+    kind = document.get("kind")
+    api_version = document.get("apiVersion")
+    if kind != labels.KIND or api_version != labels.API_VERSION:
+        raise SpecInvalid(
+            [
+                Problem(
+                    "kind" if kind != labels.KIND else "apiVersion",
+                    f"expected apiVersion {labels.API_VERSION} kind {labels.KIND}, "
+                    f"got apiVersion {api_version!r} kind {kind!r}",
+                )
+            ],
+            source,
+        )
+    try:
+        return InferenceService.model_validate(document)
+    except ValidationError as error:
+        raise SpecInvalid(problems_from(error), source) from None
+
+
+def load_all(text: str, source: str = "") -> list[InferenceService]:
+    """Every InferenceService in a (multi-document) YAML or JSON text."""
+    try:
+        documents = [document for document in yaml.safe_load_all(text) if document is not None]
+    except yaml.YAMLError as error:
+        raise SpecInvalid([Problem("", f"not valid YAML: {error}")], source) from None
+    if not documents:
+        raise SpecInvalid([Problem("", "no document found")], source)
+    return [parse(document, source) for document in documents]

@@ -1,0 +1,80 @@
+"""The `InferenceService` status: what the operator observed and decided.
+
+The operator writes status only; it never writes spec (GitOps tools own spec).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from inferfleet.api.base import ApiModel
+from inferfleet.api.plan import TierPlan
+
+
+class Condition(ApiModel):
+    """A metav1.Condition: type, status, reason, message, last transition."""
+
+    type: str
+    status: Literal["True", "False", "Unknown"]
+    reason: str = Field(pattern=r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$", max_length=1024)
+    message: str = Field(default="", max_length=32_768)
+    last_transition_time: str | None = Field(default=None, description="RFC 3339 time of the last change.")
+    observed_generation: int | None = None
+
+
+class TierReplicas(ApiModel):
+    """Replica counts of one tier's workload as last observed."""
+
+    tier: str
+    desired: int = 0
+    ready: int = 0
+
+
+class TierCache(ApiModel):
+    """Weight pre-cache progress of one tier."""
+
+    tier: str
+    nodes_ready: int = 0
+    nodes_eligible: int = 0
+    revision: str | None = None
+
+
+class ScalingDecision(ApiModel):
+    """The autoscaler's last decision, for humans and for a restarted operator."""
+
+    time: str = Field(description="RFC 3339 time of the decision.")
+    replicas: dict[str, int] = Field(description="Desired replicas per tier.")
+    signal: str = Field(
+        description="The signal that won: warmMinimum, predictive, reactive, scheduled, hold."
+    )
+    reason: str
+    forecast_rps: float | None = None
+    queue_depth: float | None = None
+    ttft_p99_ms: float | None = None
+    applied: bool = Field(default=True, description="False in advisory mode.")
+
+
+class InferenceServiceStatus(ApiModel):
+    """Observed state."""
+
+    observed_generation: int | None = None
+    plan_hash: str | None = None
+    plan: list[TierPlan] | None = Field(default=None, description="Per-tier plan (the plan JSON contract).")
+    replicas: list[TierReplicas] | None = None
+    desired_replicas: int | None = Field(default=None, description="Sum over tiers.")
+    ready_replicas: int | None = Field(default=None, description="Sum over tiers.")
+    tier_summary: str | None = Field(default=None, description="tier:ready/desired, for kubectl get.")
+    ttft_p99_ms: float | None = None
+    cache: list[TierCache] | None = None
+    last_scaling_decision: ScalingDecision | None = None
+    autoscaler_state: dict[str, Any] | None = Field(
+        default=None,
+        description="Opaque policy state, persisted so a restart never causes a scale-down.",
+        json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
+    )
+    conditions: list[Condition] | None = Field(
+        default=None,
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
+    )

@@ -1,0 +1,1 @@
+"""Weight pre-caching: the fetcher and its pod-side helpers."""

@@ -1,0 +1,1 @@
+"""Hardware and model-architecture catalogs, HF config.json parsing (pure)."""

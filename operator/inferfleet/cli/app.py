@@ -1,0 +1,75 @@
+"""The typer application and the helpers every subcommand shares.
+
+User mistakes (missing file, invalid spec, bad flag) end with a precise message on
+stderr and exit code 2; they never show a traceback.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import sys
+from pathlib import Path
+from typing import Any, NoReturn
+
+import typer
+import yaml
+from rich.console import Console
+
+from inferfleet.api import InferenceService, SpecInvalid, load_all
+
+EXIT_USAGE = 2
+
+app = typer.Typer(
+    name="inferfleet",
+    help="Plan, render, simulate and run right-sized vLLM fleets on Kubernetes.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+stdout = Console(soft_wrap=True)
+stderr = Console(stderr=True, soft_wrap=True)
+
+
+class OutputFormat(enum.StrEnum):
+    table = "table"
+    json = "json"
+    yaml = "yaml"
+
+
+def fail(message: str) -> NoReturn:
+    """Report a user error and exit 2."""
+    stderr.print(f"[bold red]error:[/] {message}", highlight=False, markup=True)
+    raise typer.Exit(EXIT_USAGE)
+
+
+def read_text(path: Path) -> str:
+    if str(path) == "-":
+        return sys.stdin.read()
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        fail(f"{path}: no such file")
+    except IsADirectoryError:
+        fail(f"{path}: is a directory, expected a YAML file")
+    except (OSError, UnicodeDecodeError) as error:
+        fail(f"{path}: cannot read: {error}")
+
+
+def load_services(path: Path) -> list[InferenceService]:
+    """Every InferenceService in a file, or exit 2 listing each problem with its field path."""
+    try:
+        return load_all(read_text(path), source=str(path))
+    except SpecInvalid as error:
+        for problem in error.problems:
+            stderr.print(f"{path}: {problem}", highlight=False, markup=False)
+        fail(f"{path}: invalid InferenceService ({len(error.problems)} problem(s))")
+
+
+def emit(document: Any, output: OutputFormat) -> None:
+    """Print plain data as JSON or YAML (tables are each command's own)."""
+    if output is OutputFormat.json:
+        sys.stdout.write(json.dumps(document, indent=2) + "\n")
+    else:
+        sys.stdout.write(yaml.safe_dump(document, sort_keys=False, width=100))

@@ -1,0 +1,1 @@
+"""The narrow port to the Kubernetes API server: real and in-memory adapters."""

@@ -1,0 +1,93 @@
+"""Operator-wide settings: the SRE's surface (Helm values → environment variables).
+
+Every field has a default and a description; `OperatorSettings.from_env()` validates
+at startup so a bad value fails fast with the variable's name instead of surfacing as
+odd behaviour later. Per-InferenceService `spec.scaling` fields override the scaling
+defaults here.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+ENV_PREFIX = "INFERFLEET_"
+
+
+class SettingsInvalid(ValueError):
+    """An operator setting from the environment is invalid."""
+
+
+class OperatorSettings(BaseModel):
+    """Settings read once at startup; field `x` comes from `INFERFLEET_X`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    # Where the operator works.
+    namespaces: tuple[str, ...] = Field(
+        default=(), description="Namespaces to watch (comma-separated); empty means all namespaces."
+    )
+    log_format: Literal["json", "text"] = Field(default="json", description="Operator log format.")
+    liveness_port: int = Field(default=8080, ge=1, le=65535, description="kopf liveness/health port.")
+    metrics_port: int = Field(default=9090, ge=1, le=65535, description="Operator's own /metrics port.")
+    webhook_port: int = Field(default=9443, ge=1, le=65535, description="Validating webhook port.")
+
+    # Prometheus.
+    prometheus_url: str = Field(
+        default="http://prometheus-operated.monitoring.svc:9090",
+        description="Prometheus base URL the autoscaler queries.",
+    )
+    prometheus_bearer_token_file: str | None = Field(
+        default=None, description="File holding a bearer token for Prometheus (mounted secret)."
+    )
+    prometheus_timeout_s: float = Field(default=5.0, gt=0, le=120, description="Per-query timeout.")
+
+    # Scaling defaults (spec.scaling overrides each).
+    scaling_mode: Literal["active", "advisory"] = Field(default="active")
+    sync_period_s: int = Field(default=15, ge=5, le=3600, description="Autoscaler loop period.")
+    scale_up_stabilization_s: int = Field(default=0, ge=0, le=86_400)
+    scale_down_stabilization_s: int = Field(default=300, ge=0, le=86_400)
+    scale_down_max_replicas_per_step: int = Field(default=1, ge=1, le=10_000)
+    scale_up_cooldown_s: int = Field(default=0, ge=0, le=86_400)
+    scale_down_cooldown_s: int = Field(default=120, ge=0, le=86_400)
+    headroom: float = Field(default=0.2, ge=0, le=5, description="Capacity above forecast demand.")
+    queue_depth_per_replica: float = Field(
+        default=4.0, gt=0, le=100_000, description="Waiting requests per replica that trigger scale-up."
+    )
+    predictive_enabled: bool = Field(default=True)
+    forecast_window_hours: float = Field(default=336.0, gt=0, le=24 * 56, description="History read.")
+    cold_start_margin_s: float = Field(default=60.0, ge=0, le=3600, description="Added to lead time.")
+
+    # Serving and cache defaults.
+    vllm_image: str = Field(default="vllm/vllm-openai:v0.11.0", min_length=1)
+    operator_image: str = Field(default="ghcr.io/inferfleet/inferfleet:0.1.0", min_length=1)
+    cache_node_path: str = Field(default="/mnt/nvme/inferfleet", pattern=r"^/")
+    cache_budget_gib: float = Field(default=500.0, gt=0)
+    catalog_file: str | None = Field(
+        default=None, description="YAML file with extra GPUs for the hardware catalog."
+    )
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> OperatorSettings:
+        """Read `INFERFLEET_*` variables; raise SettingsInvalid naming the variable."""
+        source = os.environ if environ is None else environ
+        values: dict[str, object] = {}
+        for name in cls.model_fields:
+            raw = source.get(ENV_PREFIX + name.upper())
+            if raw is None or raw == "":
+                continue
+            if name == "namespaces":
+                values[name] = tuple(part.strip() for part in raw.split(",") if part.strip())
+            else:
+                values[name] = raw
+        try:
+            return cls.model_validate(values)
+        except ValidationError as error:
+            details = "; ".join(
+                f"{ENV_PREFIX}{str(detail['loc'][0]).upper()}: {detail['msg']}"
+                for detail in error.errors(include_url=False)
+            )
+            raise SettingsInvalid(f"invalid operator settings: {details}") from None

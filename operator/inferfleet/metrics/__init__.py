@@ -1,0 +1,1 @@
+"""Prometheus signal reads and the operator's own metrics (I/O)."""

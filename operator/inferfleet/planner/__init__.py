@@ -1,0 +1,1 @@
+"""Sizing planner: memory math, quantization, parallelism, fleet sizing (pure)."""

@@ -1,0 +1,1 @@
+"""Renderer: InferenceService + Plan -> Kubernetes objects (pure)."""

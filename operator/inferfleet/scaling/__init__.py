@@ -1,0 +1,1 @@
+"""Autoscaling policy: forecaster, policies, decide() (pure)."""

@@ -1,0 +1,1 @@
+"""Trace-replay simulator driving the same decide() as the live loop."""
