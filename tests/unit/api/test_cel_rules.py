@@ -1,0 +1,107 @@
+"""The CEL rules in the CRD and the pydantic validators agree, sample by sample."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from inferfleet.api import SpecInvalid, parse
+from tests.unit.api.cel_eval import cel_failures_for_spec
+from tests.unit.api.samples import base_spec, document
+
+Mutation = Callable[[dict[str, Any]], None]
+
+
+def _set(path: str, value: Any) -> Mutation:
+    def mutate(spec: dict[str, Any]) -> None:
+        node: Any = spec
+        keys = path.split(".")
+        for key in keys[:-1]:
+            node = node[int(key)] if key.isdigit() else node.setdefault(key, {})
+        node[keys[-1]] = value
+
+    return mutate
+
+
+def _all(*mutations: Mutation) -> Mutation:
+    def mutate(spec: dict[str, Any]) -> None:
+        for mutation in mutations:
+            mutation(spec)
+
+    return mutate
+
+
+# (id, mutation, message both sides must give, or None when the sample is valid)
+CASES: list[tuple[str, Mutation, str | None]] = [
+    ("valid", _all(), None),
+    ("min-above-max", _set("tiers.0.minReplicas", 5), "minReplicas must be <= maxReplicas"),
+    ("min-equals-max", _set("tiers.0.minReplicas", 4), None),
+    ("percentiles-unordered", _set("workload.inputTokens.p95", 100), "p50 <= p95 <= p99"),
+    ("output-percentiles-unordered", _set("workload.outputTokens.p99", 300), "p50 <= p95 <= p99"),
+    ("routing-unknown-tier", _set("workload.routing", {"h100": 0.5}), "routing names a tier"),
+    ("routing-known-tier", _set("workload.routing", {"l4": 0.5, "a100": 0.5}), None),
+    ("routing-share-above-one", _set("workload.routing", {"l4": 1.5}), "between 0 and 1"),
+    ("zero-min-without-opt-in", _set("tiers.1.minReplicas", 0), "allowScaleToZero"),
+    (
+        "zero-min-with-opt-in",
+        _all(_set("tiers.1.minReplicas", 0), _set("scaling.allowScaleToZero", True)),
+        None,
+    ),
+    ("pvc-without-name", _set("cache.mode", "pvc"), "pvcName"),
+    ("pvc-with-name", _all(_set("cache.mode", "pvc"), _set("cache.pvcName", "weights")), None),
+    (
+        "prewarm-unknown-tier",
+        _set(
+            "scaling.prewarm",
+            [{"schedule": "0 8 * * 1-5", "durationMinutes": 60, "replicas": 2, "tier": "h100"}],
+        ),
+        "prewarm names a tier",
+    ),
+    (
+        "tp-above-gpus-per-node",
+        _all(_set("tiers.0.gpusPerNode", 1), _set("tiers.0.overrides", {"tensorParallelSize": 2})),
+        "tensorParallelSize cannot exceed gpusPerNode",
+    ),
+    (
+        "adapters-fewer-than-max",
+        _all(
+            _set("model.adapters", [{"name": "sql", "source": "hf://org/sql-lora"}]),
+            _set("model.maxSimultaneousAdapters", 2),
+        ),
+        "maxSimultaneousAdapters",
+    ),
+    ("config-without-params", _set("model.config", {"hidden_size": 4096}), "parametersBillion"),
+]
+
+
+@pytest.mark.parametrize(("case_id", "mutate", "message"), CASES, ids=[case[0] for case in CASES])
+def test_cel_and_pydantic_agree(case_id: str, mutate: Mutation, message: str | None) -> None:
+    spec = base_spec()
+    mutate(spec)
+    cel_failures = cel_failures_for_spec(spec)
+    if message is None:
+        parse(document(spec))
+        assert cel_failures == []
+    else:
+        with pytest.raises(SpecInvalid) as raised:
+            parse(document(spec))
+        assert any(message in problem.message for problem in raised.value.problems), raised.value
+        assert any(message in failure for failure in cel_failures), cel_failures
+
+
+def test_duplicate_tier_names_are_rejected_by_pydantic() -> None:
+    # The CRD enforces this with x-kubernetes-list-type: map keyed by name.
+    spec = base_spec()
+    spec["tiers"][1]["name"] = "l4"
+    with pytest.raises(SpecInvalid, match="tier names must be unique"):
+        parse(document(spec))
+
+
+def test_routing_shares_must_sum_to_at_most_one() -> None:
+    # CEL cannot sum a map's values; the webhook and the operator enforce it.
+    spec = base_spec()
+    spec["workload"]["routing"] = {"l4": 0.7, "a100": 0.6}
+    with pytest.raises(SpecInvalid, match="sum to at most 1"):
+        parse(document(spec))
