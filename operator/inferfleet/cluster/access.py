@@ -1,0 +1,143 @@
+"""Which kinds the operator touches, and how: the single table RBAC is derived from.
+
+Both adapters refuse an operation this table does not declare (`NotPermitted`), so a
+test run against the in-memory adapter proves the table covers every call the code
+makes, and `API_CALLS` (what the Helm chart's RBAC must grant) is computed from it
+rather than written by hand.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from inferfleet.api import labels
+from inferfleet.cluster.errors import NotPermitted
+
+
+class Operation(enum.Enum):
+    """The port's operations; each maps to API verbs on a resource or subresource."""
+
+    APPLY = "apply"
+    GET = "get"
+    LIST = "list"
+    WATCH = "watch"
+    DELETE = "delete"
+    SCALE = "scale"
+    PATCH_STATUS = "patch_status"
+    ANNOTATE = "annotate"
+    CREATE = "create"
+
+
+# (subresource suffix, verbs) per operation. Server-side apply is a PATCH, and one
+# that creates the object is also authorised as a create.
+_OPERATION_VERBS: dict[Operation, tuple[str, tuple[str, ...]]] = {
+    Operation.APPLY: ("", ("create", "patch")),
+    Operation.GET: ("", ("get",)),
+    Operation.LIST: ("", ("list",)),
+    Operation.WATCH: ("", ("watch",)),
+    Operation.DELETE: ("", ("delete",)),
+    Operation.SCALE: ("/scale", ("get", "patch")),
+    Operation.PATCH_STATUS: ("/status", ("patch",)),
+    Operation.ANNOTATE: ("", ("patch",)),
+    Operation.CREATE: ("", ("create",)),
+}
+
+
+@dataclass(frozen=True)
+class Resource:
+    """One kind as the REST API names it."""
+
+    api_version: str
+    kind: str
+    plural: str
+    namespaced: bool = True
+
+    @property
+    def group(self) -> str:
+        return self.api_version.rpartition("/")[0]
+
+
+DEPLOYMENT = Resource("apps/v1", "Deployment", "deployments")
+LEADER_WORKER_SET = Resource("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet", "leaderworkersets")
+SERVICE = Resource("v1", "Service", "services")
+POD_DISRUPTION_BUDGET = Resource("policy/v1", "PodDisruptionBudget", "poddisruptionbudgets")
+POD_MONITOR = Resource("monitoring.coreos.com/v1", "PodMonitor", "podmonitors")
+POD = Resource("v1", "Pod", "pods")
+EVENT = Resource("v1", "Event", "events")
+INFERENCE_SERVICE = Resource(labels.API_VERSION, labels.KIND, labels.PLURAL)
+
+_OWNED = frozenset({Operation.APPLY, Operation.GET, Operation.LIST, Operation.DELETE})
+_WORKLOAD = _OWNED | {Operation.SCALE, Operation.WATCH}
+
+# What the port may do to each kind. Extend this table, never bypass it.
+PERMISSIONS: dict[Resource, frozenset[Operation]] = {
+    INFERENCE_SERVICE: frozenset({Operation.GET, Operation.LIST, Operation.PATCH_STATUS, Operation.ANNOTATE}),
+    DEPLOYMENT: _WORKLOAD,
+    LEADER_WORKER_SET: _WORKLOAD,
+    SERVICE: _OWNED,
+    POD_DISRUPTION_BUDGET: _OWNED,
+    POD_MONITOR: _OWNED,
+    # The autoscaler marks the pods it wants removed first (pod-deletion-cost).
+    POD: frozenset({Operation.LIST, Operation.ANNOTATE}),
+    EVENT: frozenset({Operation.CREATE}),
+}
+
+_BY_KIND: dict[tuple[str, str], Resource] = {(r.api_version, r.kind): r for r in PERMISSIONS}
+
+
+def resource_for(api_version: str, kind: str) -> Resource:
+    try:
+        return _BY_KIND[(api_version, kind)]
+    except KeyError:
+        raise NotPermitted(f"{kind} ({api_version}) is not in cluster.access.PERMISSIONS") from None
+
+
+def check(api_version: str, kind: str, operation: Operation) -> Resource:
+    """The kind's Resource, or NotPermitted when the table does not allow `operation`."""
+    resource = resource_for(api_version, kind)
+    if operation not in PERMISSIONS[resource]:
+        raise NotPermitted(f"{operation.value} on {kind} is not in cluster.access.PERMISSIONS")
+    return resource
+
+
+class ApiCall(NamedTuple):
+    """One RBAC rule's worth: API group ("" is core), resource (with subresource), verbs."""
+
+    api_group: str
+    resource: str
+    verbs: frozenset[str]
+
+
+# Calls kopf itself makes on the operator's behalf (watching, progress annotations,
+# peering, events, admission-webhook registration); they go through kopf's own client,
+# not this port, so they are declared here by hand from kopf's documented RBAC needs.
+_FRAMEWORK_CALLS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    (labels.GROUP, labels.PLURAL, ("get", "list", "watch", "patch")),
+    ("apiextensions.k8s.io", "customresourcedefinitions", ("list", "watch")),
+    ("", "namespaces", ("list", "watch")),
+    ("kopf.dev", "kopfpeerings", ("get", "list", "watch", "patch")),
+    ("kopf.dev", "clusterkopfpeerings", ("get", "list", "watch", "patch")),
+    ("", "events", ("create",)),
+    ("admissionregistration.k8s.io", "validatingwebhookconfigurations", ("create", "patch")),
+)
+
+
+def derive_api_calls(
+    permissions: dict[Resource, frozenset[Operation]] = PERMISSIONS,
+    framework: Iterable[tuple[str, str, tuple[str, ...]]] = _FRAMEWORK_CALLS,
+) -> frozenset[ApiCall]:
+    """Merge the port's table and kopf's needs into one rule per (group, resource)."""
+    verbs: dict[tuple[str, str], set[str]] = {}
+    for resource, operations in permissions.items():
+        for operation in operations:
+            suffix, op_verbs = _OPERATION_VERBS[operation]
+            verbs.setdefault((resource.group, resource.plural + suffix), set()).update(op_verbs)
+    for group, plural, op_verbs in framework:
+        verbs.setdefault((group, plural), set()).update(op_verbs)
+    return frozenset(ApiCall(group, plural, frozenset(v)) for (group, plural), v in verbs.items())
+
+
+API_CALLS: frozenset[ApiCall] = derive_api_calls()

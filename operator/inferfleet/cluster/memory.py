@@ -1,0 +1,350 @@
+"""An in-memory API server that enforces what the operator relies on.
+
+Not a mock that records calls and returns canned answers: it keeps objects, bumps
+resourceVersion and generation, answers 409 on a stale resourceVersion, selects by
+label, deletes dependents through owner references, and tracks field ownership the way
+server-side apply does (simplified: lists are atomic). The last point matters: with
+real server-side apply, a field an applier stops sending is removed unless another
+manager also owns it, and the tests must see that.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from inferfleet.api import labels
+from inferfleet.cluster import access
+from inferfleet.cluster.access import Operation
+from inferfleet.cluster.errors import ApiError, Conflict, KindNotServed, NotFound, PermanentApiError
+from inferfleet.cluster.port import SCALE_FIELD_MANAGER, EventType
+from inferfleet.reconcile.objects import ObjectRef, matches, owner_uids, ref_of
+
+Path = tuple[str, ...]
+# (manager, "Apply" | "Update"), as managedFields entries are keyed.
+ManagerKey = tuple[str, str]
+
+# Metadata the server owns (or that identifies the object); appliers never own these.
+_SERVER_SET = frozenset(
+    {"uid", "resourceVersion", "generation", "creationTimestamp", "managedFields", "deletionTimestamp",
+     "name", "namespace"}
+)
+
+
+def _leaves(obj: Mapping[str, Any], prefix: Path = ()) -> dict[Path, Any]:
+    """Flatten to leaf paths; dicts recurse, lists and scalars are leaves (atomic lists)."""
+    out: dict[Path, Any] = {}
+    for key, value in obj.items():
+        path = (*prefix, key)
+        if isinstance(value, Mapping) and value:
+            out.update(_leaves(value, path))
+        else:
+            out[path] = value
+    return out
+
+
+def _applied_leaves(body: Mapping[str, Any]) -> dict[Path, Any]:
+    leaves = _leaves({k: v for k, v in body.items() if k not in {"apiVersion", "kind", "status"}})
+    return {
+        path: value
+        for path, value in leaves.items()
+        if not (path[0] == "metadata" and len(path) > 1 and path[1] in _SERVER_SET)
+    }
+
+
+def _get_path(obj: Mapping[str, Any], path: Path) -> tuple[bool, Any]:
+    node: Any = obj
+    for key in path:
+        if not isinstance(node, Mapping) or key not in node:
+            return False, None
+        node = node[key]
+    return True, node
+
+
+def _set_path(obj: dict[str, Any], path: Path, value: Any) -> None:
+    node = obj
+    for key in path[:-1]:
+        child = node.get(key)
+        if not isinstance(child, dict):
+            child = {}
+            node[key] = child
+        node = child
+    node[path[-1]] = copy.deepcopy(value)
+
+
+def _remove_path(obj: dict[str, Any], path: Path) -> None:
+    """Remove a leaf and any parents it leaves empty."""
+    chain: list[tuple[dict[str, Any], str]] = []
+    node: Any = obj
+    for key in path:
+        if not isinstance(node, dict) or key not in node:
+            return
+        chain.append((node, key))
+        node = node[key]
+    parent, key = chain.pop()
+    del parent[key]
+    while chain and not parent:
+        parent, key = chain.pop()
+        del parent[key]
+
+
+def _merge_patch(target: dict[str, Any], patch: Mapping[str, Any]) -> None:
+    """RFC 7386 JSON merge patch."""
+    for key, value in patch.items():
+        if value is None:
+            target.pop(key, None)
+        elif isinstance(value, Mapping):
+            child = target.get(key)
+            if not isinstance(child, dict):
+                child = {}
+                target[key] = child
+            _merge_patch(child, value)
+        else:
+            target[key] = copy.deepcopy(value)
+
+
+@dataclass
+class _Fault:
+    operation: str
+    error: ApiError
+    kind: str | None
+    remaining: int
+
+
+@dataclass
+class InMemoryCluster:
+    """The in-memory adapter; also usable as a tiny fake control plane in tests."""
+
+    objects: dict[ObjectRef, dict[str, Any]] = field(default_factory=dict)
+    managed: dict[ObjectRef, dict[ManagerKey, set[Path]]] = field(default_factory=dict)
+    events: list[dict[str, Any]] = field(default_factory=list)
+    calls: list[tuple[str, ObjectRef]] = field(default_factory=list)
+    # Kinds the "API server" serves; remove one to act as if its CRD were not installed.
+    served: set[tuple[str, str]] = field(
+        default_factory=lambda: {(r.api_version, r.kind) for r in access.PERMISSIONS}
+    )
+    _counter: Callable[[], int] = field(default_factory=lambda: itertools.count(1).__next__)
+    _faults: list[_Fault] = field(default_factory=list)
+
+    # --- test controls ---------------------------------------------------------------
+
+    def inject(self, operation: str, error: ApiError, *, kind: str | None = None, times: int = 1) -> None:
+        """Make the next `times` calls of `operation` (on `kind`, if given) fail with `error`."""
+        self._faults.append(_Fault(operation, error, kind, times))
+
+    def _enter(self, operation: Operation, ref: ObjectRef) -> access.Resource:
+        resource = access.check(ref.api_version, ref.kind, operation)
+        self.calls.append((operation.value, ref))
+        for fault in self._faults:
+            if fault.remaining > 0 and fault.operation == operation.value and fault.kind in {None, ref.kind}:
+                fault.remaining -= 1
+                raise fault.error
+        if (ref.api_version, ref.kind) not in self.served:
+            raise KindNotServed(f"the server could not find the requested resource ({ref.kind})", 404)
+        return resource
+
+    def _next_rv(self) -> str:
+        return str(self._counter())
+
+    def user_apply(self, obj: Mapping[str, Any], manager: str = "kubectl") -> dict[str, Any]:
+        """Server-side apply as someone else (a user, a GitOps tool); no permission check."""
+        return self._apply(obj, manager=manager, force=False)
+
+    def update(
+        self, ref: ObjectRef, mutate: Callable[[dict[str, Any]], None], manager: str
+    ) -> dict[str, Any]:
+        """An Update (PUT/PATCH, not apply) by another manager, e.g. `kubectl edit`.
+
+        As on a real server, every field the update changes moves to that manager.
+        """
+        current = self.objects.get(ref)
+        if current is None:
+            raise NotFound(f"{ref} not found", 404)
+        before = _applied_leaves(current)
+        changed = copy.deepcopy(current)
+        mutate(changed)
+        after = _applied_leaves(changed)
+        touched = {p for p in after if before.get(p, _MISSING) != after[p]}
+        self._take_ownership((manager, "Update"), ref, touched)
+        self._store(ref, changed, spec_changed=current.get("spec") != changed.get("spec"))
+        return copy.deepcopy(self.objects[ref])
+
+    def set_status(self, ref: ObjectRef, status: Mapping[str, Any]) -> None:
+        """What a controller (kubelet, Deployment controller) would report."""
+        current = self.objects[ref]
+        current["status"] = copy.deepcopy(dict(status))
+        current["metadata"]["resourceVersion"] = self._next_rv()
+
+    def owners_of(self, ref: ObjectRef, path: Path) -> set[ManagerKey]:
+        return {key for key, paths in self.managed.get(ref, {}).items() if path in paths}
+
+    def kinds(self, kind: str) -> list[dict[str, Any]]:
+        return [copy.deepcopy(o) for r, o in sorted(self.objects.items()) if r.kind == kind]
+
+    # --- the port ----------------------------------------------------------------------
+
+    def apply(self, obj: Mapping[str, Any], *, force: bool = True) -> dict[str, Any]:
+        self._enter(Operation.APPLY, ref_of(obj))
+        return self._apply(obj, manager=labels.FIELD_MANAGER, force=force)
+
+    def get(self, ref: ObjectRef) -> dict[str, Any] | None:
+        self._enter(Operation.GET, ref)
+        found = self.objects.get(ref)
+        return copy.deepcopy(found) if found is not None else None
+
+    def list(
+        self, api_version: str, kind: str, namespace: str | None, selector: Mapping[str, str]
+    ) -> list[dict[str, Any]]:
+        self._enter(Operation.LIST, ObjectRef(api_version, kind, namespace, "*"))
+        return [
+            copy.deepcopy(obj)
+            for ref, obj in sorted(self.objects.items())
+            if (ref.api_version, ref.kind) == (api_version, kind)
+            and (namespace is None or ref.namespace == namespace)
+            and matches(selector, obj["metadata"].get("labels") or {})
+        ]
+
+    def delete(self, ref: ObjectRef) -> bool:
+        self._enter(Operation.DELETE, ref)
+        if ref not in self.objects:
+            return False
+        self._delete_cascading(ref)
+        return True
+
+    def scale(self, ref: ObjectRef, replicas: int) -> None:
+        self._enter(Operation.SCALE, ref)
+        if ref not in self.objects:
+            raise NotFound(f"{ref} not found", 404)
+        self.update(ref, lambda obj: obj["spec"].__setitem__("replicas", replicas), SCALE_FIELD_MANAGER)
+
+    def patch_status(
+        self, ref: ObjectRef, status: Mapping[str, Any], *, resource_version: str | None = None
+    ) -> dict[str, Any]:
+        self._enter(Operation.PATCH_STATUS, ref)
+        current = self.objects.get(ref)
+        if current is None:
+            raise NotFound(f"{ref} not found", 404)
+        self._check_rv(ref, current, resource_version)
+        merged = current.setdefault("status", {})
+        _merge_patch(merged, status)
+        current["metadata"]["resourceVersion"] = self._next_rv()
+        return copy.deepcopy(current)
+
+    def annotate(self, ref: ObjectRef, annotations: Mapping[str, str | None]) -> dict[str, Any]:
+        self._enter(Operation.ANNOTATE, ref)
+        current = self.objects.get(ref)
+        if current is None:
+            raise NotFound(f"{ref} not found", 404)
+        _merge_patch(current["metadata"].setdefault("annotations", {}), annotations)
+        current["metadata"]["resourceVersion"] = self._next_rv()
+        return copy.deepcopy(current)
+
+    def create_event(
+        self, regarding: Mapping[str, Any], *, type_: EventType, reason: str, message: str
+    ) -> None:
+        target = ref_of(regarding)
+        self._enter(Operation.CREATE, ObjectRef("v1", "Event", target.namespace, "*"))
+        self.events.append(
+            {"regarding": target, "uid": regarding["metadata"].get("uid"), "type": type_,
+             "reason": reason, "message": message}
+        )
+
+    # --- internals -----------------------------------------------------------------------
+
+    def _check_rv(self, ref: ObjectRef, current: Mapping[str, Any] | None, expected: str | None) -> None:
+        if expected is None:
+            return
+        if current is None:
+            raise Conflict(f"{ref}: resourceVersion {expected} given but the object does not exist", 409)
+        actual = current["metadata"].get("resourceVersion")
+        if actual != expected:
+            raise Conflict(
+                f"Operation cannot be fulfilled on {ref}: the object has been modified "
+                f"(resourceVersion {expected} != {actual})",
+                409,
+            )
+
+    def _take_ownership(self, key: ManagerKey, ref: ObjectRef, paths: set[Path]) -> None:
+        owners = self.managed.setdefault(ref, {})
+        for other in owners:
+            if other != key:
+                owners[other] -= paths
+        owners.setdefault(key, set()).update(paths)
+
+    def _apply(self, obj: Mapping[str, Any], *, manager: str, force: bool) -> dict[str, Any]:
+        body = copy.deepcopy(dict(obj))
+        ref = ref_of(body)
+        if ref.namespace is None:
+            raise PermanentApiError(f"{ref}: namespaced objects need metadata.namespace", 422)
+        current = self.objects.get(ref)
+        self._check_rv(ref, current, body["metadata"].get("resourceVersion"))
+        self._check_owners(ref, body)
+        applied = _applied_leaves(body)
+        key: ManagerKey = (manager, "Apply")
+        owners = self.managed.setdefault(ref, {})
+        base = copy.deepcopy(current) if current is not None else {"metadata": {}}
+        # Another manager owning a field is fine while the values agree (shared
+        # ownership); a different value is a conflict, which `force` resolves for us.
+        conflicting = {
+            path
+            for other, owned in owners.items()
+            if other != key
+            for path in owned & applied.keys()
+            if _get_path(base, path) != (True, applied[path])
+        }
+        if conflicting and not force:
+            names = ", ".join(sorted(".".join(path) for path in conflicting))
+            raise Conflict(f"{ref}: apply conflicts with other managers on {names}", 409)
+        for other in owners:
+            if other != key:
+                owners[other] -= conflicting
+        # A field this manager stops sending goes away unless someone else owns it too.
+        previously = owners.get(key, set())
+        for path in previously - applied.keys():
+            if not any(path in owned for other, owned in owners.items() if other != key):
+                _remove_path(base, path)
+        for path, value in applied.items():
+            _set_path(base, path, value)
+        owners[key] = set(applied)
+        base["apiVersion"], base["kind"] = ref.api_version, ref.kind
+        base["metadata"]["name"], base["metadata"]["namespace"] = ref.name, ref.namespace
+        created = current is None
+        if created and ref.is_workload:
+            base.setdefault("spec", {}).setdefault("replicas", 1)  # the API server's default
+        self._store(ref, base, spec_changed=created or (current or {}).get("spec") != base.get("spec"))
+        return copy.deepcopy(self.objects[ref])
+
+    def _check_owners(self, ref: ObjectRef, body: Mapping[str, Any]) -> None:
+        # A real server accepts a dangling owner and its garbage collector then deletes
+        # the object; for the operator that is always a bug, so refuse it loudly.
+        for uid in owner_uids(body):
+            if not any(
+                o["metadata"].get("uid") == uid and r.namespace == ref.namespace
+                for r, o in self.objects.items()
+            ):
+                raise PermanentApiError(f"{ref}: owner uid {uid} does not exist in {ref.namespace}", 422)
+
+    def _store(self, ref: ObjectRef, obj: dict[str, Any], *, spec_changed: bool) -> None:
+        metadata = obj["metadata"]
+        if ref not in self.objects:
+            metadata["uid"] = f"uid-{self._counter():06d}"
+            metadata["generation"] = 1
+        elif spec_changed:
+            metadata["generation"] = int(metadata.get("generation", 1)) + 1
+        metadata["resourceVersion"] = self._next_rv()
+        self.objects[ref] = obj
+
+    def _delete_cascading(self, ref: ObjectRef) -> None:
+        obj = self.objects.pop(ref)
+        self.managed.pop(ref, None)
+        uid = obj["metadata"].get("uid")
+        dependents = [r for r, o in self.objects.items() if uid in owner_uids(o)]
+        for dependent in dependents:
+            if dependent in self.objects:
+                self._delete_cascading(dependent)
+
+
+_MISSING = object()
