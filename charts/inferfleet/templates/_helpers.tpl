@@ -1,0 +1,131 @@
+{{/* Chart name, truncated to a DNS label. */}}
+{{- define "inferfleet.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Full name: release-chart, or the release alone when it already holds the chart name. */}}
+{{- define "inferfleet.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "inferfleet.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Labels on every object. */}}
+{{- define "inferfleet.labels" -}}
+helm.sh/chart: {{ include "inferfleet.chart" . }}
+{{ include "inferfleet.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: inferfleet
+{{- end }}
+
+{{- define "inferfleet.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "inferfleet.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: operator
+{{- end }}
+
+{{- define "inferfleet.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "inferfleet.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/* The operator image, pinned by digest when one is given. */}}
+{{- define "inferfleet.image" -}}
+{{- $tag := default .Chart.AppVersion .Values.image.tag }}
+{{- if .Values.image.digest }}
+{{- printf "%s:%s@%s" .Values.image.repository $tag .Values.image.digest }}
+{{- else }}
+{{- printf "%s:%s" .Values.image.repository $tag }}
+{{- end }}
+{{- end }}
+
+{{- define "inferfleet.peeringName" -}}
+{{- default (include "inferfleet.fullname" .) .Values.peering.name }}
+{{- end }}
+
+{{- define "inferfleet.peeringEnabled" -}}
+{{- if gt (int .Values.replicaCount) 1 }}true{{ end }}
+{{- end }}
+
+{{/*
+RBAC rules: exactly the API calls the operator makes (tests/integration/chart/test_rbac.py
+compares them with inferfleet.cluster.API_CALLS plus kopf's own calls). No wildcards.
+"namespacedRules" are granted per watched namespace (Role) or cluster-wide (ClusterRole);
+"clusterRules" are for cluster-scoped resources and always need a ClusterRole.
+*/}}
+{{- define "inferfleet.namespacedRules" -}}
+# The InferenceService: kopf watches it and patches its own progress annotations.
+- apiGroups: [inferfleet.dev]
+  resources: [inferenceservices]
+  verbs: [get, list, watch, patch]
+# Status only; the operator never writes spec.
+- apiGroups: [inferfleet.dev]
+  resources: [inferenceservices/status]
+  verbs: [get, patch]
+# Per-tier workloads, applied server-side and pruned.
+- apiGroups: [apps]
+  resources: [deployments]
+  verbs: [get, list, watch, create, patch, delete]
+# The autoscaler owns replica counts through the scale subresource.
+- apiGroups: [apps]
+  resources: [deployments/scale]
+  verbs: [get, patch]
+# Multi-node tiers.
+- apiGroups: [leaderworkerset.x-k8s.io]
+  resources: [leaderworkersets]
+  verbs: [get, list, watch, create, patch, delete]
+- apiGroups: [leaderworkerset.x-k8s.io]
+  resources: [leaderworkersets/scale]
+  verbs: [get, patch]
+- apiGroups: [""]
+  resources: [services]
+  verbs: [get, list, watch, create, patch, delete]
+- apiGroups: [policy]
+  resources: [poddisruptionbudgets]
+  verbs: [get, list, watch, create, patch, delete]
+- apiGroups: [monitoring.coreos.com]
+  resources: [podmonitors]
+  verbs: [get, list, watch, create, patch, delete]
+# Weight pre-cache Jobs.
+- apiGroups: [batch]
+  resources: [jobs]
+  verbs: [get, list, watch, create, patch, delete]
+# Events about plans, scaling decisions and handler progress.
+- apiGroups: [""]
+  resources: [events]
+  verbs: [create, patch]
+{{- if and (include "inferfleet.peeringEnabled" .) .Values.watchNamespaces }}
+# kopf peering (namespaced mode): one active replica per namespace.
+- apiGroups: [kopf.dev]
+  resources: [kopfpeerings]
+  verbs: [get, list, watch, patch]
+{{- end }}
+{{- end }}
+
+{{- define "inferfleet.clusterRules" -}}
+# kopf notices CRDs being added or removed (read-only).
+- apiGroups: [apiextensions.k8s.io]
+  resources: [customresourcedefinitions]
+  verbs: [list, watch]
+{{- if and (include "inferfleet.peeringEnabled" .) (not .Values.watchNamespaces) }}
+# kopf peering (cluster mode): one active replica.
+- apiGroups: [kopf.dev]
+  resources: [clusterkopfpeerings]
+  verbs: [get, list, watch, patch]
+{{- end }}
+{{- end }}
