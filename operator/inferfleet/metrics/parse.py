@@ -1,0 +1,141 @@
+"""Turn Prometheus API results into per-tier numbers (pure).
+
+Input is the `data.result` list of `/api/v1/query` (vector) or `/api/v1/query_range`
+(matrix) exactly as the HTTP API returns it: values are strings, NaN is `"NaN"`.
+Anything that cannot be attributed to one InferenceService tier is dropped and counted
+in `problems`, never guessed at.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from inferfleet.metrics.queries import SERIES_LABELS
+
+
+class TierKey(NamedTuple):
+    """One tier of one InferenceService, as the series labels name it."""
+
+    namespace: str
+    service: str
+    tier: str
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.service}/{self.tier}"
+
+
+@dataclass
+class VectorResult:
+    """Per-tier values of one instant query.
+
+    A key mapped to None had a series whose value was NaN (for a quantile: no requests
+    in the window). A key that is absent had no series at all.
+    """
+
+    values: dict[TierKey, float | None] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+
+
+@dataclass
+class MatrixResult:
+    """Per-tier points `(unix time s, value)` of one range query, time-ordered, NaN dropped."""
+
+    series: dict[TierKey, list[tuple[float, float]]] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+
+
+def tier_key(labels: Mapping[str, Any]) -> TierKey | None:
+    """The tier a series belongs to, or None when a grouping label is missing or empty."""
+    parts = [labels.get(name) for name in SERIES_LABELS]
+    if not all(isinstance(part, str) and part for part in parts):
+        return None
+    namespace, service, tier = (str(part) for part in parts)
+    return TierKey(namespace, service, tier)
+
+
+def parse_sample(raw: Any) -> tuple[float, float | None] | None:
+    """`[ts, "value"]` → `(ts, value)`; NaN becomes None; a malformed pair gives None."""
+    if not isinstance(raw, list | tuple) or len(raw) != 2:
+        return None
+    try:
+        timestamp_s = float(raw[0])
+        value = float(raw[1])
+    except (TypeError, ValueError):
+        return None
+    if math.isnan(timestamp_s):
+        return None
+    return timestamp_s, (None if math.isnan(value) else value)
+
+
+def parse_vector(
+    result: Iterable[Any],
+    *,
+    eval_time_s: float | None = None,
+    max_age_s: float | None = None,
+) -> VectorResult:
+    """Parse an instant-vector result.
+
+    With `eval_time_s` and `max_age_s`, a sample stamped more than `max_age_s` before the
+    evaluation time is dropped as stale: a caching query frontend can hand back an old
+    answer, and an old answer must not look like the present.
+    """
+    out = VectorResult()
+    for item in result:
+        if not isinstance(item, Mapping):
+            out.problems.append(f"not a series: {item!r}")
+            continue
+        labels = item.get("metric")
+        key = tier_key(labels) if isinstance(labels, Mapping) else None
+        if key is None:
+            out.problems.append(f"series without {', '.join(SERIES_LABELS)}: {labels!r}")
+            continue
+        sample = parse_sample(item.get("value"))
+        if sample is None:
+            out.problems.append(f"{key}: malformed sample {item.get('value')!r}")
+            continue
+        timestamp_s, value = sample
+        if eval_time_s is not None and max_age_s is not None and eval_time_s - timestamp_s > max_age_s:
+            out.problems.append(f"{key}: stale sample from {eval_time_s - timestamp_s:.0f}s ago")
+            continue
+        if key in out.values:
+            # The queries group by exactly the key labels, so a duplicate means the
+            # series labels collide (e.g. two Prometheus replicas behind one URL).
+            out.problems.append(f"{key}: duplicate series; keeping the first")
+            continue
+        out.values[key] = value
+    return out
+
+
+def parse_matrix(result: Iterable[Any]) -> MatrixResult:
+    """Parse a range-query (matrix) result; NaN points and malformed points are skipped."""
+    out = MatrixResult()
+    for item in result:
+        if not isinstance(item, Mapping):
+            out.problems.append(f"not a series: {item!r}")
+            continue
+        labels = item.get("metric")
+        key = tier_key(labels) if isinstance(labels, Mapping) else None
+        if key is None:
+            out.problems.append(f"series without {', '.join(SERIES_LABELS)}: {labels!r}")
+            continue
+        raw_values = item.get("values")
+        if not isinstance(raw_values, list):
+            out.problems.append(f"{key}: no values")
+            continue
+        points: list[tuple[float, float]] = []
+        for raw in raw_values:
+            sample = parse_sample(raw)
+            if sample is None:
+                out.problems.append(f"{key}: malformed point {raw!r}")
+                continue
+            timestamp_s, value = sample
+            if value is None or math.isinf(value):
+                continue
+            points.append((timestamp_s, value))
+        points.sort()
+        out.series.setdefault(key, []).extend(points)
+        out.series[key].sort()
+    return out

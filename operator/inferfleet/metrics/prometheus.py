@@ -1,0 +1,208 @@
+"""Reading signals from Prometheus (I/O, prometheus-api-client).
+
+`PrometheusClient` is the only place that talks HTTP; it times and counts every query.
+`SignalReader` runs one loop's queries (a fixed set, independent of how many
+InferenceServices exist), refreshes the request-rate history cache when a history
+step has completed, and backs off while Prometheus is failing.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import requests
+from prometheus_api_client import PrometheusConnect
+from prometheus_api_client.exceptions import PrometheusApiClientException
+from urllib3.util.retry import Retry
+
+from inferfleet.config import OperatorSettings
+from inferfleet.metrics.backoff import Backoff
+from inferfleet.metrics.history import FetchRange, RateHistoryCache
+from inferfleet.metrics.operator_metrics import OperatorMetrics
+from inferfleet.metrics.parse import VectorResult, parse_matrix, parse_vector
+from inferfleet.metrics.queries import QueryConfig, Signal, history_query, signal_queries
+from inferfleet.metrics.signals import SignalSnapshot, assemble
+
+
+class QueryFailed(Exception):
+    """One Prometheus query failed; `cause` is a short enumeration for metrics."""
+
+    def __init__(self, message: str, cause: str) -> None:
+        super().__init__(message)
+        self.cause = cause
+
+
+@dataclass(frozen=True)
+class PrometheusConfig:
+    url: str
+    timeout_s: float = 5.0
+    bearer_token_file: str | None = None
+
+    @classmethod
+    def from_settings(cls, settings: OperatorSettings) -> PrometheusConfig:
+        return cls(
+            url=settings.prometheus_url,
+            timeout_s=settings.prometheus_timeout_s,
+            bearer_token_file=settings.prometheus_bearer_token_file,
+        )
+
+
+class PrometheusClient:
+    """Instant and range queries with timing, failure counting and bearer-token auth."""
+
+    def __init__(self, config: PrometheusConfig, metrics: OperatorMetrics | None = None) -> None:
+        self.config = config
+        self.metrics = metrics
+        self.queries_made = 0
+        # One quick retry for a reset connection; longer waits are SignalReader's
+        # backoff, which holds decisions instead of blocking the loop in sleeps.
+        retry = Retry(
+            total=1,
+            backoff_factor=0,
+            status_forcelist=(502, 503, 504),
+            allowed_methods=None,
+            raise_on_status=False,
+        )
+        self._connect = PrometheusConnect(
+            url=config.url.rstrip("/"),
+            retry=retry,
+            timeout=config.timeout_s,
+            # POST: a batched query over every series label set can outgrow a URL.
+            method="POST",
+        )
+
+    def _headers(self) -> dict[str, str] | None:
+        if not self.config.bearer_token_file:
+            return None
+        # Re-read on every query: projected service-account tokens rotate on disk.
+        token = Path(self.config.bearer_token_file).read_text(encoding="utf-8").strip()
+        return {"Authorization": f"Bearer {token}"}
+
+    def _call(self, kind: str, run: Callable[[], Any]) -> list[Any]:
+        self.queries_made += 1
+        started = time.perf_counter()
+        try:
+            self._connect.headers = self._headers()
+            result = run()
+        except requests.exceptions.Timeout as error:
+            message = f"timed out after {self.config.timeout_s}s: {error}"
+            raise self._failed(kind, "timeout", message) from error
+        except requests.exceptions.ConnectionError as error:
+            raise self._failed(kind, "connection", f"cannot reach {self.config.url}: {error}") from error
+        except PrometheusApiClientException as error:
+            raise self._failed(kind, "http", str(error)) from error
+        except (requests.exceptions.RequestException, ValueError, KeyError, OSError) as error:
+            raise self._failed(kind, "parse", f"{type(error).__name__}: {error}") from error
+        finally:
+            if self.metrics is not None:
+                self.metrics.query_duration_s.labels(kind=kind).observe(time.perf_counter() - started)
+        if not isinstance(result, list):
+            raise self._failed(kind, "parse", f"unexpected result type {type(result).__name__}")
+        return result
+
+    def _failed(self, kind: str, cause: str, message: str) -> QueryFailed:
+        if self.metrics is not None:
+            self.metrics.query_failures_total.labels(kind=kind, cause=cause).inc()
+        return QueryFailed(message, cause)
+
+    def instant(self, query: str, time_s: float) -> list[Any]:
+        params = {"time": f"{time_s:.3f}"}
+        return self._call("instant", lambda: self._connect.custom_query(query, params=params))
+
+    def range(self, query: str, fetch: FetchRange) -> list[Any]:
+        # The bounds are step multiples (whole seconds), so the library's rounding of
+        # datetimes to whole seconds changes nothing.
+        start = datetime.fromtimestamp(fetch.start_s, tz=UTC)
+        end = datetime.fromtimestamp(fetch.end_s, tz=UTC)
+        return self._call(
+            "range", lambda: self._connect.custom_query_range(query, start, end, step=f"{fetch.step_s}s")
+        )
+
+
+class SignalReader:
+    """One loop's worth of signal queries, with history caching and backoff."""
+
+    def __init__(
+        self,
+        client: PrometheusClient,
+        config: QueryConfig | None = None,
+        *,
+        history_retention_s: float | None = None,
+        backoff: Backoff | None = None,
+    ) -> None:
+        self.client = client
+        self.config = config or QueryConfig()
+        self.queries = signal_queries(self.config)
+        self.history = (
+            RateHistoryCache(self.config.history_step_s, history_retention_s)
+            if history_retention_s is not None
+            else None
+        )
+        self.backoff = backoff or Backoff()
+        # The six instant queries are independent; running them side by side makes the
+        # loop's latency that of the slowest query rather than their sum.
+        self._pool = ThreadPoolExecutor(max_workers=len(Signal), thread_name_prefix="promql")
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def read(self, now_s: float) -> SignalSnapshot:
+        """Signals of every tier at `now_s`; failures are reported in the snapshot, never raised."""
+        if not self.backoff.ready(now_s):
+            reason = (
+                f"backing off after {self.backoff.failures} failed attempt(s); "
+                f"next try in {self.backoff.next_attempt_s - now_s:.0f}s"
+            )
+            return assemble(now_s, {}, failed=dict.fromkeys(Signal, reason), history_failed=reason)
+        queries_before = self.client.queries_made
+        futures = {
+            signal: self._pool.submit(self.client.instant, query, now_s)
+            for signal, query in self.queries.items()
+        }
+        vectors: dict[Signal, VectorResult] = {}
+        failed: dict[Signal, str] = {}
+        for signal, future in futures.items():
+            try:
+                vectors[signal] = parse_vector(
+                    future.result(), eval_time_s=now_s, max_age_s=float(self.config.max_sample_age_s)
+                )
+            except QueryFailed as error:
+                failed[signal] = str(error)
+        if len(failed) == len(Signal):
+            self.backoff.failed(now_s)
+        else:
+            self.backoff.succeeded()
+        history_failed = (
+            self._refresh_history(now_s) if len(failed) < len(Signal) else "Prometheus unavailable"
+        )
+        history = None
+        if self.history is not None:
+            cache = self.history
+            history = {key: cache.window(key, now_s, cache.retention_s) for key in cache.tier_keys()}
+        return assemble(
+            now_s,
+            vectors,
+            failed=failed,
+            history=history,
+            history_failed=history_failed,
+            queries=self.client.queries_made - queries_before,
+        )
+
+    def _refresh_history(self, now_s: float) -> str | None:
+        if self.history is None:
+            return None
+        fetch = self.history.next_fetch(now_s)
+        if fetch is None:
+            return None
+        try:
+            result = self.client.range(history_query(self.config), fetch)
+        except QueryFailed as error:
+            return str(error)
+        self.history.merge(fetch, parse_matrix(result).series, now_s)
+        return None

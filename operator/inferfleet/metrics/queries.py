@@ -1,0 +1,171 @@
+"""PromQL for the autoscaler's signals (pure: strings in, strings out).
+
+Every query aggregates over *all* InferenceServices at once and groups by the three
+series labels the PodMonitor relabels pod labels into, so the cost of one autoscaler
+loop is a fixed number of queries however many objects exist.
+
+vLLM has renamed some metrics over time, and newer Prometheus client libraries can
+expose `vllm:foo` as `vllm_foo` when a scrape negotiates OpenMetrics with UTF-8
+escaping. A metric is therefore a *family* of names, combined with PromQL's `or`:
+`or` matches series on their labels ignoring `__name__`, so a pod that exposes both an
+old and a new name is counted once (the left-hand, preferred name wins).
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from inferfleet.api.labels import SERIES_LABEL_NAMESPACE, SERIES_LABEL_SERVICE, SERIES_LABEL_TIER
+
+# The grouping labels, in the order `TierKey` uses them.
+SERIES_LABELS: tuple[str, str, str] = (SERIES_LABEL_NAMESPACE, SERIES_LABEL_SERVICE, SERIES_LABEL_TIER)
+_BY = ", ".join(SERIES_LABELS)
+
+# vLLM's TTFT histogram buckets (seconds), as vllm/v1/metrics/loggers.py declares them.
+# The emulator in `testkit` exposes exactly these so histogram_quantile interpolates the
+# same way it would against a real engine.
+TTFT_BUCKETS_S: tuple[float, ...] = (
+    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75,
+    1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0,
+)  # fmt: skip
+
+
+class Signal(enum.StrEnum):
+    """One instant query per signal, each over every InferenceService."""
+
+    waiting = "waiting"
+    running = "running"
+    kv_cache_usage = "kvCacheUsage"
+    ttft_p99 = "ttftP99"
+    request_rate = "requestRate"
+    ready_replicas = "readyReplicas"
+
+
+def _escaped(name: str) -> str:
+    """`vllm:x` → `vllm_x`: the form UTF-8-escaping exposition produces for colons."""
+    return name.replace(":", "_")
+
+
+def family(*preferred_first: str) -> tuple[str, ...]:
+    """Each name followed by its escaped twin, preferred names first, no duplicates."""
+    names: list[str] = []
+    for name in preferred_first:
+        for variant in (name, _escaped(name)):
+            if variant not in names:
+                names.append(variant)
+    return tuple(names)
+
+
+@dataclass(frozen=True)
+class MetricNames:
+    """The vLLM metric names read, each family ordered newest name first."""
+
+    waiting: tuple[str, ...] = family("vllm:num_requests_waiting")
+    running: tuple[str, ...] = family("vllm:num_requests_running")
+    # Renamed in vLLM 0.9.2; the old name was removed in 0.12 but older fleets still run it.
+    kv_cache_usage: tuple[str, ...] = family("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
+    ttft_bucket: tuple[str, ...] = family("vllm:time_to_first_token_seconds_bucket")
+    # Finished requests of every finished_reason: at steady state it equals the arrival
+    # rate, and vLLM has exposed it under this name in every release we support.
+    requests_finished: tuple[str, ...] = family("vllm:request_success_total")
+
+
+@dataclass(frozen=True)
+class QueryConfig:
+    """Windows and freshness rules for the signal queries.
+
+    `rate_window_s` must hold at least two scrapes (4x the scrape interval is safe);
+    `max_sample_age_s` drops gauge samples older than this, so a series Prometheus still
+    returns inside its 5-minute lookback is not read as the present.
+    """
+
+    rate_window_s: int = 120
+    max_sample_age_s: int = 60
+    ttft_quantile: float = 0.99
+    history_step_s: int = 300
+    names: MetricNames = MetricNames()
+
+    def __post_init__(self) -> None:
+        if self.rate_window_s <= 0 or self.max_sample_age_s <= 0 or self.history_step_s <= 0:
+            raise ValueError("query windows must be positive")
+        if not 0 < self.ttft_quantile < 1:
+            raise ValueError("ttft_quantile must lie strictly between 0 and 1")
+
+
+def _duration(seconds: int) -> str:
+    return f"{int(seconds)}s"
+
+
+def _fresh(name: str, max_age_s: int) -> str:
+    # timestamp() yields each sample's own scrape time, so this keeps only series scraped
+    # within max_age_s of the evaluation time.
+    return f"({name} and (time() - timestamp({name})) < {int(max_age_s)})"
+
+
+def _fresh_family(names: Sequence[str], max_age_s: int) -> str:
+    return " or ".join(_fresh(name, max_age_s) for name in names)
+
+
+def _rate_family(names: Sequence[str], window_s: int) -> str:
+    window = _duration(window_s)
+    return " or ".join(f"rate({name}[{window}])" for name in names)
+
+
+def gauge_sum(names: Sequence[str], max_age_s: int) -> str:
+    return f"sum by ({_BY}) ({_fresh_family(names, max_age_s)})"
+
+
+def gauge_avg(names: Sequence[str], max_age_s: int) -> str:
+    return f"avg by ({_BY}) ({_fresh_family(names, max_age_s)})"
+
+
+def replicas_reporting(names: Sequence[str], max_age_s: int) -> str:
+    """Replicas (scrape targets) with a fresh sample, counting a multi-engine pod once."""
+    return f"count by ({_BY}) (group by ({_BY}, instance) ({_fresh_family(names, max_age_s)}))"
+
+
+def histogram_quantile(names: Sequence[str], quantile: float, window_s: int) -> str:
+    return (
+        f"histogram_quantile({quantile:g}, "
+        f"sum by ({_BY}, le) ({_rate_family(names, window_s)}))"
+    )
+
+
+def counter_rate(names: Sequence[str], window_s: int) -> str:
+    return f"sum by ({_BY}) ({_rate_family(names, window_s)})"
+
+
+def signal_queries(config: QueryConfig) -> dict[Signal, str]:
+    """The instant queries of one autoscaler loop, one per signal."""
+    names = config.names
+    return {
+        Signal.waiting: gauge_sum(names.waiting, config.max_sample_age_s),
+        Signal.running: gauge_sum(names.running, config.max_sample_age_s),
+        # The tier's average, not the hottest pod: the router spreads load, so the mean
+        # is the pressure more replicas would relieve.
+        Signal.kv_cache_usage: gauge_avg(names.kv_cache_usage, config.max_sample_age_s),
+        Signal.ttft_p99: histogram_quantile(names.ttft_bucket, config.ttft_quantile, config.rate_window_s),
+        Signal.request_rate: counter_rate(names.requests_finished, config.rate_window_s),
+        Signal.ready_replicas: replicas_reporting(names.running, config.max_sample_age_s),
+    }
+
+
+def history_query(config: QueryConfig) -> str:
+    """Request rate per tier, for a range query at `history_step_s`.
+
+    The rate window equals the step, so consecutive points cover adjacent intervals and
+    every finished request is counted once.
+    """
+    return counter_rate(config.names.requests_finished, config.history_step_s)
+
+
+def align_down(t_s: float, step_s: int) -> float:
+    """The last multiple of `step_s` at or before `t_s`.
+
+    Range queries start on step multiples so the points of successive loops fall on the
+    same grid and the cache can append instead of re-fetching.
+    """
+    return float(math.floor(t_s / step_s) * step_s)

@@ -1,0 +1,144 @@
+"""What the autoscaler sees: per-tier signals assembled from parsed query results (pure)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from inferfleet.metrics.parse import TierKey, VectorResult
+from inferfleet.metrics.queries import TTFT_BUCKETS_S, Signal
+
+
+@dataclass(frozen=True)
+class TierSignals:
+    """One tier's signals at one instant; None means "no data", never zero."""
+
+    waiting: float | None = None
+    running: float | None = None
+    ttft_p99_s: float | None = None
+    kv_cache_usage: float | None = None
+    request_rate_rps: float | None = None
+    ready_replicas: int | None = None
+    # Request-rate history at the history step, oldest first: (unix time s, rps).
+    rate_history: tuple[tuple[float, float], ...] = ()
+
+    @property
+    def has_load_data(self) -> bool:
+        """Queue depth and running count are the minimum the policy needs to act on."""
+        return self.waiting is not None and self.running is not None
+
+    @property
+    def ttft_p99_ms(self) -> float | None:
+        return None if self.ttft_p99_s is None else self.ttft_p99_s * 1000.0
+
+
+@dataclass(frozen=True)
+class SignalSnapshot:
+    """Signals of every tier that reported, read in one loop.
+
+    `failed` names the queries that errored (their signals are None everywhere).
+    `unavailable` is set when no query answered at all: Prometheus is down or refusing.
+    """
+
+    time_s: float
+    tiers: Mapping[TierKey, TierSignals] = field(default_factory=dict)
+    failed: Mapping[Signal, str] = field(default_factory=dict)
+    history_failed: str | None = None
+    problems: Sequence[str] = ()
+    queries: int = 0
+
+    @property
+    def unavailable(self) -> bool:
+        return len(self.failed) == len(Signal)
+
+    def tier(self, namespace: str, service: str, tier: str) -> TierSignals | None:
+        return self.tiers.get(TierKey(namespace, service, tier))
+
+
+def _number(value: float | None) -> float | None:
+    if value is None or math.isnan(value):
+        return None
+    return value
+
+
+def _ttft(value: float | None) -> float | None:
+    value = _number(value)
+    if value is None:
+        return None
+    # histogram_quantile answers +Inf only when no finite bucket exists; read it as the
+    # largest bucket bound so the number stays finite (and serialisable) yet maximal.
+    return min(value, TTFT_BUCKETS_S[-1])
+
+
+def assemble(
+    time_s: float,
+    vectors: Mapping[Signal, VectorResult],
+    *,
+    failed: Mapping[Signal, str] | None = None,
+    history: Mapping[TierKey, Sequence[tuple[float, float]]] | None = None,
+    history_failed: str | None = None,
+    queries: int = 0,
+) -> SignalSnapshot:
+    """Join per-signal results on their tier key into one snapshot."""
+    keys: set[TierKey] = set()
+    problems: list[str] = []
+    for signal, vector in vectors.items():
+        keys.update(vector.values)
+        problems.extend(f"{signal}: {problem}" for problem in vector.problems)
+
+    def value(signal: Signal, key: TierKey) -> float | None:
+        vector = vectors.get(signal)
+        return None if vector is None else vector.values.get(key)
+
+    tiers: dict[TierKey, TierSignals] = {}
+    for key in sorted(keys):
+        ready = _number(value(Signal.ready_replicas, key))
+        rate = _number(value(Signal.request_rate, key))
+        tiers[key] = TierSignals(
+            waiting=_number(value(Signal.waiting, key)),
+            running=_number(value(Signal.running, key)),
+            ttft_p99_s=_ttft(value(Signal.ttft_p99, key)),
+            kv_cache_usage=_number(value(Signal.kv_cache_usage, key)),
+            # rate() can dip a hair below zero after a counter reset is extrapolated.
+            request_rate_rps=None if rate is None else max(rate, 0.0),
+            ready_replicas=None if ready is None else round(ready),
+            rate_history=tuple(history.get(key, ())) if history else (),
+        )
+    return SignalSnapshot(
+        time_s=time_s,
+        tiers=tiers,
+        failed=dict(failed or {}),
+        history_failed=history_failed,
+        problems=tuple(problems),
+        queries=queries,
+    )
+
+
+def _round(value: float | None, digits: int) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def to_document(snapshot: SignalSnapshot) -> dict[str, Any]:
+    """The `inferfleet signals -o json` document: services → tiers → signals."""
+    services: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for key in sorted(snapshot.tiers):
+        signals = snapshot.tiers[key]
+        services.setdefault((key.namespace, key.service), []).append(
+            {
+                "name": key.tier,
+                "waiting": _round(signals.waiting, 3),
+                "running": _round(signals.running, 3),
+                "ttftP99Ms": _round(signals.ttft_p99_ms, 1),
+                "kvCacheUsage": _round(signals.kv_cache_usage, 4),
+                "requestRateRps": _round(signals.request_rate_rps, 4),
+                "readyReplicas": signals.ready_replicas,
+            }
+        )
+    return {
+        "services": [
+            {"namespace": namespace, "name": name, "tiers": tiers}
+            for (namespace, name), tiers in services.items()
+        ]
+    }

@@ -1,0 +1,440 @@
+"""A vLLM metrics emulator and a throwaway Prometheus, for tests, benchmarks and demos.
+
+`VllmEmulator` serves the metric names, types and histogram buckets vLLM serves, for
+any number of emulated pods, each driven by the caller (queue depth, running batch,
+KV usage, request rate, TTFT). Counters grow continuously with the configured rate, so
+`rate()` over any window returns that rate without the caller ticking a clock.
+
+`PrometheusServer` runs the real `prometheus` binary on a free loopback port with a
+generated config and a temporary storage directory.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Literal
+
+import yaml
+
+from inferfleet.api.labels import SERIES_LABEL_NAMESPACE, SERIES_LABEL_SERVICE, SERIES_LABEL_TIER
+from inferfleet.metrics.queries import TTFT_BUCKETS_S
+
+NameStyle = Literal["colon", "underscore"]
+Clock = Callable[[], float]
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class _Flow:
+    """A quantity growing at `rate_per_s`, integrated exactly across rate changes."""
+
+    rate_per_s: float = 0.0
+    total: float = 0.0
+    since_s: float = 0.0
+
+    def value(self, now_s: float) -> float:
+        return self.total + self.rate_per_s * max(0.0, now_s - self.since_s)
+
+    def set_rate(self, rate_per_s: float, now_s: float) -> None:
+        self.total = self.value(now_s)
+        self.since_s = now_s
+        self.rate_per_s = rate_per_s
+
+
+@dataclass
+class EmulatedPod:
+    """One vLLM replica's /metrics, as a PodMonitor would scrape it.
+
+    `ttft_mix` lists (TTFT seconds, share of requests); requests finish and report
+    their TTFT at `rps`. `name_style="underscore"` exposes `vllm_…` names (the escaped
+    form), `legacy_kv=True` the pre-0.9.2 `gpu_cache_usage_perc` name.
+    """
+
+    name: str
+    namespace: str
+    service: str
+    tier: str
+    model_name: str = "model"
+    name_style: NameStyle = "colon"
+    legacy_kv: bool = False
+    waiting: float = 0.0
+    running: float = 0.0
+    kv_cache_usage: float = 0.0
+    up: bool = True
+    ttft_mix: tuple[tuple[float, float], ...] = ((0.05, 1.0),)
+    _finished: _Flow = field(default_factory=_Flow)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    # Histogram observations banked when the TTFT mix or the rate last changed.
+    _banked_buckets: list[float] = field(default_factory=lambda: [0.0] * (len(TTFT_BUCKETS_S) + 1))
+    _banked_sum_s: float = 0.0
+    _banked_count: float = 0.0
+
+    @property
+    def labels(self) -> dict[str, str]:
+        return {
+            SERIES_LABEL_NAMESPACE: self.namespace,
+            SERIES_LABEL_SERVICE: self.service,
+            SERIES_LABEL_TIER: self.tier,
+        }
+
+    def set(
+        self,
+        *,
+        now_s: float,
+        waiting: float | None = None,
+        running: float | None = None,
+        kv_cache_usage: float | None = None,
+        rps: float | None = None,
+        ttft_mix: Sequence[tuple[float, float]] | None = None,
+        up: bool | None = None,
+    ) -> None:
+        with self._lock:
+            if waiting is not None:
+                self.waiting = waiting
+            if running is not None:
+                self.running = running
+            if kv_cache_usage is not None:
+                self.kv_cache_usage = kv_cache_usage
+            if up is not None:
+                self.up = up
+            if ttft_mix is not None or rps is not None:
+                # A new TTFT mix applies to requests finishing from now on; bank the past.
+                self._bank(now_s)
+                if ttft_mix is not None:
+                    self.ttft_mix = tuple(ttft_mix)
+                self._finished.set_rate(self._finished.rate_per_s if rps is None else rps, now_s)
+
+    def _bank(self, now_s: float) -> None:
+        buckets, sum_s, count = self._since_bank(now_s)
+        self._banked_buckets = [a + b for a, b in zip(self._banked_buckets, buckets, strict=True)]
+        self._banked_sum_s += sum_s
+        self._banked_count += count
+        self._finished.total = self._finished.value(now_s)
+        self._finished.since_s = now_s
+
+    def _since_bank(self, now_s: float) -> tuple[list[float], float, float]:
+        count = self._finished.rate_per_s * max(0.0, now_s - self._finished.since_s)
+        buckets = [0.0] * (len(TTFT_BUCKETS_S) + 1)
+        sum_s = 0.0
+        for ttft_s, share in self.ttft_mix:
+            index = bisect.bisect_left(TTFT_BUCKETS_S, ttft_s)
+            buckets[index] += count * share
+            sum_s += count * share * ttft_s
+        return buckets, sum_s, count
+
+    def _name(self, name: str) -> str:
+        return name.replace(":", "_") if self.name_style == "underscore" else name
+
+    def exposition(self, now_s: float, extra_labels: dict[str, str] | None = None) -> list[str]:
+        """Text-format lines for this pod (HELP lines left out; Prometheus ignores them)."""
+        with self._lock:
+            fresh, fresh_sum_s, fresh_count = self._since_bank(now_s)
+            buckets = [a + b for a, b in zip(self._banked_buckets, fresh, strict=True)]
+            sum_s = self._banked_sum_s + fresh_sum_s
+            count = self._banked_count + fresh_count
+            finished = self._finished.total + fresh_count
+            waiting, running, kv = self.waiting, self.running, self.kv_cache_usage
+        labels = {"model_name": self.model_name, "engine": "0", **(extra_labels or {})}
+
+        def series(name: str, value: float, more: dict[str, str] | None = None) -> str:
+            merged = {**labels, **(more or {})}
+            rendered = ",".join(f'{key}="{val}"' for key, val in merged.items())
+            return f"{self._name(name)}{{{rendered}}} {value!r}"
+
+        kv_name = "vllm:gpu_cache_usage_perc" if self.legacy_kv else "vllm:kv_cache_usage_perc"
+        lines = [
+            f"# TYPE {self._name('vllm:num_requests_running')} gauge",
+            series("vllm:num_requests_running", running),
+            f"# TYPE {self._name('vllm:num_requests_waiting')} gauge",
+            series("vllm:num_requests_waiting", waiting),
+            f"# TYPE {self._name(kv_name)} gauge",
+            series(kv_name, kv),
+            f"# TYPE {self._name('vllm:request_success_total')} counter",
+            series("vllm:request_success_total", float(finished), {"finished_reason": "stop"}),
+            f"# TYPE {self._name('vllm:time_to_first_token_seconds')} histogram",
+        ]
+        cumulative = 0.0
+        for bound, observed in zip((*TTFT_BUCKETS_S, float("inf")), buckets, strict=True):
+            cumulative += observed
+            le = "+Inf" if bound == float("inf") else repr(bound)
+            lines.append(series("vllm:time_to_first_token_seconds_bucket", cumulative, {"le": le}))
+        lines.append(series("vllm:time_to_first_token_seconds_sum", sum_s))
+        lines.append(series("vllm:time_to_first_token_seconds_count", count))
+        return lines
+
+
+class VllmEmulator:
+    """Serves `/pods/<name>/metrics` per pod and `/metrics` with every pod's series.
+
+    The combined `/metrics` labels each series with the `inferfleet_*` labels and an
+    `instance` per pod, so one scrape target (with `honor_labels: true`) can stand in
+    for thousands of pods in a benchmark.
+    """
+
+    def __init__(self, clock: Clock = time.time) -> None:
+        self.clock = clock
+        self.pods: dict[str, EmulatedPod] = {}
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+        self.scrapes = 0
+
+    def add_pod(self, pod: EmulatedPod) -> EmulatedPod:
+        pod._finished.since_s = self.clock()
+        self.pods[pod.name] = pod
+        return pod
+
+    def render(self, path: str) -> str | None:
+        now_s = self.clock()
+        if path == "/metrics":
+            lines: list[str] = []
+            for pod in self.pods.values():
+                if pod.up:
+                    extra = {**pod.labels, "instance": pod.name}
+                    lines.extend(line for line in pod.exposition(now_s, extra) if not line.startswith("#"))
+            return "\n".join(lines) + "\n"
+        parts = path.strip("/").split("/")
+        if len(parts) == 3 and parts[0] == "pods" and parts[2] == "metrics":
+            target = self.pods.get(parts[1])
+            if target is None or not target.up:
+                return None
+            return "\n".join(target.exposition(now_s)) + "\n"
+        return None
+
+    @property
+    def address(self) -> str:
+        if self._server is None:
+            raise RuntimeError("emulator not started")
+        host, port = self._server.server_address[:2]
+        return f"{host!s}:{port}"
+
+    def start(self) -> VllmEmulator:
+        emulator = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                body = emulator.render(self.path.split("?")[0])
+                emulator.scrapes += 1
+                if body is None:
+                    self.send_response(503)
+                    self.end_headers()
+                    return
+                payload = body.encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True, name="vllm-emulator")
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    def __enter__(self) -> VllmEmulator:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    def pod_scrape_config(self, job: str = "vllm", scrape_interval_s: float = 1.0) -> dict[str, Any]:
+        """One target per pod, labelled as the rendered PodMonitor's relabelling would."""
+        return {
+            "job_name": job,
+            "scrape_interval": f"{scrape_interval_s:g}s",
+            "scrape_timeout": f"{scrape_interval_s:g}s",
+            "static_configs": [
+                {
+                    "targets": [self.address],
+                    "labels": {
+                        **pod.labels,
+                        "pod": pod.name,
+                        "instance": pod.name,
+                        "__metrics_path__": f"/pods/{pod.name}/metrics",
+                    },
+                }
+                for pod in self.pods.values()
+            ],
+        }
+
+    def combined_scrape_config(self, job: str = "vllm-all", scrape_interval_s: float = 2.0) -> dict[str, Any]:
+        return {
+            "job_name": job,
+            "honor_labels": True,
+            "scrape_interval": f"{scrape_interval_s:g}s",
+            "scrape_timeout": f"{scrape_interval_s:g}s",
+            "static_configs": [{"targets": [self.address]}],
+        }
+
+
+class PrometheusServer:
+    """The real Prometheus on 127.0.0.1:<free port>, with storage in a temporary dir."""
+
+    def __init__(
+        self,
+        scrape_configs: Sequence[dict[str, Any]],
+        *,
+        binary: str | None = None,
+        scrape_interval_s: float = 1.0,
+        workdir: Path | None = None,
+    ) -> None:
+        found = binary or shutil.which("prometheus")
+        if found is None:
+            raise FileNotFoundError("prometheus binary not found on PATH")
+        self.binary = found
+        self.scrape_configs = list(scrape_configs)
+        self.scrape_interval_s = scrape_interval_s
+        self._own_workdir = workdir is None
+        self.workdir = workdir or Path(tempfile.mkdtemp(prefix="inferfleet-prom-"))
+        self.port = free_port()
+        self._process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def _write_config(self) -> Path:
+        config = {
+            "global": {
+                "scrape_interval": f"{self.scrape_interval_s:g}s",
+                "evaluation_interval": f"{self.scrape_interval_s:g}s",
+            },
+            "scrape_configs": self.scrape_configs,
+        }
+        path = self.workdir / "prometheus.yml"
+        path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+        return path
+
+    def start(self, timeout_s: float = 30.0) -> PrometheusServer:
+        config = self._write_config()
+        log = (self.workdir / "prometheus.log").open("ab")
+        self._process = subprocess.Popen(
+            [
+                self.binary,
+                f"--config.file={config}",
+                f"--storage.tsdb.path={self.workdir / 'data'}",
+                f"--web.listen-address=127.0.0.1:{self.port}",
+                "--web.enable-lifecycle",
+                "--storage.tsdb.retention.time=2h",
+                "--log.level=warn",
+            ],
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+        )
+        log.close()
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self._process.poll() is not None:
+                raise RuntimeError(f"prometheus exited with {self._process.returncode}: {self.log_tail()}")
+            try:
+                with urllib.request.urlopen(f"{self.url}/-/ready", timeout=1) as response:
+                    if response.status == 200:
+                        return self
+            except (urllib.error.URLError, OSError):
+                pass
+            time.sleep(0.1)
+        self.stop()
+        raise TimeoutError(f"prometheus not ready after {timeout_s}s: {self.log_tail()}")
+
+    def log_tail(self, lines: int = 20) -> str:
+        path = self.workdir / "prometheus.log"
+        if not path.exists():
+            return ""
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+
+    def api(self, path: str, **params: str) -> Any:
+        query = urllib.parse.urlencode(params)
+        with urllib.request.urlopen(f"{self.url}{path}?{query}", timeout=5) as response:
+            return json.loads(response.read())
+
+    def wait_for_targets(self, count: int, timeout_s: float = 30.0) -> None:
+        """Block until `count` targets have been scraped successfully at least once."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            try:
+                targets = self.api("/api/v1/targets", state="active")["data"]["activeTargets"]
+            except (urllib.error.URLError, OSError, KeyError):
+                targets = []
+            if sum(1 for target in targets if target.get("health") == "up") >= count:
+                return
+            time.sleep(0.2)
+        raise TimeoutError(f"fewer than {count} targets up after {timeout_s}s")
+
+    def wait_for(
+        self, query: str, predicate: Callable[[list[Any]], bool], timeout_s: float = 30.0
+    ) -> list[Any]:
+        """Poll an instant query until its result satisfies `predicate`."""
+        deadline = time.monotonic() + timeout_s
+        result: list[Any] = []
+        while time.monotonic() < deadline:
+            try:
+                result = self.api("/api/v1/query", query=query)["data"]["result"]
+            except (urllib.error.URLError, OSError, KeyError):
+                result = []
+            if predicate(result):
+                return result
+            time.sleep(0.2)
+        raise TimeoutError(f"{query!r} did not reach the expected value in {timeout_s}s; last: {result!r}")
+
+    @property
+    def running(self) -> bool:
+        return self._process is not None and self._process.poll() is None
+
+    def stop(self) -> None:
+        if self._process is None:
+            return
+        if self._process.poll() is None:
+            self._process.send_signal(signal.SIGTERM)
+            try:
+                self._process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait()
+        self._process = None
+
+    def close(self) -> None:
+        self.stop()
+        if self._own_workdir and os.path.isdir(self.workdir):
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def __enter__(self) -> PrometheusServer:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
