@@ -63,52 +63,52 @@ app.kubernetes.io/component: operator
 {{- end }}
 
 {{/*
-RBAC rules: exactly the API calls the operator makes (tests/integration/chart/test_rbac.py
-compares them with inferfleet.cluster.API_CALLS plus kopf's own calls). No wildcards.
-"namespacedRules" are granted per watched namespace (Role) or cluster-wide (ClusterRole);
-"clusterRules" are for cluster-scoped resources and always need a ClusterRole.
+RBAC rules: exactly the API calls the operator makes, inferfleet.cluster.API_CALLS (the
+cluster port's access table plus kopf's own calls); tests/integration/chart/test_rbac.py
+fails when the two drift. No wildcards. "namespacedRules" are granted per watched
+namespace (Role) or cluster-wide (ClusterRole); "clusterRules" cover cluster-scoped
+resources and always live in the ClusterRole. Peering rules appear only with peering.
 */}}
 {{- define "inferfleet.namespacedRules" -}}
-# The InferenceService: kopf watches it and patches its own progress annotations.
+# The InferenceService: read, plus kopf's progress annotations (never spec).
 - apiGroups: [inferfleet.dev]
   resources: [inferenceservices]
   verbs: [get, list, watch, patch]
-# Status only; the operator never writes spec.
 - apiGroups: [inferfleet.dev]
   resources: [inferenceservices/status]
-  verbs: [get, patch]
-# Per-tier workloads, applied server-side and pruned.
+  verbs: [patch]
+# Per-tier workloads: server-side apply (create/patch), prune (delete), observe.
 - apiGroups: [apps]
   resources: [deployments]
+  verbs: [get, list, watch, create, patch, delete]
+- apiGroups: [leaderworkerset.x-k8s.io]
+  resources: [leaderworkersets]
   verbs: [get, list, watch, create, patch, delete]
 # The autoscaler owns replica counts through the scale subresource.
 - apiGroups: [apps]
   resources: [deployments/scale]
   verbs: [get, patch]
-# Multi-node tiers.
-- apiGroups: [leaderworkerset.x-k8s.io]
-  resources: [leaderworkersets]
-  verbs: [get, list, watch, create, patch, delete]
 - apiGroups: [leaderworkerset.x-k8s.io]
   resources: [leaderworkersets/scale]
   verbs: [get, patch]
+# Other owned children.
 - apiGroups: [""]
   resources: [services]
-  verbs: [get, list, watch, create, patch, delete]
+  verbs: [get, list, create, patch, delete]
 - apiGroups: [policy]
   resources: [poddisruptionbudgets]
-  verbs: [get, list, watch, create, patch, delete]
+  verbs: [get, list, create, patch, delete]
 - apiGroups: [monitoring.coreos.com]
   resources: [podmonitors]
-  verbs: [get, list, watch, create, patch, delete]
-# Weight pre-cache Jobs.
-- apiGroups: [batch]
-  resources: [jobs]
-  verbs: [get, list, watch, create, patch, delete]
+  verbs: [get, list, create, patch, delete]
+# The autoscaler marks the pods to remove first (pod-deletion-cost annotation).
+- apiGroups: [""]
+  resources: [pods]
+  verbs: [list, patch]
 # Events about plans, scaling decisions and handler progress.
 - apiGroups: [""]
   resources: [events]
-  verbs: [create, patch]
+  verbs: [create]
 {{- if and (include "inferfleet.peeringEnabled" .) .Values.watchNamespaces }}
 # kopf peering (namespaced mode): one active replica per namespace.
 - apiGroups: [kopf.dev]
@@ -118,10 +118,17 @@ compares them with inferfleet.cluster.API_CALLS plus kopf's own calls). No wildc
 {{- end }}
 
 {{- define "inferfleet.clusterRules" -}}
-# kopf notices CRDs being added or removed (read-only).
+# kopf notices CRDs and namespaces being added or removed (read-only).
 - apiGroups: [apiextensions.k8s.io]
   resources: [customresourcedefinitions]
   verbs: [list, watch]
+- apiGroups: [""]
+  resources: [namespaces]
+  verbs: [list, watch]
+# kopf registers the validating admission webhook.
+- apiGroups: [admissionregistration.k8s.io]
+  resources: [validatingwebhookconfigurations]
+  verbs: [create, patch]
 {{- if and (include "inferfleet.peeringEnabled" .) (not .Values.watchNamespaces) }}
 # kopf peering (cluster mode): one active replica.
 - apiGroups: [kopf.dev]

@@ -1,0 +1,70 @@
+"""Render the chart through real Helm (helm-python-sdk: Helm's Go SDK in-process).
+
+The rendering code is hack/gen_install.py's, so the install bundle and the tests see
+the same objects.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import yaml
+
+from tests.conftest import REPO_ROOT
+
+CHART_DIR = REPO_ROOT / "charts" / "inferfleet"
+VALUES_DIR = Path(__file__).resolve().parent / "values"
+NAMESPACE = "inferfleet-system"
+
+
+def _load_gen_install() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("gen_install", REPO_ROOT / "hack" / "gen_install.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+gen_install = _load_gen_install()
+
+
+def values_file(name: str) -> dict[str, Any]:
+    loaded = yaml.safe_load((VALUES_DIR / name).read_text(encoding="utf-8"))
+    assert isinstance(loaded, dict)
+    return loaded
+
+
+def render(values: dict[str, Any] | None = None, *, release: str = "inferfleet") -> list[dict[str, Any]]:
+    objects: list[dict[str, Any]] = gen_install.render_chart(values, name=release, namespace=NAMESPACE)
+    return objects
+
+
+def by_kind(objects: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [obj for obj in objects if obj["kind"] == kind]
+
+
+def one(objects: list[dict[str, Any]], kind: str) -> dict[str, Any]:
+    found = by_kind(objects, kind)
+    assert len(found) == 1, f"expected one {kind}, got {len(found)}"
+    return found[0]
+
+
+def named(objects: list[dict[str, Any]], kind: str, suffix: str) -> dict[str, Any]:
+    """The one object of `kind` whose name ends with `suffix`."""
+    found = [o for o in by_kind(objects, kind) if o["metadata"]["name"].endswith(suffix)]
+    assert len(found) == 1, f"expected one {kind} named *{suffix}, got {len(found)}"
+    return found[0]
+
+
+def operator_container(objects: list[dict[str, Any]]) -> dict[str, Any]:
+    containers = one(objects, "Deployment")["spec"]["template"]["spec"]["containers"]
+    assert len(containers) == 1
+    container: dict[str, Any] = containers[0]
+    return container
+
+
+def env_of(objects: list[dict[str, Any]]) -> dict[str, str]:
+    return {e["name"]: e["value"] for e in operator_container(objects)["env"] if "value" in e}
