@@ -1,1 +1,74 @@
-"""Autoscaling policy: forecaster, policies, decide() (pure)."""
+"""Autoscaling policy: forecaster, policies, decide() (pure).
+
+The live loop and the simulator both build a `ScalingContext`, call a policy
+(`decide` is ours; `POLICIES` also holds the baselines) with the `ScalingState` from
+the previous tick, apply the `Recommendation` and keep the returned state
+(`ScalingState.to_dict()` goes to `status.autoscalerState`).
+"""
+
+from inferfleet.scaling.baselines import (
+    POLICIES,
+    PolicyFunction,
+    policy_function,
+    queue_only,
+    reactive_util,
+    static_peak,
+)
+from inferfleet.scaling.config import figures_from_plan, resolve_policy
+from inferfleet.scaling.forecast import Forecast, ForecastConfig, forecast
+from inferfleet.scaling.placement import Placement, TierSlot, place
+from inferfleet.scaling.policy import decide
+from inferfleet.scaling.types import (
+    SIGNAL_HOLD,
+    SIGNAL_PREDICTIVE,
+    SIGNAL_REACTIVE,
+    SIGNAL_SCHEDULED,
+    SIGNAL_WARM_MINIMUM,
+    PolicyConfig,
+    PrewarmRule,
+    Recommendation,
+    ScaleBehavior,
+    ScalingContext,
+    ScalingState,
+    TierContext,
+    TierFigures,
+    TierPolicy,
+    TierRecommendation,
+    TierSignals,
+    TierState,
+)
+
+__all__ = [
+    "POLICIES",
+    "SIGNAL_HOLD",
+    "SIGNAL_PREDICTIVE",
+    "SIGNAL_REACTIVE",
+    "SIGNAL_SCHEDULED",
+    "SIGNAL_WARM_MINIMUM",
+    "Forecast",
+    "ForecastConfig",
+    "Placement",
+    "PolicyConfig",
+    "PolicyFunction",
+    "PrewarmRule",
+    "Recommendation",
+    "ScaleBehavior",
+    "ScalingContext",
+    "ScalingState",
+    "TierContext",
+    "TierFigures",
+    "TierPolicy",
+    "TierRecommendation",
+    "TierSignals",
+    "TierSlot",
+    "TierState",
+    "decide",
+    "figures_from_plan",
+    "forecast",
+    "place",
+    "policy_function",
+    "queue_only",
+    "reactive_util",
+    "resolve_policy",
+    "static_peak",
+]

@@ -1,0 +1,125 @@
+"""Resolve the scaling policy: operator-wide defaults, overridden by the spec.
+
+The SRE sets defaults once (Helm values → `OperatorSettings`); each InferenceService
+may override any of them in `spec.scaling`. Resolving is pure and happens once per
+spec change, so every tick reads one flat `PolicyConfig`.
+"""
+
+from __future__ import annotations
+
+from inferfleet.api.plan import TierPlan
+from inferfleet.api.spec import InferenceServiceSpec, TierSpec
+from inferfleet.api.spec import ScaleBehavior as SpecBehavior
+from inferfleet.config import OperatorSettings
+from inferfleet.scaling.types import PolicyConfig, PrewarmRule, ScaleBehavior, TierFigures, TierPolicy
+
+
+def _behavior(
+    spec: SpecBehavior | None, stabilization_s: float, cooldown_s: float, max_step: int | None
+) -> ScaleBehavior:
+    if spec is None:
+        return ScaleBehavior(float(stabilization_s), float(cooldown_s), max_step)
+    return ScaleBehavior(
+        stabilization_s=float(
+            spec.stabilization_seconds if spec.stabilization_seconds is not None else stabilization_s
+        ),
+        cooldown_s=float(spec.cooldown_seconds if spec.cooldown_seconds is not None else cooldown_s),
+        max_replicas_per_step=(
+            spec.max_replicas_per_step if spec.max_replicas_per_step is not None else max_step
+        ),
+    )
+
+
+def tier_policy(tier: TierSpec, routing: dict[str, float] | None) -> TierPolicy:
+    return TierPolicy(
+        name=tier.name,
+        min_replicas=tier.min_replicas,
+        max_replicas=tier.max_replicas,
+        capacity_type=tier.capacity_type,
+        routing_share=None if routing is None else routing.get(tier.name),
+        cost_per_gpu_hour=tier.cost_per_gpu_hour,
+    )
+
+
+def resolve_policy(settings: OperatorSettings, spec: InferenceServiceSpec) -> PolicyConfig:
+    """The flat policy for one InferenceService: every `spec.scaling` field that is set
+    wins over the operator setting of the same meaning."""
+    scaling = spec.scaling
+    predictive = scaling.predictive if scaling else None
+    reactive = scaling.reactive if scaling else None
+    routing = spec.workload.routing
+
+    ttft_target_ms = spec.workload.slo.ttft_p99_ms
+    queue_depth = settings.queue_depth_per_replica
+    if reactive is not None:
+        if reactive.ttft_target_ms is not None:
+            ttft_target_ms = reactive.ttft_target_ms
+        if reactive.queue_depth_per_replica is not None:
+            queue_depth = reactive.queue_depth_per_replica
+
+    prewarm = tuple(
+        PrewarmRule(
+            schedule=window.schedule,
+            duration_s=window.duration_minutes * 60.0,
+            replicas=window.replicas,
+            tier=window.tier,
+            time_zone=window.time_zone,
+        )
+        for window in ((scaling.prewarm or []) if scaling else [])
+    )
+
+    return PolicyConfig(
+        tiers=tuple(tier_policy(tier, routing) for tier in spec.tiers),
+        ttft_target_ms=float(ttft_target_ms),
+        mode=(scaling.mode if scaling and scaling.mode else settings.scaling_mode),
+        sync_period_s=float(
+            scaling.sync_period_seconds
+            if scaling and scaling.sync_period_seconds is not None
+            else settings.sync_period_s
+        ),
+        headroom=float(scaling.headroom if scaling and scaling.headroom is not None else settings.headroom),
+        queue_depth_per_replica=float(queue_depth),
+        predictive_enabled=(
+            predictive.enabled
+            if predictive is not None and predictive.enabled is not None
+            else settings.predictive_enabled
+        ),
+        history_window_hours=float(
+            predictive.history_window_hours
+            if predictive is not None and predictive.history_window_hours is not None
+            else settings.forecast_window_hours
+        ),
+        seasonality=(predictive.seasonality if predictive is not None and predictive.seasonality else "auto"),
+        cold_start_margin_s=float(settings.cold_start_margin_s),
+        allow_scale_to_zero=bool(scaling.allow_scale_to_zero) if scaling else False,
+        scale_up=_behavior(
+            scaling.scale_up if scaling else None,
+            settings.scale_up_stabilization_s,
+            settings.scale_up_cooldown_s,
+            None,
+        ),
+        scale_down=_behavior(
+            scaling.scale_down if scaling else None,
+            settings.scale_down_stabilization_s,
+            settings.scale_down_cooldown_s,
+            settings.scale_down_max_replicas_per_step,
+        ),
+        prewarm=prewarm,
+    )
+
+
+def figures_from_plan(tier_plan: TierPlan) -> TierFigures:
+    """The handful of plan figures the policy and the simulator use."""
+    slots = tier_plan.concurrency_at_p95 if tier_plan.concurrency_at_p95 > 0 else tier_plan.max_concurrency
+    if tier_plan.max_num_seqs > 0:
+        slots = min(slots, float(tier_plan.max_num_seqs))
+    return TierFigures(
+        name=tier_plan.name,
+        usable_rps=float(tier_plan.usable_rps),
+        cold_start_s=float(tier_plan.cold_start_seconds),
+        gpus_per_replica=int(tier_plan.gpus_per_replica),
+        max_concurrency=max(1.0, float(slots)),
+        replicas_for_peak=int(tier_plan.replicas_for_peak),
+        cost_per_million_tokens_usd=tier_plan.cost_per_million_tokens_usd,
+        feasible=bool(tier_plan.feasible) and tier_plan.usable_rps > 0,
+    )

@@ -1,0 +1,224 @@
+"""Request-rate forecaster: the rate one cold start ahead, from a per-minute history.
+
+A replica asked for now serves only after its cold start (2-5 minutes for LLM
+serving, field guide section 9.2), so the predictive target needs the demand at
+`now + lead time`, not the demand now. Methods:
+
+- `naive`: the last minute. The yardstick every method must beat.
+- `trend`: recent level (mean of the last few minutes) plus a damped trend taken
+  from the medians of the two halves of the last half hour. Needs 10 minutes.
+- `seasonal`: the recent level times how traffic moved over the same stretch of
+  time one day (and one week) earlier: ratio of the mean around `t - P + h` to the
+  mean just before `t - P`, median over the periods available. Needs a full period
+  of history with coverage; falls back to `trend` otherwise.
+- `hybrid` (the default): the larger of `seasonal` and `trend`. Under-forecasting
+  costs SLO violations during a cold start, over-forecasting costs a few replica
+  minutes that the slow scale-down returns, so the forecast errs upwards.
+
+Guardrails, whatever the method: too few data points or too little coverage gives
+no forecast (the caller falls back to the reactive signals), and the forecast never
+exceeds `growth_cap` times the recent typical level, so one spike cannot ask for an
+unbounded fleet. `hack/bench/forecast.py` measures the methods on the traces; its
+numbers chose the default (see the README).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal, overload
+
+Method = Literal["naive", "trend", "seasonal", "hybrid"]
+Seasonality = Literal["auto", "daily", "weekly", "none"]
+
+DAY_MIN = 1440
+WEEK_MIN = 7 * DAY_MIN
+
+
+@dataclass(frozen=True, slots=True)
+class ForecastConfig:
+    method: Method = "hybrid"
+    seasonality: Seasonality = "auto"
+    level_window_min: int = 5
+    trend_window_min: int = 30
+    # A trend is extrapolated with this damping: a half-hour slope rarely lasts a whole lead time.
+    trend_damping: float = 0.5
+    # Seasonal reference: mean over a window this wide around the same time one period ago.
+    seasonal_window_min: int = 10
+    max_daily_periods: int = 7
+    max_weekly_periods: int = 2
+    min_points: int = 10
+    min_coverage: float = 0.8
+    # The forecast never exceeds this multiple of the recent typical level (last-hour median).
+    growth_cap: float = 2.0
+    history_window_min: int = 14 * DAY_MIN
+
+
+@dataclass(frozen=True, slots=True)
+class Forecast:
+    rate_rps: float | None  # None: guardrails refused (too little or too sparse history)
+    method: str
+    level_rps: float | None
+    capped: bool = False
+    reason: str = ""
+
+
+def _finite(values: Sequence[float]) -> list[float]:
+    return [v for v in values if math.isfinite(v) and v >= 0.0]
+
+
+def _mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values)
+
+
+def _median(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else 0.5 * (ordered[mid - 1] + ordered[mid])
+
+
+def _slice(history: Sequence[float], start: int, stop: int) -> list[float]:
+    """Finite values of history[start:stop], clipped to the available range."""
+    start = max(0, start)
+    stop = min(len(history), stop)
+    if stop <= start:
+        return []
+    return _finite(history[start:stop])
+
+
+def level_rps(history: Sequence[float], config: ForecastConfig = ForecastConfig()) -> float | None:
+    recent = _slice(history, len(history) - config.level_window_min, len(history))
+    return _mean(recent) if recent else None
+
+
+def _trend(history: Sequence[float], horizon_min: float, config: ForecastConfig) -> float | None:
+    n = len(history)
+    level_values = _slice(history, n - config.level_window_min, n)
+    if not level_values:
+        return None
+    level = _mean(level_values)
+    half = config.trend_window_min // 2
+    newer = _slice(history, n - half, n)
+    older = _slice(history, n - 2 * half, n - half)
+    if len(newer) < half * config.min_coverage or len(older) < half * config.min_coverage:
+        return level
+    slope_per_min = (_median(newer) - _median(older)) / half
+    # The level is the mean of the last `level_window_min` minutes, centred that far back.
+    ahead_min = horizon_min + (len(level_values) - 1) / 2.0
+    return max(0.0, level + config.trend_damping * slope_per_min * ahead_min)
+
+
+def _seasonal_ratios(
+    history: Sequence[float], horizon_min: float, period_min: int, periods: int, config: ForecastConfig
+) -> list[float]:
+    """How traffic moved from just before `t - kP` to around `t - kP + h`, for k = 1..periods."""
+    n = len(history)
+    half = config.seasonal_window_min // 2
+    ratios: list[float] = []
+    h = round(horizon_min)
+    for k in range(1, periods + 1):
+        then = n - k * period_min
+        if then - config.seasonal_window_min < 0:
+            break
+        before = _slice(history, then - config.seasonal_window_min, then)
+        after = _slice(history, then + h - half, then + h + half)
+        enough = config.min_coverage * config.seasonal_window_min
+        if len(before) < enough or len(after) < enough:
+            continue  # a gap in that day's data: skip it rather than trust it
+        base = _mean(before)
+        if base <= 0.0:
+            continue
+        ratios.append(_mean(after) / base)
+    return ratios
+
+
+def _seasonal(
+    history: Sequence[float], horizon_min: float, config: ForecastConfig
+) -> tuple[float | None, str]:
+    level = level_rps(history, config)
+    if level is None:
+        return None, "seasonal"
+    ratios: list[float] = []
+    label = "seasonal"
+    if config.seasonality in ("auto", "weekly"):
+        ratios = _seasonal_ratios(history, horizon_min, WEEK_MIN, config.max_weekly_periods, config)
+        label = "seasonal-weekly"
+    if not ratios and config.seasonality in ("auto", "daily"):
+        ratios = _seasonal_ratios(history, horizon_min, DAY_MIN, config.max_daily_periods, config)
+        label = "seasonal-daily"
+    if not ratios:
+        return None, "seasonal"
+    ratio = min(config.growth_cap, max(1.0 / config.growth_cap, _median(ratios)))
+    return level * ratio, label
+
+
+def forecast(
+    history: Sequence[float], horizon_min: float, config: ForecastConfig = ForecastConfig()
+) -> Forecast:
+    """Predict the request rate `horizon_min` minutes after the last complete minute."""
+    if len(history) > config.history_window_min:
+        # A view, not a copy: only the tail is read below, so slicing lazily is cheap.
+        history = _Tail(history, config.history_window_min)
+    n = len(history)
+    recent = _slice(history, n - config.trend_window_min, n)
+    if len(recent) < config.min_points or len(recent) < config.min_coverage * min(n, config.trend_window_min):
+        return Forecast(None, config.method, None, reason=f"{len(recent)} data points in the last half hour")
+    level = _mean(recent[-config.level_window_min :])
+
+    method: str = config.method
+    value: float | None
+    if config.method == "naive":
+        value = recent[-1]
+    elif config.method == "trend":
+        value = _trend(history, horizon_min, config)
+    else:
+        seasonal, label = (
+            (None, "trend") if config.seasonality == "none" else _seasonal(history, horizon_min, config)
+        )
+        trend = _trend(history, horizon_min, config)
+        if seasonal is None:
+            value, method = trend, "trend"
+        elif config.method == "seasonal":
+            value, method = seasonal, label
+        else:
+            value = max(seasonal, trend if trend is not None else 0.0)
+            method = f"hybrid({label})"
+    if value is None:
+        return Forecast(None, method, level, reason="no level")
+
+    hour = _slice(history, n - 60, n)
+    typical = _median(hour) if hour else level
+    cap = config.growth_cap * max(typical, level)
+    capped = value > cap
+    return Forecast(
+        min(value, cap), method, level, capped=capped, reason="capped by growth guardrail" if capped else ""
+    )
+
+
+class _Tail(Sequence[float]):
+    """The last `size` entries of a sequence, without copying it."""
+
+    __slots__ = ("_base", "_offset", "_size")
+
+    def __init__(self, base: Sequence[float], size: int) -> None:
+        self._base = base
+        self._offset = len(base) - size
+        self._size = size
+
+    def __len__(self) -> int:
+        return self._size
+
+    @overload
+    def __getitem__(self, index: int) -> float: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[float]: ...
+
+    def __getitem__(self, index: int | slice) -> float | Sequence[float]:
+        if isinstance(index, slice):
+            start, stop, step = index.indices(self._size)
+            return self._base[self._offset + start : self._offset + stop : step]
+        if index < 0:
+            index += self._size
+        return self._base[self._offset + index]

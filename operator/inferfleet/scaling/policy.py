@@ -1,0 +1,426 @@
+"""The inferfleet policy: `decide(ctx, state) -> (recommendation, state)`.
+
+Per tier, the target is the largest of four signals:
+
+- warm minimum: `minReplicas`, always held (field guide 9.2: the warm minimum "is the
+  premium you pay for responsive scaling");
+- predictive: the forecast rate at now + lead time (the tier's cold start plus a
+  margin), never below the rate now, plus headroom, placed across tiers by cost;
+- reactive: the queue and TTFT against the SLO, the signals production teams scale
+  on (production-lessons article: queue depth and TTFT, not CPU). A queue above its
+  allowance sizes the tier for the arrival rate plus draining the backlog, so the
+  step grows with the breach; a TTFT p99 breach under load multiplies the Ready
+  replicas by the breach ratio (at most x2 per tick);
+- scheduled: pre-warm windows from the spec, opened one lead time early.
+
+Scale-up applies at once. Scale-down is slow and safe: the target must stay low for
+the whole stabilization window (the window's maximum is used), at most N replicas go
+per step with a cooldown between steps, never while requests wait, never on missing
+data, and never before a full window has been observed (so a restart with lost
+state cannot cause a scale-down). A tier whose replicas keep failing to become Ready
+is skipped for a while and its demand placed on the next tier.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from inferfleet.scaling import cron
+from inferfleet.scaling.forecast import Forecast, ForecastConfig, forecast
+from inferfleet.scaling.placement import Placement, TierSlot, place
+from inferfleet.scaling.types import (
+    SIGNAL_HOLD,
+    SIGNAL_PREDICTIVE,
+    SIGNAL_REACTIVE,
+    SIGNAL_SCHEDULED,
+    SIGNAL_WARM_MINIMUM,
+    PolicyConfig,
+    Recommendation,
+    ScaleBehavior,
+    ScalingContext,
+    ScalingState,
+    TierContext,
+    TierPolicy,
+    TierRecommendation,
+    TierState,
+)
+
+UNBOUNDED_REPLICAS = 10_000
+# The queue a new replica's capacity should drain, in seconds of its throughput:
+# requests already waiting are late; clearing them within two minutes of the new
+# replicas' arrival keeps the tail short without sizing the fleet for the backlog.
+BACKLOG_DRAIN_S = 120.0
+# A TTFT breach only scales when there is load behind it: a single long prompt on an
+# idle replica breaches the SLO too, and more replicas would not make it faster.
+TTFT_LOAD_EVIDENCE = 0.5
+TTFT_MAX_STEP_RATIO = 2.0
+# A tier that asked for replicas and saw no new one Ready for this long (at least
+# twice its lead time) is failing (no GPU nodes, image pull errors): skip it for a while.
+FAIL_AFTER_MIN_S = 600.0
+FAIL_RETRY_S = 1800.0
+# The base load (for on-demand vs spot placement) is the trough of the last hour.
+BASE_WINDOW_MIN = 60
+
+
+@dataclass(frozen=True, slots=True)
+class _TierInputs:
+    ctx: TierContext
+    policy: TierPolicy
+    current: int
+    ready: int | None
+    missing: bool
+    lead_s: float
+    max_replicas: int
+    failing: bool
+
+
+def tier_policy_of(config: PolicyConfig, name: str) -> TierPolicy:
+    policy = config.tier(name)
+    return policy if policy is not None else TierPolicy(name=name, min_replicas=1)
+
+
+def cost_rank(tier: TierContext, policy: TierPolicy, index: int) -> float:
+    """Cost per served request, comparable across tiers; spec order breaks ties."""
+    figures = tier.figures
+    if figures.cost_per_million_tokens_usd is not None:
+        return figures.cost_per_million_tokens_usd + index * 1e-9
+    if policy.cost_per_gpu_hour is not None and figures.usable_rps > 0:
+        # USD per million requests: comparable between tiers, not with the line above;
+        # plans carry costPerMillionTokensUsd for every tier or for none.
+        return policy.cost_per_gpu_hour * figures.gpus_per_replica / figures.usable_rps / 3600 * 1e6
+    return 1e12 + index
+
+
+def max_replicas_of(tier: TierContext, policy: TierPolicy) -> int:
+    if policy.max_replicas is not None:
+        return max(policy.max_replicas, policy.min_replicas)
+    if tier.figures.replicas_for_peak:
+        return max(tier.figures.replicas_for_peak, policy.min_replicas)
+    return UNBOUNDED_REPLICAS
+
+
+def _track_readiness(state: TierState, current: int, ready: int | None, lead_s: float, now_s: float) -> bool:
+    """Update the failure-to-become-ready tracking; True while the tier is skipped."""
+    if state.failing_until_s is not None:
+        if now_s < state.failing_until_s:
+            return True
+        state.failing_until_s = None
+        state.pending_since_s = None
+    if ready is None:
+        return False
+    if current > ready:
+        if state.pending_since_s is None or ready > state.pending_ready:
+            state.pending_since_s = now_s
+            state.pending_ready = ready
+        elif now_s - state.pending_since_s >= max(FAIL_AFTER_MIN_S, 2.0 * lead_s):
+            state.failing_until_s = now_s + FAIL_RETRY_S
+            state.pending_since_s = None
+            return True
+    else:
+        state.pending_since_s = None
+        state.pending_ready = ready
+    return False
+
+
+def _finite_tail(history: Sequence[float], count: int) -> list[float]:
+    start = max(0, len(history) - count)
+    return [v for v in history[start:] if math.isfinite(v) and v >= 0.0]
+
+
+def _demand_now(ctx: ScalingContext) -> float | None:
+    rates = [t.signals.request_rate_rps for t in ctx.tiers if t.signals.request_rate_rps is not None]
+    if rates:
+        return float(sum(rates))
+    if ctx.rate_history_rps:
+        tail = _finite_tail(ctx.rate_history_rps, 1)
+        if tail:
+            return tail[-1]
+    return None
+
+
+def _forecast_config(config: PolicyConfig) -> ForecastConfig:
+    return ForecastConfig(
+        seasonality=config.seasonality,
+        history_window_min=max(60, int(config.history_window_hours * 60)),
+    )
+
+
+def _scheduled(
+    config: PolicyConfig, tiers: Sequence[_TierInputs], cheapest: str | None, now_s: float
+) -> dict[str, int]:
+    targets: dict[str, int] = {}
+    leads = {t.ctx.name: t.lead_s for t in tiers}
+    for rule in config.prewarm:
+        name = rule.tier or cheapest
+        if name is None or name not in leads:
+            continue
+        # Open the window one lead time early, so the replicas are Ready when it starts.
+        lead_s = leads[name]
+        if cron.window_open(rule.schedule, rule.duration_s + lead_s, now_s + lead_s, rule.time_zone):
+            targets[name] = max(targets.get(name, 0), rule.replicas)
+    return targets
+
+
+def _reactive(tier: _TierInputs, config: PolicyConfig) -> tuple[int, str]:
+    """Target from the queue and TTFT; 0 when neither is in breach."""
+    signals = tier.ctx.signals
+    figures = tier.ctx.figures
+    ready = tier.ready or 0
+    usable = figures.usable_rps
+    if usable <= 0.0 or signals.waiting is None:
+        return 0, ""
+    slo_s = config.ttft_target_ms / 1000.0
+    # A replica can clear about slo_s * usable requests within the SLO (Little's law,
+    # field guide 9.4): more waiting than that per replica is late whatever the setting.
+    allowance = max(1.0, min(config.queue_depth_per_replica, slo_s * usable))
+    target = 0
+    why = ""
+    waiting = signals.waiting
+    excess = waiting - allowance * ready
+    if waiting > 0 and excess > 0:
+        arrivals = signals.request_rate_rps
+        if arrivals is None:
+            # Without an arrival rate, assume the Ready replicas run at their usable rate.
+            arrivals = ready * usable
+        needed = (arrivals * (1.0 + config.headroom) + excess / BACKLOG_DRAIN_S) / usable
+        target = max(ready + 1, math.ceil(needed - 1e-9))
+        why = f"queue {waiting:.0f} > {allowance * ready:.0f} allowed"
+    p99 = signals.ttft_p99_ms
+    if p99 is not None and p99 > config.ttft_target_ms and ready > 0:
+        running = signals.running or 0.0
+        loaded = waiting > 0 or running >= TTFT_LOAD_EVIDENCE * figures.max_concurrency * ready
+        if loaded:
+            ratio = min(TTFT_MAX_STEP_RATIO, p99 / config.ttft_target_ms)
+            ttft_target = max(ready + 1, math.ceil(ready * ratio - 1e-9))
+            if ttft_target > target:
+                target = ttft_target
+                why = f"TTFT p99 {p99:.0f} ms > {config.ttft_target_ms:.0f} ms"
+    return target, why
+
+
+def push_window(
+    window: list[tuple[float, int]], now_s: float, target: int, span_s: float, keep_max: bool
+) -> int:
+    """Sliding-window max (or min) with a monotone deque kept in a list; returns the extreme."""
+    if keep_max:
+        while window and window[-1][1] <= target:
+            window.pop()
+    else:
+        while window and window[-1][1] >= target:
+            window.pop()
+    window.append((now_s, target))
+    while len(window) > 1 and window[0][0] <= now_s - span_s:
+        window.pop(0)
+    return window[0][1]
+
+
+def _pace(
+    state: TierState,
+    *,
+    current: int,
+    target: int,
+    now_s: float,
+    up: ScaleBehavior,
+    down: ScaleBehavior,
+    may_scale_down: bool,
+) -> tuple[int, str]:
+    """Apply stabilization, cooldowns and step limits. Returns (replicas, note)."""
+    down_target = push_window(state.recent_targets, now_s, target, down.stabilization_s, keep_max=True)
+    if state.observed_since_s is None:
+        state.observed_since_s = now_s
+    if target > current:
+        if (
+            up.cooldown_s
+            and state.last_scale_up_s is not None
+            and now_s - state.last_scale_up_s < up.cooldown_s
+        ):
+            return current, "scale-up cooldown"
+        new = target if up.max_replicas_per_step is None else min(target, current + up.max_replicas_per_step)
+        return new, ""
+    if down_target >= current:
+        return current, "stabilizing" if target < current else ""
+    if not may_scale_down:
+        return current, "scale-down blocked (queue or missing data)"
+    if now_s - state.observed_since_s < down.stabilization_s:
+        return current, "stabilizing (window not yet observed)"
+    for last in (state.last_scale_down_s, state.last_scale_up_s):
+        if last is not None and now_s - last < down.cooldown_s:
+            return current, "scale-down cooldown"
+    step = down.max_replicas_per_step
+    new = down_target if step is None else max(down_target, current - step)
+    return new, ""
+
+
+def decide(ctx: ScalingContext, state: ScalingState | None = None) -> tuple[Recommendation, ScalingState]:
+    """One decision for all tiers. Pure: reads ctx and a copy of state, returns both."""
+    config = ctx.policy
+    state = ScalingState() if state is None else state.copy()
+    now = ctx.now_s
+
+    tiers: list[_TierInputs] = []
+    for tier in ctx.tiers:
+        policy = tier_policy_of(config, tier.name)
+        tier_state = state.tier(tier.name)
+        signals = tier.signals
+        if signals.desired_replicas is not None:
+            current = signals.desired_replicas
+        elif tier_state.last_desired is not None:
+            current = tier_state.last_desired
+        else:
+            current = policy.min_replicas
+        lead_s = tier.figures.cold_start_s + config.cold_start_margin_s
+        missing = signals.ready_replicas is None or signals.waiting is None
+        failing = _track_readiness(tier_state, current, signals.ready_replicas, lead_s, now)
+        tiers.append(
+            _TierInputs(
+                ctx=tier,
+                policy=policy,
+                current=current,
+                ready=signals.ready_replicas,
+                missing=missing or not tier.figures.feasible,
+                lead_s=lead_s,
+                max_replicas=max_replicas_of(tier, policy),
+                failing=failing,
+            )
+        )
+
+    # --- predictive: forecast the service demand one lead time ahead ---------------
+    demand_now = _demand_now(ctx)
+    fc: Forecast | None = None
+    demand = demand_now
+    history = ctx.rate_history_rps
+    if config.predictive_enabled and history:
+        lead_s = max((t.lead_s for t in tiers if t.ctx.figures.feasible), default=0.0)
+        fc = forecast(history, lead_s / 60.0, _forecast_config(config))
+        if fc.rate_rps is not None:
+            demand = fc.rate_rps if demand is None else max(demand, fc.rate_rps)
+    base_rps = demand or 0.0
+    if history:
+        recent = _finite_tail(history, BASE_WINDOW_MIN)
+        if len(recent) >= BASE_WINDOW_MIN // 2:
+            base_rps = min(base_rps, min(recent) * (1.0 + config.headroom))
+
+    slots = [
+        TierSlot(
+            name=t.ctx.name,
+            usable_rps=t.ctx.figures.usable_rps if t.ctx.figures.feasible else 0.0,
+            min_replicas=t.policy.min_replicas,
+            max_replicas=t.max_replicas,
+            cost_rank=cost_rank(t.ctx, t.policy, index),
+            spot=t.policy.capacity_type == "spot",
+            share=t.policy.routing_share,
+            available=not t.failing and t.ctx.figures.feasible,
+        )
+        for index, t in enumerate(tiers)
+    ]
+    placement: Placement | None = None
+    if demand is not None:
+        placement = place(demand * (1.0 + config.headroom), base_rps * (1.0 + config.headroom), slots)
+    available = [s for s in slots if s.available and s.usable_rps > 0]
+    cheapest = min(available, key=lambda s: s.cost_rank).name if available else None
+    scheduled = _scheduled(config, tiers, cheapest, now)
+
+    # --- per tier: the largest signal wins, then pacing -----------------------------
+    results: list[TierRecommendation] = []
+    for t in tiers:
+        name = t.ctx.name
+        tier_state = state.tier(name)
+        warm = t.policy.min_replicas
+        targets: dict[str, int] = {SIGNAL_WARM_MINIMUM: warm}
+        reasons: dict[str, str] = {SIGNAL_WARM_MINIMUM: f"warm minimum {warm}"}
+        if t.failing:
+            # Keep what runs, stop asking for what never comes; the placement above
+            # already moved this tier's demand to the next one.
+            keep = max(warm, t.ready or 0)
+            targets[SIGNAL_HOLD] = keep
+            reasons[SIGNAL_HOLD] = "tier keeps failing to become Ready; skipped"
+        else:
+            if placement is not None and not t.missing:
+                targets[SIGNAL_PREDICTIVE] = placement.replicas.get(name, 0)
+                reasons[SIGNAL_PREDICTIVE] = (
+                    f"{placement.rps.get(name, 0.0):.2f} req/s placed here "
+                    f"(demand {demand or 0.0:.2f} req/s at +{t.lead_s:.0f} s, "
+                    f"+{config.headroom:.0%} headroom)"
+                )
+            reactive, why = _reactive(t, config)
+            if reactive:
+                targets[SIGNAL_REACTIVE] = reactive
+                reasons[SIGNAL_REACTIVE] = why
+        if name in scheduled:
+            targets[SIGNAL_SCHEDULED] = scheduled[name]
+            reasons[SIGNAL_SCHEDULED] = f"pre-warm window holds {scheduled[name]}"
+
+        signal = max(targets, key=lambda key: (targets[key], _PRIORITY[key]))
+        raw = min(t.max_replicas, max(targets.values()))
+        if t.missing and not t.failing:
+            # Missing data: hold what runs (raising to a floor is still safe).
+            raw = max(raw, t.current)
+        queue_empty = t.ctx.signals.waiting is not None and t.ctx.signals.waiting <= 0
+        may_down = queue_empty and not t.missing
+        if config.predictive_enabled and (fc is None or fc.rate_rps is None) and not t.failing:
+            may_down = False  # no forecast (history gap): do not shrink on partial knowledge
+        new, note = _pace(
+            tier_state,
+            current=t.current,
+            target=raw,
+            now_s=now,
+            up=config.scale_up,
+            down=config.scale_down,
+            may_scale_down=may_down,
+        )
+        if new > t.current:
+            tier_state.last_scale_up_s = now
+        elif new < t.current:
+            tier_state.last_scale_down_s = now
+        tier_state.last_desired = new
+        tier_state.last_waiting = t.ctx.signals.waiting
+        if new == t.current and raw != t.current:
+            signal, reason = SIGNAL_HOLD, f"{note}; wanted {raw} ({reasons[signal]})"
+        elif new == t.current:
+            reason = reasons[signal] if signal != SIGNAL_HOLD else reasons[SIGNAL_HOLD]
+            if t.missing:
+                signal, reason = SIGNAL_HOLD, "signals missing; holding"
+        else:
+            reason = reasons[signal]
+        if raw == t.max_replicas and max(targets.values()) > t.max_replicas:
+            reason += f" (capped at maxReplicas {t.max_replicas})"
+        share = None
+        if placement is not None and demand:
+            share = placement.rps.get(name, 0.0) / (demand * (1.0 + config.headroom))
+        results.append(
+            TierRecommendation(
+                name=name,
+                replicas=new,
+                current=t.current,
+                signal=signal,
+                reason=reason,
+                targets=targets,
+                traffic_share=share,
+            )
+        )
+
+    state.last_decision_s = now
+    changed = [r for r in results if r.current is not None and r.replicas != r.current]
+    lead = changed[0] if changed else max(results, key=lambda r: _PRIORITY.get(r.signal, 0))
+    summary = "; ".join(f"{r.name} {r.current}->{r.replicas} {r.signal}: {r.reason}" for r in results)
+    recommendation = Recommendation(
+        now_s=now,
+        tiers=tuple(results),
+        signal=lead.signal,
+        reason=summary,
+        forecast_rps=None if fc is None else fc.rate_rps,
+        demand_rps=demand_now,
+    )
+    return recommendation, state
+
+
+# Tie-break between equal targets: name the most informative signal.
+_PRIORITY = {
+    SIGNAL_HOLD: 0,
+    SIGNAL_WARM_MINIMUM: 1,
+    SIGNAL_SCHEDULED: 2,
+    SIGNAL_PREDICTIVE: 3,
+    SIGNAL_REACTIVE: 4,
+}
