@@ -1,0 +1,97 @@
+"""Result parsing: empty results, NaN, stale samples, series that are not ours."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from inferfleet.metrics.parse import TierKey, parse_matrix, parse_sample, parse_vector
+
+LABELS = {"inferfleet_namespace": "ns", "inferfleet_service": "svc", "inferfleet_tier": "h100"}
+KEY = TierKey("ns", "svc", "h100")
+
+
+def series(value: str, ts: float = 1000.0, **labels: str) -> dict[str, Any]:
+    return {"metric": {**LABELS, **labels}, "value": [ts, value]}
+
+
+def test_empty_result_is_empty_not_zero() -> None:
+    parsed = parse_vector([])
+    assert parsed.values == {}
+    assert parsed.problems == []
+
+
+def test_value_strings_become_floats() -> None:
+    parsed = parse_vector([series("3"), series("0.25", inferfleet_tier="l4")])
+    assert parsed.values == {KEY: 3.0, TierKey("ns", "svc", "l4"): 0.25}
+
+
+def test_nan_means_present_without_a_value() -> None:
+    parsed = parse_vector([series("NaN")])
+    assert KEY in parsed.values
+    assert parsed.values[KEY] is None
+
+
+def test_infinities_are_kept_for_the_caller_to_judge() -> None:
+    assert parse_vector([series("+Inf")]).values[KEY] == math.inf
+
+
+def test_series_missing_a_grouping_label_is_dropped_with_a_problem() -> None:
+    item = {"metric": {"inferfleet_namespace": "ns", "inferfleet_service": "svc"}, "value": [1, "2"]}
+    empty_tier = series("2", inferfleet_tier="")
+    parsed = parse_vector([item, empty_tier])
+    assert parsed.values == {}
+    assert len(parsed.problems) == 2
+
+
+def test_malformed_samples_are_dropped() -> None:
+    bad = [
+        {"metric": LABELS, "value": ["x", "1"]},
+        {"metric": LABELS, "value": [1, "one"]},
+        {"metric": LABELS},
+        "not a dict",
+    ]
+    parsed = parse_vector(bad)
+    assert parsed.values == {}
+    assert len(parsed.problems) == 4
+
+
+def test_stale_sample_is_dropped_when_older_than_max_age() -> None:
+    parsed = parse_vector(
+        [series("5", ts=900.0), series("7", ts=995.0, inferfleet_tier="l4")], eval_time_s=1000.0, max_age_s=30
+    )
+    assert parsed.values == {TierKey("ns", "svc", "l4"): 7.0}
+    assert any("stale" in problem for problem in parsed.problems)
+
+
+def test_duplicate_key_keeps_first() -> None:
+    parsed = parse_vector([series("1"), series("2")])
+    assert parsed.values == {KEY: 1.0}
+    assert parsed.problems
+
+
+def test_parse_sample_edge_cases() -> None:
+    assert parse_sample([1, "NaN"]) == (1.0, None)
+    assert parse_sample([1, "2", 3]) is None
+    assert parse_sample(None) is None
+
+
+def test_matrix_drops_nan_and_inf_points_and_sorts() -> None:
+    result = [
+        {
+            "metric": LABELS,
+            "values": [[30, "3"], [10, "1"], [20, "NaN"], [25, "+Inf"], [40, "bad"]],
+        },
+        {"metric": {**LABELS, "inferfleet_tier": "l4"}, "values": []},
+    ]
+    parsed = parse_matrix(result)
+    assert parsed.series[KEY] == [(10.0, 1.0), (30.0, 3.0)]
+    assert parsed.series[TierKey("ns", "svc", "l4")] == []
+    assert len(parsed.problems) == 1
+
+
+def test_matrix_empty_and_unlabelled() -> None:
+    assert parse_matrix([]).series == {}
+    parsed = parse_matrix([{"metric": {}, "values": [[1, "1"]]}])
+    assert parsed.series == {}
+    assert parsed.problems

@@ -1,0 +1,91 @@
+"""Query building: one query per signal, grouped by exactly the three series labels."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from inferfleet.metrics import queries
+from inferfleet.metrics.queries import MetricNames, QueryConfig, Signal, align_down, family, signal_queries
+
+BY_CLAUSE = "by (inferfleet_namespace, inferfleet_service, inferfleet_tier"
+
+
+def test_one_query_per_signal_and_all_grouped_by_series_labels() -> None:
+    built = signal_queries(QueryConfig())
+    assert set(built) == set(Signal)
+    for query in built.values():
+        assert BY_CLAUSE in query
+        # Batched: nothing selects one object.
+        assert 'inferfleet_service="' not in query
+
+
+def test_family_adds_escaped_twin_after_each_name() -> None:
+    assert family("vllm:a", "vllm:b") == ("vllm:a", "vllm_a", "vllm:b", "vllm_b")
+    assert family("plain_name") == ("plain_name",)
+
+
+def test_kv_usage_prefers_current_name_then_legacy() -> None:
+    names = MetricNames().kv_cache_usage
+    assert names == (
+        "vllm:kv_cache_usage_perc",
+        "vllm_kv_cache_usage_perc",
+        "vllm:gpu_cache_usage_perc",
+        "vllm_gpu_cache_usage_perc",
+    )
+    query = signal_queries(QueryConfig())[Signal.kv_cache_usage]
+    # `or` keeps the left operand when both exist, so the order in the query matters.
+    positions = [query.index(f"({name} and") for name in names]
+    assert positions == sorted(positions)
+
+
+def test_gauges_filter_stale_samples_by_their_own_timestamp() -> None:
+    query = signal_queries(QueryConfig(max_sample_age_s=45))[Signal.waiting]
+    assert "(vllm:num_requests_waiting and (time() - timestamp(vllm:num_requests_waiting)) < 45)" in query
+    assert "vllm_num_requests_waiting and" in query
+    assert query.startswith("sum by (")
+
+
+def test_ttft_is_a_quantile_over_rate_of_buckets_grouped_with_le() -> None:
+    query = signal_queries(QueryConfig(rate_window_s=30, ttft_quantile=0.99))[Signal.ttft_p99]
+    assert query.startswith("histogram_quantile(0.99, sum by (")
+    assert f"{BY_CLAUSE}, le)" in query
+    assert "rate(vllm:time_to_first_token_seconds_bucket[30s]) or rate(vllm_time_to" in query
+
+
+def test_ready_counts_instances_not_engines() -> None:
+    query = signal_queries(QueryConfig())[Signal.ready_replicas]
+    assert query.startswith("count by (")
+    assert f"group {BY_CLAUSE}, instance)" in query
+
+
+def test_rate_and_history_use_the_finished_requests_counter() -> None:
+    config = QueryConfig(rate_window_s=60, history_step_s=600)
+    assert "rate(vllm:request_success_total[60s])" in signal_queries(config)[Signal.request_rate]
+    assert "rate(vllm:request_success_total[600s])" in queries.history_query(config)
+
+
+def test_parentheses_balance() -> None:
+    for query in [*signal_queries(QueryConfig()).values(), queries.history_query(QueryConfig())]:
+        depth = 0
+        for char in query:
+            depth += {"(": 1, ")": -1}.get(char, 0)
+            assert depth >= 0
+        assert depth == 0
+        assert not re.search(r"\s{2,}", query)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"rate_window_s": 0}, {"max_sample_age_s": -1}, {"history_step_s": 0}, {"ttft_quantile": 1.0}],
+)
+def test_config_rejects_nonsense(kwargs: dict[str, float]) -> None:
+    with pytest.raises(ValueError):
+        QueryConfig(**kwargs)  # type: ignore[arg-type]
+
+
+def test_align_down() -> None:
+    assert align_down(1000.0, 300) == 900.0
+    assert align_down(900.0, 300) == 900.0
+    assert align_down(1199.9, 300) == 900.0

@@ -1,0 +1,102 @@
+"""SignalReader without a network: a fake client answers, fails, or partly fails."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+
+from inferfleet.metrics.history import FetchRange
+from inferfleet.metrics.operator_metrics import OperatorMetrics
+from inferfleet.metrics.prometheus import PrometheusClient, PrometheusConfig, QueryFailed, SignalReader
+from inferfleet.metrics.queries import QueryConfig, Signal, signal_queries
+
+LABELS = {"inferfleet_namespace": "ns", "inferfleet_service": "svc", "inferfleet_tier": "h100"}
+
+
+class FakeClient(PrometheusClient):
+    def __init__(self) -> None:
+        super().__init__(PrometheusConfig("http://127.0.0.1:1"))
+        self.down = False
+        self.failing: set[str] = set()
+        self.ranges: list[FetchRange] = []
+
+    def instant(self, query: str, time_s: float) -> list[Any]:
+        self.queries_made += 1
+        if self.down or query in self.failing:
+            raise QueryFailed("connection refused", "connection")
+        return [{"metric": LABELS, "value": [time_s, "3"]}]
+
+    def range(self, query: str, fetch: FetchRange) -> list[Any]:
+        self.queries_made += 1
+        if self.down:
+            raise QueryFailed("connection refused", "connection")
+        self.ranges.append(fetch)
+        times = range(int(fetch.start_s), int(fetch.end_s) + 1, fetch.step_s)
+        return [{"metric": LABELS, "values": [[t, "2"] for t in times]}]
+
+
+def test_constant_query_count_and_history_fetched_once_per_step() -> None:
+    client = FakeClient()
+    reader = SignalReader(client, QueryConfig(history_step_s=60), history_retention_s=600)
+    first = reader.read(1000.0)
+    assert first.queries == len(Signal) + 1
+    assert first.tiers
+    tier = first.tier("ns", "svc", "h100")
+    assert tier is not None and tier.waiting == 3.0 and len(tier.rate_history) == 10
+    assert reader.read(1010.0).queries == len(Signal)  # same history step: no range query
+    assert reader.read(1090.0).queries == len(Signal) + 1
+    assert [(r.start_s, r.end_s) for r in client.ranges] == [(420.0, 960.0), (1020.0, 1080.0)]
+    reader.close()
+
+
+def test_partial_failure_reports_failed_signal_only() -> None:
+    client = FakeClient()
+    reader = SignalReader(client, QueryConfig())
+    client.failing = {signal_queries(QueryConfig())[Signal.ttft_p99]}
+    snapshot = reader.read(1000.0)
+    assert set(snapshot.failed) == {Signal.ttft_p99}
+    assert not snapshot.unavailable
+    tier = snapshot.tier("ns", "svc", "h100")
+    assert tier is not None and tier.has_load_data and tier.ttft_p99_s is None
+    reader.close()
+
+
+def test_outage_backs_off_without_querying_then_recovers() -> None:
+    client = FakeClient()
+    reader = SignalReader(client, QueryConfig())
+    client.down = True
+    assert reader.read(1000.0).unavailable
+    made = client.queries_made
+    held = reader.read(1001.0)  # inside the backoff: Prometheus is spared
+    assert held.unavailable and client.queries_made == made
+    assert "backing off" in next(iter(held.failed.values()))
+    client.down = False
+    assert not reader.read(1000.0 + reader.backoff.delay_s()).unavailable
+    assert reader.backoff.failures == 0
+    reader.close()
+
+
+def test_query_metrics_are_counted() -> None:
+    registry = CollectorRegistry()
+    metrics = OperatorMetrics(registry)
+    client = PrometheusClient(PrometheusConfig("http://127.0.0.1:1", timeout_s=0.5), metrics)
+    try:
+        client.instant("up", 0.0)
+    except QueryFailed as error:
+        assert error.cause == "connection"
+    else:
+        raise AssertionError("expected a connection failure")
+    assert registry.get_sample_value(
+        "inferfleet_prometheus_query_failures_total", {"kind": "instant", "cause": "connection"}
+    ) == 1.0
+    assert registry.get_sample_value(
+        "inferfleet_prometheus_query_duration_seconds_count", {"kind": "instant"}
+    ) == 1.0
+
+
+def test_bearer_token_is_read_from_file(tmp_path: Any) -> None:
+    token = tmp_path / "token"
+    token.write_text("s3cret\n")
+    client = PrometheusClient(PrometheusConfig("http://x", bearer_token_file=str(token)))
+    assert client._headers() == {"Authorization": "Bearer s3cret"}
