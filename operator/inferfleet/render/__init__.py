@@ -1,1 +1,82 @@
-"""Renderer: InferenceService + Plan -> Kubernetes objects (pure)."""
+"""Renderer: InferenceService + Plan -> Kubernetes objects (pure).
+
+`render` is a pure function of its arguments: the same service, plan and settings give
+the same list of objects, sorted, every time (golden files and the reconcile diff rely
+on it). Per feasible tier: a Deployment (or a LeaderWorkerSet when a replica spans
+nodes), a Service and a PodDisruptionBudget; per InferenceService: a Service over all
+tiers and a PodMonitor. Infeasible tiers render nothing; the reconciler decides what
+that means for objects that already exist.
+
+Extension points for other features, each one line to add to:
+- `POD_CONTRIBUTORS`: functions returning `PodAdditions` (init containers, volumes,
+  mounts, env) merged into every vLLM pod of a tier;
+- `OBJECT_CONTRIBUTORS`: functions returning extra objects (pre-cache Jobs,
+  DaemonSets) rendered beside the rest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from inferfleet.api import InferenceService, Plan
+from inferfleet.config import OperatorSettings
+from inferfleet.render import model_source, names
+from inferfleet.render.objects import (
+    PodContributor,
+    content_hash,
+    disruption_budget,
+    owner_reference,
+    pod_monitor,
+    service_object,
+    tier_service,
+    workload,
+)
+from inferfleet.render.pod import PodAdditions, TierContext, extend
+
+ObjectContributor = Callable[[InferenceService, Plan, OperatorSettings], list[dict[str, Any]]]
+
+POD_CONTRIBUTORS: tuple[PodContributor, ...] = ()
+OBJECT_CONTRIBUTORS: tuple[ObjectContributor, ...] = ()
+
+# Apply order: what others point at first (Services, budgets), then the workloads.
+KIND_ORDER = ("Service", "PodDisruptionBudget", "PodMonitor", "Deployment", "LeaderWorkerSet")
+
+
+def sort_key(obj: dict[str, Any]) -> tuple[int, str, str]:
+    kind = str(obj["kind"])
+    rank = KIND_ORDER.index(kind) if kind in KIND_ORDER else len(KIND_ORDER)
+    return rank, kind, str(obj["metadata"]["name"])
+
+
+def render(service: InferenceService, plan: Plan, settings: OperatorSettings) -> list[dict[str, Any]]:
+    """Every object the InferenceService should own, sorted for apply order."""
+    source = model_source.resolve(service, settings)
+    tiers = {tier.name: tier for tier in service.spec.tiers}
+    objects = [service_object(service), pod_monitor(service)]
+    for tier_plan in plan.feasible_tiers:
+        tier = tiers[tier_plan.name]
+        ctx = TierContext(service, tier, tier_plan, settings, source)
+        objects.append(workload(ctx, POD_CONTRIBUTORS))
+        objects.append(tier_service(service, tier.name))
+        objects.append(disruption_budget(service, tier.name))
+    for contribute in OBJECT_CONTRIBUTORS:
+        objects.extend(contribute(service, plan, settings))
+    return sorted(objects, key=sort_key)
+
+
+__all__ = [
+    "KIND_ORDER",
+    "OBJECT_CONTRIBUTORS",
+    "POD_CONTRIBUTORS",
+    "ObjectContributor",
+    "PodAdditions",
+    "PodContributor",
+    "TierContext",
+    "content_hash",
+    "extend",
+    "names",
+    "owner_reference",
+    "render",
+    "sort_key",
+]

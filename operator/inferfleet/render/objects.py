@@ -1,0 +1,146 @@
+"""Each rendered object kind, from the InferenceService, its plan and the settings."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from inferfleet.api import InferenceService, TierSpec, labels
+from inferfleet.render import names, templating
+from inferfleet.render.pod import PodAdditions, TierContext, extend, pod_spec, progress_deadline_s
+from inferfleet.render.vllm_args import HTTP_PORT
+
+SCRAPE_INTERVAL = "15s"
+
+PodContributor = Callable[[TierContext], PodAdditions]
+
+
+def owner_reference(service: InferenceService) -> dict[str, str] | None:
+    """The InferenceService as controller owner; None when rendering a file (no uid yet)."""
+    if not service.metadata.uid:
+        return None
+    return {"apiVersion": labels.API_VERSION, "kind": labels.KIND, "name": service.name,
+            "uid": service.metadata.uid}
+
+
+def content_hash(document: Any) -> str:
+    """A short stable hash of plain data (sorted-key JSON)."""
+    text = json.dumps(document, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _common(service: InferenceService) -> dict[str, Any]:
+    return {"namespace": service.namespace, "owner": owner_reference(service)}
+
+
+def service_object(service: InferenceService) -> dict[str, Any]:
+    """One Service in front of every tier."""
+    return templating.render_json(
+        "service.json.j2",
+        name=service.name,
+        labels=names.service_labels(service.name),
+        selector={labels.LABEL_SERVICE: service.name, labels.LABEL_COMPONENT: names.COMPONENT_SERVER},
+        port=HTTP_PORT,
+        **_common(service),
+    )
+
+
+def pod_monitor(service: InferenceService) -> dict[str, Any]:
+    pod_label = "__meta_kubernetes_pod_label_"
+    relabel = [
+        (pod_label + _prometheus_name(labels.LABEL_SERVICE), labels.SERIES_LABEL_SERVICE),
+        (pod_label + _prometheus_name(labels.LABEL_TIER), labels.SERIES_LABEL_TIER),
+        ("__meta_kubernetes_namespace", labels.SERIES_LABEL_NAMESPACE),
+    ]
+    return templating.render_json(
+        "podmonitor.json.j2",
+        name=service.name,
+        labels=names.service_labels(service.name),
+        selector={labels.LABEL_SERVICE: service.name, labels.LABEL_COMPONENT: names.COMPONENT_SERVER},
+        interval=SCRAPE_INTERVAL,
+        relabel=relabel,
+        **_common(service),
+    )
+
+
+def _prometheus_name(label: str) -> str:
+    # Prometheus service discovery replaces every character outside [a-zA-Z0-9_] with _.
+    return "".join(c if c.isalnum() or c == "_" else "_" for c in label)
+
+
+def tier_service(service: InferenceService, tier: str) -> dict[str, Any]:
+    return templating.render_json(
+        "service.json.j2",
+        name=names.tier_service_name(service.name, tier),
+        labels=names.tier_labels(service.name, tier),
+        selector={**names.tier_selector(service.name, tier), labels.LABEL_COMPONENT: names.COMPONENT_SERVER},
+        port=HTTP_PORT,
+        **_common(service),
+    )
+
+
+def disruption_budget(service: InferenceService, tier: str) -> dict[str, Any]:
+    return templating.render_json(
+        "pdb.json.j2",
+        name=names.workload_name(service.name, tier),
+        labels=names.tier_labels(service.name, tier),
+        selector=names.tier_selector(service.name, tier),
+        **_common(service),
+    )
+
+
+def initial_replicas(tier: TierSpec) -> int:
+    """Replicas a new workload starts with: the warm minimum (the autoscaler takes over)."""
+    return tier.min_replicas if tier.max_replicas is None else min(tier.min_replicas, tier.max_replicas)
+
+
+def workload(ctx: TierContext, contributors: Sequence[PodContributor]) -> dict[str, Any]:
+    """A Deployment, or a LeaderWorkerSet when one replica spans several nodes."""
+    service, tier, plan = ctx.service, ctx.tier, ctx.plan
+    additions = [contribute(ctx) for contribute in contributors]
+
+    def build(role: str) -> dict[str, Any]:
+        pod = pod_spec(ctx, role)
+        for addition in additions:
+            pod = extend(pod, addition)
+        return pod
+
+    tier_labels = names.tier_labels(service.name, tier.name)
+    multi_node = plan.nodes_per_replica > 1
+    pods = {"server": build("server")}
+    if multi_node:
+        pods["worker"] = build("worker")
+    extra_annotations: dict[str, str] = {}
+    for addition in additions:
+        extra_annotations.update(addition.annotations)
+    # The hash covers exactly what shapes the pods, so it changes when (and only when)
+    # a rollout is due; it is also what a human compares across tiers and revisions.
+    annotations = {**extra_annotations, labels.ANNOTATION_PLAN_HASH: content_hash(pods)}
+    context = {
+        "name": names.workload_name(service.name, tier.name),
+        "labels": tier_labels,
+        "annotations": dict(sorted(annotations.items())),
+        "replicas": initial_replicas(tier),
+        **_common(service),
+    }
+    server_labels = {**tier_labels, labels.LABEL_COMPONENT: names.COMPONENT_SERVER}
+    if not multi_node:
+        return templating.render_json(
+            "deployment.json.j2",
+            progress_deadline_s=progress_deadline_s(plan),
+            selector=names.tier_selector(service.name, tier.name),
+            pod_labels=server_labels,
+            pod=pods["server"],
+            **context,
+        )
+    return templating.render_json(
+        "leaderworkerset.json.j2",
+        group_size=plan.nodes_per_replica,
+        leader_labels=server_labels,
+        worker_labels={**tier_labels, labels.LABEL_COMPONENT: names.COMPONENT_WORKER},
+        leader_pod=pods["server"],
+        worker_pod=pods["worker"],
+        **context,
+    )

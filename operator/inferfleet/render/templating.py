@@ -1,0 +1,35 @@
+"""The jinja2 environment: templates shipped as package data, undefined names fail.
+
+Templates write JSON (valid YAML too) and are parsed with json.loads.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from typing import Any
+
+import jinja2
+
+
+@functools.cache
+def environment() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.PackageLoader("inferfleet.render", "templates"),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        autoescape=False,  # JSON, not HTML; values are escaped by tojson instead
+    )
+
+
+def render_json(template: str, **context: Any) -> dict[str, Any]:
+    """Render one template and parse it into a dict."""
+    text = environment().get_template(template).render(**context)
+    try:
+        document = json.loads(text)
+    except ValueError as error:
+        raise ValueError(f"{template} rendered invalid JSON: {error}") from error
+    if not isinstance(document, dict):
+        raise TypeError(f"{template} did not render an object")
+    return document
