@@ -1,0 +1,90 @@
+"""Desired vs observed -> the actions that make the cluster match.
+
+Rules, each one a promise the handlers' tests check:
+- an object that does not exist is applied as rendered (the warm minimum replicas);
+- an existing workload keeps the replicas it has: the autoscaler owns that number, so
+  the applied body carries the observed value back (see `carry_replicas`);
+- an object already holding everything we declare is left alone, so a spec change
+  that does not alter a pod template causes no write, and no pod restarts;
+- an object that drifted (a human edited a field we declare) is applied again;
+- an owned object no longer declared is deleted, except those of tiers in
+  `keep_tiers` (tiers still in the spec whose plan failed: their running workloads
+  stay untouched until the spec is fixed).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from inferfleet.api import labels
+from inferfleet.reconcile.actions import Action, Apply, Delete
+from inferfleet.reconcile.objects import ref_of, replicas_of
+
+
+def contains(observed: Any, desired: Any) -> bool:
+    """True when `observed` holds every field of `desired` with the same value.
+
+    Fields the API server adds (defaults, status, clusterIP...) are ignored; lists
+    must match element by element, as server-side apply replaces atomic lists.
+    """
+    if isinstance(desired, Mapping):
+        return isinstance(observed, Mapping) and all(
+            key in observed and contains(observed[key], value) for key, value in desired.items()
+        )
+    if isinstance(desired, list):
+        return (
+            isinstance(observed, list)
+            and len(observed) == len(desired)
+            and all(contains(o, d) for o, d in zip(observed, desired, strict=True))
+        )
+    return bool(observed == desired)
+
+
+def carry_replicas(desired: Mapping[str, Any], observed: Mapping[str, Any]) -> dict[str, Any]:
+    """The desired workload with the observed replicas and resourceVersion.
+
+    Sending the autoscaler's current value keeps `spec.replicas` in our applied
+    configuration: had we left it out, server-side apply would remove the field
+    whenever we were its only manager, resetting the workload to one replica. The
+    resourceVersion makes the write conditional, so if the autoscaler scales between
+    our read and our write we get a 409 and retry, never overwrite its decision.
+    """
+    body = copy.deepcopy(dict(desired))
+    current = replicas_of(observed)
+    if current is not None:
+        body["spec"]["replicas"] = current
+    resource_version = (observed.get("metadata") or {}).get("resourceVersion")
+    if resource_version is not None:
+        body["metadata"]["resourceVersion"] = resource_version
+    return body
+
+
+def diff(
+    desired: Sequence[Mapping[str, Any]],
+    observed: Sequence[Mapping[str, Any]],
+    *,
+    keep_tiers: frozenset[str] = frozenset(),
+) -> list[Action]:
+    """Applies in the order given (render's apply order), then deletes, sorted."""
+    existing = {ref_of(obj): obj for obj in observed}
+    wanted = set()
+    actions: list[Action] = []
+    for obj in desired:
+        ref = ref_of(obj)
+        wanted.add(ref)
+        current = existing.get(ref)
+        if current is None:
+            actions.append(Apply(copy.deepcopy(dict(obj)), "create"))
+            continue
+        body = carry_replicas(obj, current) if ref.is_workload else copy.deepcopy(dict(obj))
+        # The carried resourceVersion is the observed one, so it never counts as drift.
+        if not contains(current, body):
+            actions.append(Apply(body, "update"))
+    for ref in sorted(set(existing) - wanted):
+        tier = ((existing[ref].get("metadata") or {}).get("labels") or {}).get(labels.LABEL_TIER)
+        if tier is not None and tier in keep_tiers:
+            continue
+        actions.append(Delete(ref))
+    return actions

@@ -1,0 +1,62 @@
+"""Which Kubernetes events a pass should record (pure): plan changes and trouble."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from inferfleet.api import Plan, TierPlan, labels
+
+REASON_PLAN_CHANGED = "PlanChanged"
+REASON_PRUNED = "TierPruned"
+
+
+@dataclass(frozen=True)
+class Event:
+    type: Literal["Normal", "Warning"]
+    reason: str
+    message: str
+
+
+def describe_tier(tier: TierPlan) -> str:
+    if not tier.feasible:
+        return f"{tier.name}: infeasible ({' '.join(tier.reasons[-1:])})"
+    return (
+        f"{tier.name}: {tier.gpus_per_replica}x {tier.gpu} TP{tier.tensor_parallel_size}"
+        f" PP{tier.pipeline_parallel_size} {tier.quantization}, max-model-len {tier.max_model_len},"
+        f" {tier.max_num_seqs} seqs"
+    )
+
+
+def plan_changed(previous_hash: str | None, plan: Plan, plan_hash: str) -> list[Event]:
+    if previous_hash == plan_hash:
+        return []
+    summary = "; ".join(describe_tier(tier) for tier in plan.tiers)
+    verb = "planned" if previous_hash is None else "plan changed"
+    return [Event("Normal", REASON_PLAN_CHANGED, f"{verb}: {summary}")]
+
+
+def condition_transitions(
+    previous: Sequence[Mapping[str, Any]], current: Sequence[Mapping[str, Any]]
+) -> list[Event]:
+    """A Warning when Degraded turns True or changes reason; Normal when it clears."""
+    before = {c.get("type"): c for c in previous}
+    events = []
+    for condition in current:
+        if condition.get("type") != labels.CONDITION_DEGRADED:
+            continue
+        old = before.get(labels.CONDITION_DEGRADED) or {}
+        same = old.get("status") == condition["status"] and old.get("reason") == condition["reason"]
+        if same:
+            continue
+        if condition["status"] == "True":
+            events.append(Event("Warning", condition["reason"], condition["message"][:1024]))
+        elif old.get("status") == "True":
+            events.append(Event("Normal", condition["reason"], condition["message"][:1024]))
+    return events
+
+
+def pruned(tiers: Sequence[str]) -> list[Event]:
+    return [Event("Normal", REASON_PRUNED, f"tier {tier} removed from the spec; its objects were deleted")
+            for tier in tiers]

@@ -1,0 +1,166 @@
+"""Status from what one reconcile pass observed and did (pure).
+
+The reconciler owns the conditions Planned, Ready and Degraded and the plan/replica
+fields; other conditions (CacheReady, Scaling) and fields (the autoscaler's state) are
+carried over untouched, because the status patch replaces the whole conditions list.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from inferfleet.api import Plan, labels
+from inferfleet.reconcile.objects import ready_replicas_of, replicas_of
+
+# Reasons of the "all is well" states, beside the ones in api.labels.
+REASON_AS_PLANNED = "AsPlanned"
+REASON_NO_WORKLOADS = "NoWorkloads"
+
+
+@dataclass(frozen=True)
+class PassResult:
+    """What a reconcile pass knows when it writes status."""
+
+    generation: int | None
+    plan: Plan | None
+    plan_hash: str | None
+    # The spec could not be planned at all (validation or planner refusal), in words.
+    invalid: str | None = None
+    # Observed workload per tier (after this pass's writes).
+    workloads: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    # Permanent write failures, in words ("apply Deployment/ns/x: ...").
+    failures: Sequence[str] = ()
+    # Optional objects the cluster cannot hold (e.g. no PodMonitor CRD), in words.
+    skipped: Sequence[str] = ()
+
+
+def set_condition(
+    conditions: Sequence[Mapping[str, Any]],
+    type_: str,
+    status: str,
+    reason: str,
+    message: str,
+    *,
+    now: str,
+    generation: int | None,
+) -> list[dict[str, Any]]:
+    """Replace one condition; lastTransitionTime moves only when `status` changes."""
+    out: list[dict[str, Any]] = []
+    found = False
+    for condition in conditions:
+        if condition.get("type") != type_:
+            out.append(dict(condition))
+            continue
+        found = True
+        changed = condition.get("status") != status
+        entry: dict[str, Any] = {
+            "type": type_,
+            "status": status,
+            "reason": reason,
+            "message": message,
+            "lastTransitionTime": now if changed else condition.get("lastTransitionTime", now),
+        }
+        if generation is not None:
+            entry["observedGeneration"] = generation
+        out.append(entry)
+    if not found:
+        entry = {"type": type_, "status": status, "reason": reason, "message": message,
+                 "lastTransitionTime": now}
+        if generation is not None:
+            entry["observedGeneration"] = generation
+        out.append(entry)
+    return out
+
+
+def _rolled_out(workload: Mapping[str, Any]) -> bool:
+    """The workload's controller has seen its latest spec and updated every replica."""
+    status = workload.get("status") or {}
+    generation = (workload.get("metadata") or {}).get("generation")
+    if generation is not None and int(status.get("observedGeneration") or 0) < int(generation):
+        return False
+    desired = replicas_of(workload) or 0
+    return int(status.get("updatedReplicas") or 0) >= desired
+
+
+def tier_replicas(result: PassResult) -> list[dict[str, Any]]:
+    """Per-tier desired/ready, in plan order, then any observed tier the plan lacks."""
+    order = [tier.name for tier in result.plan.tiers] if result.plan is not None else []
+    order += sorted(set(result.workloads) - set(order))
+    return [
+        {"tier": tier, "desired": replicas_of(result.workloads[tier]) or 0,
+         "ready": ready_replicas_of(result.workloads[tier])}
+        for tier in order
+        if tier in result.workloads
+    ]
+
+
+def _planned(result: PassResult) -> tuple[str, str, str]:
+    if result.invalid is not None or result.plan is None:
+        return "False", labels.REASON_INVALID_SPEC, result.invalid or "the spec could not be planned"
+    infeasible = [tier for tier in result.plan.tiers if not tier.feasible]
+    if not infeasible:
+        return "True", labels.REASON_PLANNED, f"{len(result.plan.tiers)} tier(s) planned"
+    words = "; ".join(f"{tier.name}: {' '.join(tier.reasons[-1:]) or 'infeasible'}" for tier in infeasible)
+    if len(infeasible) == len(result.plan.tiers):
+        return "False", labels.REASON_NO_FEASIBLE_TIER, f"no tier can serve the model: {words}"
+    return "False", labels.REASON_INFEASIBLE_TIER, words
+
+
+def _ready(result: PassResult, replicas: list[dict[str, Any]]) -> tuple[str, str, str]:
+    if not replicas:
+        return "False", REASON_NO_WORKLOADS, "no workload exists yet"
+    summary = ", ".join(f"{entry['tier']} {entry['ready']}/{entry['desired']}" for entry in replicas)
+    settled = all(
+        entry["ready"] >= entry["desired"] and _rolled_out(result.workloads[entry["tier"]])
+        for entry in replicas
+    )
+    if settled:
+        return "True", labels.REASON_AVAILABLE, summary
+    return "False", labels.REASON_PROGRESSING, summary
+
+
+def _degraded(result: PassResult, planned: tuple[str, str, str]) -> tuple[str, str, str]:
+    if result.failures:
+        return "True", labels.REASON_APPLY_FAILED, "; ".join(result.failures)
+    if planned[0] == "False":
+        suffix = " (running workloads are kept as they were)" if result.workloads else ""
+        return "True", planned[1], planned[2] + suffix
+    if result.skipped:
+        return "True", labels.REASON_METRICS_UNAVAILABLE, "; ".join(result.skipped)
+    return "False", REASON_AS_PLANNED, "every tier is deployed as planned"
+
+
+def compute(previous: Mapping[str, Any], result: PassResult, *, now: str) -> dict[str, Any]:
+    """The whole new status (fields this reconciler owns merged over `previous`)."""
+    status = dict(previous)
+    status["observedGeneration"] = result.generation
+    if result.plan is not None:
+        # An invalid spec keeps the last good plan on display: it is what still runs.
+        status["plan"] = [tier.to_wire() for tier in result.plan.tiers]
+        status["planHash"] = result.plan_hash
+    replicas = tier_replicas(result)
+    status["replicas"] = replicas
+    status["desiredReplicas"] = sum(entry["desired"] for entry in replicas)
+    status["readyReplicas"] = sum(entry["ready"] for entry in replicas)
+    status["tierSummary"] = ",".join(f"{e['tier']}:{e['ready']}/{e['desired']}" for e in replicas)
+    planned = _planned(result)
+    conditions: list[dict[str, Any]] = list(previous.get("conditions") or [])
+    for type_, (value, reason, message) in (
+        (labels.CONDITION_PLANNED, planned),
+        (labels.CONDITION_READY, _ready(result, replicas)),
+        (labels.CONDITION_DEGRADED, _degraded(result, planned)),
+    ):
+        conditions = set_condition(
+            conditions, type_, value, reason, message[:32_768], now=now, generation=result.generation
+        )
+    status["conditions"] = conditions
+    return {key: value for key, value in status.items() if value is not None}
+
+
+def changes(previous: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
+    """A JSON merge patch turning `previous` into `new` at the top level (None deletes)."""
+    patch = {key: value for key, value in new.items() if previous.get(key) != value}
+    patch.update({key: None for key in previous if key not in new})
+    return patch
