@@ -9,9 +9,9 @@ in `problems`, never guessed at.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, Generic, NamedTuple, TypeVar
 
 from inferfleet.metrics.queries import SERIES_LABELS
 
@@ -27,6 +27,19 @@ class TierKey(NamedTuple):
         return f"{self.namespace}/{self.service}/{self.tier}"
 
 
+class ServiceKey(NamedTuple):
+    """One InferenceService, as the series labels name it."""
+
+    namespace: str
+    service: str
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.service}"
+
+
+K = TypeVar("K", TierKey, ServiceKey)
+
+
 @dataclass
 class VectorResult:
     """Per-tier values of one instant query.
@@ -40,10 +53,10 @@ class VectorResult:
 
 
 @dataclass
-class MatrixResult:
-    """Per-tier points `(unix time s, value)` of one range query, time-ordered, NaN dropped."""
+class MatrixResult(Generic[K]):
+    """Points `(unix time s, value)` per key of one range query, time-ordered, NaN dropped."""
 
-    series: dict[TierKey, list[tuple[float, float]]] = field(default_factory=dict)
+    series: dict[K, list[tuple[float, float]]] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
 
 
@@ -54,6 +67,15 @@ def tier_key(labels: Mapping[str, Any]) -> TierKey | None:
         return None
     namespace, service, tier = (str(part) for part in parts)
     return TierKey(namespace, service, tier)
+
+
+def service_key(labels: Mapping[str, Any]) -> ServiceKey | None:
+    """The InferenceService a series belongs to (namespace and service labels only)."""
+    parts = [labels.get(name) for name in SERIES_LABELS[:2]]
+    if not all(isinstance(part, str) and part for part in parts):
+        return None
+    namespace, service = (str(part) for part in parts)
+    return ServiceKey(namespace, service)
 
 
 def parse_sample(raw: Any) -> tuple[float, float | None] | None:
@@ -109,17 +131,21 @@ def parse_vector(
     return out
 
 
-def parse_matrix(result: Iterable[Any]) -> MatrixResult:
-    """Parse a range-query (matrix) result; NaN points and malformed points are skipped."""
-    out = MatrixResult()
+def parse_matrix(result: Iterable[Any], key_of: Callable[[Mapping[str, Any]], K | None]) -> MatrixResult[K]:
+    """Parse a range-query (matrix) result keyed by `key_of` (`tier_key` or `service_key`).
+
+    NaN, infinite and malformed points are skipped: for a rate history a missing point
+    is a gap, which the forecaster handles, while a made-up value would mislead it.
+    """
+    out: MatrixResult[K] = MatrixResult()
     for item in result:
         if not isinstance(item, Mapping):
             out.problems.append(f"not a series: {item!r}")
             continue
         labels = item.get("metric")
-        key = tier_key(labels) if isinstance(labels, Mapping) else None
+        key = key_of(labels) if isinstance(labels, Mapping) else None
         if key is None:
-            out.problems.append(f"series without {', '.join(SERIES_LABELS)}: {labels!r}")
+            out.problems.append(f"series without grouping labels: {labels!r}")
             continue
         raw_values = item.get("values")
         if not isinstance(raw_values, list):

@@ -25,7 +25,7 @@ from inferfleet.config import OperatorSettings
 from inferfleet.metrics.backoff import Backoff
 from inferfleet.metrics.history import FetchRange, RateHistoryCache
 from inferfleet.metrics.operator_metrics import OperatorMetrics
-from inferfleet.metrics.parse import VectorResult, parse_matrix, parse_vector
+from inferfleet.metrics.parse import ServiceKey, VectorResult, parse_matrix, parse_vector, service_key
 from inferfleet.metrics.queries import QueryConfig, Signal, history_query, signal_queries
 from inferfleet.metrics.signals import SignalSnapshot, assemble
 
@@ -184,7 +184,7 @@ class SignalReader:
         history = None
         if self.history is not None:
             cache = self.history
-            history = {key: cache.window(key, now_s, cache.retention_s) for key in cache.tier_keys()}
+            history = {key: cache.window(key, now_s, cache.retention_s) for key in cache.service_keys()}
         return assemble(
             now_s,
             vectors,
@@ -197,12 +197,19 @@ class SignalReader:
     def _refresh_history(self, now_s: float) -> str | None:
         if self.history is None:
             return None
-        fetch = self.history.next_fetch(now_s)
-        if fetch is None:
+        fetches = self.history.next_fetches(now_s)
+        if not fetches:
             return None
+        query = history_query(self.config)
+        futures = [self._pool.submit(self.client.range, query, fetch) for fetch in fetches]
+        series: dict[ServiceKey, list[tuple[float, float]]] = {}
         try:
-            result = self.client.range(history_query(self.config), fetch)
+            for future in futures:
+                for key, points in parse_matrix(future.result(), service_key).series.items():
+                    series.setdefault(key, []).extend(points)
         except QueryFailed as error:
+            # All or nothing: storing later chunks without an earlier one would turn the
+            # missing chunk into a permanent gap instead of a retry next loop.
             return str(error)
-        self.history.merge(fetch, parse_matrix(result).series, now_s)
+        self.history.merge(fetches, series, now_s)
         return None

@@ -85,11 +85,16 @@ class QueryConfig:
     rate_window_s: int = 120
     max_sample_age_s: int = 60
     ttft_quantile: float = 0.99
-    history_step_s: int = 300
+    # The policy's forecaster reads one point per minute.
+    history_step_s: int = 60
+    # Wider than the step so a point still has two samples with 30 s scrapes; adjacent
+    # points overlap by a minute, which smooths a little and loses nothing.
+    history_rate_window_s: int = 120
     names: MetricNames = MetricNames()
 
     def __post_init__(self) -> None:
-        if self.rate_window_s <= 0 or self.max_sample_age_s <= 0 or self.history_step_s <= 0:
+        windows = (self.rate_window_s, self.max_sample_age_s, self.history_step_s, self.history_rate_window_s)
+        if min(windows) <= 0:
             raise ValueError("query windows must be positive")
         if not 0 < self.ttft_quantile < 1:
             raise ValueError("ttft_quantile must lie strictly between 0 and 1")
@@ -154,12 +159,13 @@ def signal_queries(config: QueryConfig) -> dict[Signal, str]:
 
 
 def history_query(config: QueryConfig) -> str:
-    """Request rate per tier, for a range query at `history_step_s`.
+    """Request rate per InferenceService (all tiers summed), for a range query.
 
-    The rate window equals the step, so consecutive points cover adjacent intervals and
-    every finished request is counted once.
+    The forecaster predicts the service's demand and the policy places it across tiers,
+    so the history is per service: a third of the series a per-tier history would cost.
     """
-    return counter_rate(config.names.requests_finished, config.history_step_s)
+    rates = _rate_family(config.names.requests_finished, config.history_rate_window_s)
+    return f"sum by ({SERIES_LABEL_NAMESPACE}, {SERIES_LABEL_SERVICE}) ({rates})"
 
 
 def align_down(t_s: float, step_s: int) -> float:

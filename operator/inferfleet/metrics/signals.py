@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from inferfleet.metrics.parse import TierKey, VectorResult
+from inferfleet.metrics.parse import ServiceKey, TierKey, VectorResult
 from inferfleet.metrics.queries import TTFT_BUCKETS_S, Signal
 
 
@@ -21,8 +21,6 @@ class TierSignals:
     kv_cache_usage: float | None = None
     request_rate_rps: float | None = None
     ready_replicas: int | None = None
-    # Request-rate history at the history step, oldest first: (unix time s, rps).
-    rate_history: tuple[tuple[float, float], ...] = ()
 
     @property
     def has_load_data(self) -> bool:
@@ -44,6 +42,9 @@ class SignalSnapshot:
 
     time_s: float
     tiers: Mapping[TierKey, TierSignals] = field(default_factory=dict)
+    # Per service: request rate per history step, oldest first, NaN for gaps, the last
+    # entry being the last completed step (see RateHistoryCache.window).
+    rate_history: Mapping[ServiceKey, Sequence[float]] = field(default_factory=dict)
     failed: Mapping[Signal, str] = field(default_factory=dict)
     history_failed: str | None = None
     problems: Sequence[str] = ()
@@ -77,7 +78,7 @@ def assemble(
     vectors: Mapping[Signal, VectorResult],
     *,
     failed: Mapping[Signal, str] | None = None,
-    history: Mapping[TierKey, Sequence[tuple[float, float]]] | None = None,
+    history: Mapping[ServiceKey, Sequence[float]] | None = None,
     history_failed: str | None = None,
     queries: int = 0,
 ) -> SignalSnapshot:
@@ -104,11 +105,11 @@ def assemble(
             # rate() can dip a hair below zero after a counter reset is extrapolated.
             request_rate_rps=None if rate is None else max(rate, 0.0),
             ready_replicas=None if ready is None else round(ready),
-            rate_history=tuple(history.get(key, ())) if history else (),
         )
     return SignalSnapshot(
         time_s=time_s,
         tiers=tiers,
+        rate_history=dict(history or {}),
         failed=dict(failed or {}),
         history_failed=history_failed,
         problems=tuple(problems),

@@ -5,7 +5,15 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from inferfleet.metrics.parse import TierKey, parse_matrix, parse_sample, parse_vector
+from inferfleet.metrics.parse import (
+    ServiceKey,
+    TierKey,
+    parse_matrix,
+    parse_sample,
+    parse_vector,
+    service_key,
+    tier_key,
+)
 
 LABELS = {"inferfleet_namespace": "ns", "inferfleet_service": "svc", "inferfleet_tier": "h100"}
 KEY = TierKey("ns", "svc", "h100")
@@ -84,14 +92,20 @@ def test_matrix_drops_nan_and_inf_points_and_sorts() -> None:
         },
         {"metric": {**LABELS, "inferfleet_tier": "l4"}, "values": []},
     ]
-    parsed = parse_matrix(result)
+    parsed = parse_matrix(result, tier_key)
     assert parsed.series[KEY] == [(10.0, 1.0), (30.0, 3.0)]
     assert parsed.series[TierKey("ns", "svc", "l4")] == []
     assert len(parsed.problems) == 1
 
 
+def test_matrix_by_service_needs_only_namespace_and_service() -> None:
+    result = [{"metric": {"inferfleet_namespace": "ns", "inferfleet_service": "svc"}, "values": [[60, "2"]]}]
+    assert parse_matrix(result, service_key).series == {ServiceKey("ns", "svc"): [(60.0, 2.0)]}
+    assert parse_matrix(result, tier_key).series == {}
+
+
 def test_matrix_empty_and_unlabelled() -> None:
-    assert parse_matrix([]).series == {}
-    parsed = parse_matrix([{"metric": {}, "values": [[1, "1"]]}])
+    assert parse_matrix([], tier_key).series == {}
+    parsed = parse_matrix([{"metric": {}, "values": [[1, "1"]]}], tier_key)
     assert parsed.series == {}
     assert parsed.problems

@@ -61,9 +61,12 @@ def test_ready_counts_instances_not_engines() -> None:
 
 
 def test_rate_and_history_use_the_finished_requests_counter() -> None:
-    config = QueryConfig(rate_window_s=60, history_step_s=600)
+    config = QueryConfig(rate_window_s=60, history_rate_window_s=180)
     assert "rate(vllm:request_success_total[60s])" in signal_queries(config)[Signal.request_rate]
-    assert "rate(vllm:request_success_total[600s])" in queries.history_query(config)
+    history = queries.history_query(config)
+    assert "rate(vllm:request_success_total[180s])" in history
+    # The forecaster predicts a service's demand: the history is summed over its tiers.
+    assert history.startswith("sum by (inferfleet_namespace, inferfleet_service) (")
 
 
 def test_parentheses_balance() -> None:

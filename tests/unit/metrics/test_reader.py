@@ -8,6 +8,7 @@ from prometheus_client import CollectorRegistry
 
 from inferfleet.metrics.history import FetchRange
 from inferfleet.metrics.operator_metrics import OperatorMetrics
+from inferfleet.metrics.parse import ServiceKey
 from inferfleet.metrics.prometheus import PrometheusClient, PrometheusConfig, QueryFailed, SignalReader
 from inferfleet.metrics.queries import QueryConfig, Signal, signal_queries
 
@@ -33,7 +34,8 @@ class FakeClient(PrometheusClient):
             raise QueryFailed("connection refused", "connection")
         self.ranges.append(fetch)
         times = range(int(fetch.start_s), int(fetch.end_s) + 1, fetch.step_s)
-        return [{"metric": LABELS, "values": [[t, "2"] for t in times]}]
+        service = {k: v for k, v in LABELS.items() if k != "inferfleet_tier"}
+        return [{"metric": service, "values": [[t, "2"] for t in times]}]
 
 
 def test_constant_query_count_and_history_fetched_once_per_step() -> None:
@@ -43,7 +45,8 @@ def test_constant_query_count_and_history_fetched_once_per_step() -> None:
     assert first.queries == len(Signal) + 1
     assert first.tiers
     tier = first.tier("ns", "svc", "h100")
-    assert tier is not None and tier.waiting == 3.0 and len(tier.rate_history) == 10
+    assert tier is not None and tier.waiting == 3.0
+    assert list(first.rate_history[ServiceKey("ns", "svc")]) == [2.0] * 10
     assert reader.read(1010.0).queries == len(Signal)  # same history step: no range query
     assert reader.read(1090.0).queries == len(Signal) + 1
     assert [(r.start_s, r.end_s) for r in client.ranges] == [(420.0, 960.0), (1020.0, 1080.0)]
