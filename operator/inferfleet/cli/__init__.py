@@ -7,7 +7,7 @@ import importlib
 from inferfleet.cli.app import app
 
 # Subcommand modules register themselves on `app` when imported.
-COMMAND_MODULES = ("inferfleet.cli.schema",)
+COMMAND_MODULES = ("inferfleet.cli.schema", "inferfleet.cli.cache")
 
 
 def main() -> None:

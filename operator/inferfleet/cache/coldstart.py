@@ -1,0 +1,72 @@
+"""Cold start of one replica from where its weights are. Pure; for the planner.
+
+A replica is ready after: the container starts, (without a cache) the weights are pulled
+from the source, the weights are read from local storage into GPU memory, and the engine
+initialises (profiling pass, CUDA graphs). The field guide's figures (section 2.1): local
+NVMe ~12.5 GB/s, 10 GbE network storage ~1.1 GB/s, object storage with container init
+~0.5-1 GB/s effective. Measured bandwidths (the fetcher records `fetch_bytes_per_s` in
+the marker; vLLM logs its load time) replace these defaults once known.
+
+How the planner uses it: `coldStartSeconds = cold_start(...).seconds` with
+`weight_bytes` from the plan (or the marker's `weight_bytes`), `cached=True` when
+`cache.mode` is nvme/pvc, `read_bytes_per_s` from `cache.storageBandwidthGBps` or the
+measured load rate, `fetch_bytes_per_s` from the marker; the reason string goes into the
+tier's `reasons`. The autoscaler takes that figure as its lead time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+GB: Final = 1e9  # storage bandwidths are quoted in decimal GB/s
+
+NVME_READ_BYTES_PER_S: Final = 12.5 * GB
+NETWORK_STORAGE_BYTES_PER_S: Final = 1.1 * GB
+OBJECT_STORE_BYTES_PER_S: Final = 0.75 * GB
+CONTAINER_START_S: Final = 10.0
+ENGINE_INIT_S: Final = 30.0
+
+
+@dataclass(frozen=True)
+class ColdStart:
+    seconds: float
+    fetch_s: float
+    load_s: float
+    reason: str
+
+
+def cold_start(
+    weight_bytes: int,
+    *,
+    cached: bool,
+    read_bytes_per_s: float | None = None,
+    fetch_bytes_per_s: float | None = None,
+    container_start_s: float = CONTAINER_START_S,
+    engine_init_s: float = ENGINE_INIT_S,
+) -> ColdStart:
+    """Seconds from pod start to Ready for `weight_bytes` of weights.
+
+    cached: the weights are already on the node (pre-cache) or a mounted volume, so only
+    the local read counts; otherwise vLLM first pulls them at `fetch_bytes_per_s`.
+    """
+    if weight_bytes < 0:
+        raise ValueError("weight_bytes must be >= 0")
+    read_rate = read_bytes_per_s or (NVME_READ_BYTES_PER_S if cached else NETWORK_STORAGE_BYTES_PER_S)
+    load_s = weight_bytes / read_rate
+    fetch_s = 0.0
+    if not cached:
+        fetch_s = weight_bytes / (fetch_bytes_per_s or OBJECT_STORE_BYTES_PER_S)
+    seconds = container_start_s + fetch_s + load_s + engine_init_s
+    gb = weight_bytes / GB
+    if cached:
+        reason = (
+            f"cold start ≈ {seconds:.0f}s: {gb:.1f} GB of weights read from the node cache at "
+            f"{read_rate / GB:.1f} GB/s ({load_s:.0f}s) plus container start and engine init"
+        )
+    else:
+        reason = (
+            f"cold start ≈ {seconds:.0f}s: no pre-cache, so {gb:.1f} GB are pulled at "
+            f"{(fetch_bytes_per_s or OBJECT_STORE_BYTES_PER_S) / GB:.2f} GB/s ({fetch_s:.0f}s) before loading"
+        )
+    return ColdStart(seconds=seconds, fetch_s=fetch_s, load_s=load_s, reason=reason)

@@ -1,0 +1,594 @@
+"""The fetcher: make one model revision complete and verified in a local directory. I/O.
+
+`fetch(source, dest, options)` is what `inferfleet cache fetch` and the pre-cache pods
+run. In order:
+
+1. an immutable revision (a commit id) already complete on disk returns at once, with no
+   lock and no network: restarting a pre-cache pod costs nothing;
+2. take the model directory's lock (a second fetcher waits, then finds the work done);
+3. resolve the revision at the source (retried with backoff); if the source cannot be
+   reached but the ref already points to a complete revision, keep it and warn;
+4. download the missing files into `.partial/<revision>/` in parallel, each resumed from
+   the bytes a killed run left (`*.part`), hashed while written, checked against the
+   size and checksum the source published, fsynced, then renamed to its final name;
+5. write the marker, fsync, rename the whole directory to `revisions/<revision>` (the
+   only way a revision becomes visible), point `refs/<ref>` at it;
+6. optionally garbage-collect the node under its budget, never touching what is in use.
+
+Errors come out as `CacheError` subclasses with a reason; transient ones are retried
+here first (exponential backoff with jitter), and the pod's restart backoff retries the
+rest. Nothing partial is ever under `revisions/`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import time
+from collections.abc import Callable
+from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, BinaryIO, TypeVar
+
+from inferfleet.cache import store
+from inferfleet.cache.checksums import Hasher, new_hasher
+from inferfleet.cache.errors import (
+    CacheCorrupt,
+    CacheError,
+    CacheMissing,
+    ChecksumMismatch,
+    DiskFull,
+    SourceChanged,
+    SourceNotFound,
+    SourceUnreachable,
+)
+from inferfleet.cache.gc import GcPlan
+from inferfleet.cache.layout import (
+    DEFAULT_REF,
+    MARKER_DIR,
+    MARKER_NAME,
+    PART_SUFFIX,
+    SourceRef,
+    is_commit_hash,
+    model_key,
+    parse_source,
+)
+from inferfleet.cache.manifest import (
+    DEFAULT_ALLOW_PATTERNS,
+    DEFAULT_IGNORE_PATTERNS,
+    Manifest,
+    RemoteFile,
+    ResolvedRevision,
+    entry_for,
+    is_weight_file,
+    resume_offset,
+    select_files,
+    total_bytes,
+    weight_bytes,
+)
+from inferfleet.cache.progress import GIB, Progress
+from inferfleet.cache.remote import S3Source, Source, open_source
+
+Log = Callable[[str], None]
+T = TypeVar("T")
+
+# Free space kept aside beyond the download itself (the marker, filesystem slack).
+DISK_RESERVE_BYTES = 64 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Exponential backoff with full jitter for transient source errors."""
+
+    attempts: int = 6
+    base_s: float = 1.0
+    max_s: float = 60.0
+
+    def delay_s(self, attempt: int) -> float:
+        return random.uniform(0, min(self.max_s, self.base_s * 2**attempt))
+
+
+@dataclass(frozen=True)
+class FetchOptions:
+    revision: str = DEFAULT_REF
+    token: str | None = None
+    allow_patterns: tuple[str, ...] = DEFAULT_ALLOW_PATTERNS
+    ignore_patterns: tuple[str, ...] = DEFAULT_IGNORE_PATTERNS
+    parallel: int = 4
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    lock_timeout_s: float = 6 * 3600.0
+    # Per-node budget for garbage collection of old revisions; None disables it.
+    budget_bytes: int | None = None
+    # The node's cache root (all models); defaults to dest's parent.
+    node_root: Path | None = None
+    progress_interval_s: float = 5.0
+    # Injected in tests to simulate a small disk.
+    free_bytes: Callable[[Path], int] | None = None
+
+
+@dataclass(frozen=True)
+class FetchResult:
+    manifest: Manifest
+    revision_dir: Path
+    reused: bool
+    bytes_transferred: int
+    seconds: float
+    warning: str | None = None
+    gc: GcPlan | None = None
+
+
+def _noop(_: str) -> None:
+    return None
+
+
+def fetch(source_uri: str, dest: Path, options: FetchOptions | None = None, log: Log = _noop) -> FetchResult:
+    options = options or FetchOptions()
+    started = time.monotonic()
+    ref = parse_source(source_uri)
+    dest = dest.absolute()
+    revision = options.revision or DEFAULT_REF
+
+    # 1. An immutable revision that is already complete: nothing to ask anyone.
+    if is_commit_hash(revision):
+        reused = _reuse(dest, revision, revision, log)
+        if reused is not None:
+            return _finish_reuse(
+                dest, manifest=reused, started=started, options=options, ref=ref, warning=None, log=log
+            )
+
+    # 2. One fetcher per model directory.
+    with store.model_lock(dest, options.lock_timeout_s, log):
+        store.empty_trash(dest)
+        source = open_source(ref, options.token)
+        try:
+            resolved = _with_retries(lambda: source.resolve(revision), options.retry, log)
+        except SourceUnreachable as error:
+            current = store.resolve_ref(dest, revision)
+            if current is None or _reuse(dest, revision, current, log) is None:
+                raise
+            warning = f"source unreachable, keeping the cached revision {current}: {error.message}"
+            log(f"warning: {warning}")
+            return _finish_reuse(
+                dest,
+                manifest=read_ok(dest, current),
+                started=started,
+                options=options,
+                ref=ref,
+                warning=warning,
+                log=log,
+            )
+
+        reused = _reuse(dest, revision, resolved.revision_id, log)
+        if reused is not None:
+            return _finish_reuse(
+                dest, manifest=reused, started=started, options=options, ref=ref, warning=None, log=log
+            )
+
+        files = select_files(resolved.files, options.allow_patterns, options.ignore_patterns)
+        if not any(is_weight_file(f.path) for f in files):
+            raise SourceNotFound(
+                f"{source_uri}@{revision}: no weight files match {', '.join(options.allow_patterns)} "
+                f"among {len(resolved.files)} file(s) (pass --allow-pattern for other formats)"
+            )
+        if isinstance(source, S3Source):
+            files = tuple(_with_s3_sha256(source, f, options, log) for f in files)
+
+        manifest, transferred = _download(
+            source,
+            ref=ref,
+            resolved=resolved,
+            files=files,
+            dest=dest,
+            options=options,
+            log=log,
+            started=started,
+        )
+        store.update_ref(dest, revision, resolved.revision_id)
+        seconds = time.monotonic() - started
+        log(
+            f"fetched {source_uri}@{revision} → {resolved.revision_id}: {manifest.total_bytes / GIB:.2f} GiB "
+            f"in {seconds:.1f}s ({transferred / GIB:.2f} GiB transferred)"
+        )
+        gc = _gc(dest, resolved.revision_id, options, log)
+        return FetchResult(
+            manifest=manifest,
+            revision_dir=Path(str(store.layout_for(dest).revision(resolved.revision_id))),
+            reused=False,
+            bytes_transferred=transferred,
+            seconds=seconds,
+            gc=gc,
+        )
+
+
+def read_ok(dest: Path, revision_id: str) -> Manifest:
+    return store.verify_revision(dest, revision_id)
+
+
+def _reuse(dest: Path, revision: str, revision_id: str, log: Log) -> Manifest | None:
+    """The marker-checked manifest of a complete revision, or None when it must be fetched."""
+    try:
+        return store.verify_revision(dest, revision_id)
+    except CacheMissing:
+        return None
+    except CacheCorrupt as error:
+        # Someone damaged a complete revision (manual edit, disk error): set it aside unless
+        # a pod holds it, in which case the operator must hear about it rather than us
+        # deleting files under a running server.
+        log(f"cached revision {revision_id} failed verification, refetching: {error.message}")
+        if not store.set_aside(dest, revision_id, "corrupt"):
+            raise
+        return None
+
+
+def _finish_reuse(
+    dest: Path,
+    *,
+    manifest: Manifest,
+    started: float,
+    options: FetchOptions,
+    ref: SourceRef,
+    warning: str | None,
+    log: Log,
+) -> FetchResult:
+    revision = options.revision or DEFAULT_REF
+    if store.resolve_ref(dest, revision) != manifest.revision_id:
+        with store.model_lock(dest, options.lock_timeout_s, log):
+            store.update_ref(dest, revision, manifest.revision_id)
+    store.touch(dest, manifest.revision_id)
+    log(f"{ref.uri}@{revision} is already complete in {dest} (revision {manifest.revision_id})")
+    return FetchResult(
+        manifest=manifest,
+        revision_dir=Path(str(store.layout_for(dest).revision(manifest.revision_id))),
+        reused=True,
+        bytes_transferred=0,
+        seconds=time.monotonic() - started,
+        warning=warning,
+        gc=_gc(dest, manifest.revision_id, options, log),
+    )
+
+
+def _gc(dest: Path, revision_id: str, options: FetchOptions, log: Log) -> GcPlan | None:
+    if options.budget_bytes is None:
+        return None
+    node_root = options.node_root or dest.parent
+    protect = frozenset({(dest.name, revision_id)})
+    return store.collect_garbage(node_root, options.budget_bytes, log, protect=protect)
+
+
+def _with_retries(call: Callable[[], T], retry: RetryPolicy, log: Log) -> T:
+    attempt = 0
+    while True:
+        try:
+            return call()
+        except CacheError as error:
+            if not error.retryable or attempt + 1 >= retry.attempts:
+                raise
+            delay = retry.delay_s(attempt)
+            log(f"{error.reason}: {error.message}; retrying in {delay:.1f}s")
+            time.sleep(delay)
+            attempt += 1
+
+
+def _with_s3_sha256(source: S3Source, remote: RemoteFile, options: FetchOptions, log: Log) -> RemoteFile:
+    """Multipart uploads have no MD5 ETag; use a full-object SHA-256 when S3 keeps one."""
+    if remote.md5:
+        return remote
+    sha = _with_retries(lambda: source.full_object_sha256(remote), options.retry, log)
+    if sha is None:
+        return remote
+    return RemoteFile(path=remote.path, size_bytes=remote.size_bytes, sha256=sha, md5=None, etag=remote.etag)
+
+
+# --- downloading -------------------------------------------------------------------------
+
+
+def _download(
+    source: Source,
+    *,
+    ref: SourceRef,
+    resolved: ResolvedRevision,
+    files: tuple[RemoteFile, ...],
+    dest: Path,
+    options: FetchOptions,
+    log: Log,
+    started: float,
+) -> tuple[Manifest, int]:
+    layout = store.layout_for(dest)
+    partial = Path(str(layout.partial(resolved.revision_id)))
+    # Downloads of other revisions were abandoned (we hold the lock): free their space.
+    partials = Path(str(layout.partials))
+    if partials.is_dir():
+        for other in partials.iterdir():
+            if other.name != resolved.revision_id:
+                shutil.rmtree(other, ignore_errors=True)
+    partial.mkdir(parents=True, exist_ok=True)
+
+    present = {f.path: _present_bytes(partial, f) for f in files}
+    needed = sum(f.size_bytes - present[f.path] for f in files)
+    _ensure_space(dest, needed, options, log)
+
+    total = total_bytes(files)
+    progress = Progress(f"fetch {ref.uri}@{options.revision}", total, log, options.progress_interval_s)
+    progress.already_present(sum(present.values()))
+    log(
+        f"fetching {ref.uri}@{options.revision} (revision {resolved.revision_id}): {len(files)} files, "
+        f"{total / GIB:.2f} GiB, {needed / GIB:.2f} GiB to transfer"
+    )
+    verified: dict[str, list[str]] = {}
+    # Largest first: the long transfers start early and the small ones fill the gaps.
+    ordered = sorted(files, key=lambda f: -f.size_bytes)
+    with ThreadPoolExecutor(max_workers=max(1, options.parallel), thread_name_prefix="fetch") as pool:
+        futures: dict[Future[list[str]], RemoteFile] = {
+            pool.submit(
+                _transfer,
+                source,
+                resolved,
+                remote=remote,
+                partial=partial,
+                progress=progress,
+                options=options,
+                log=log,
+            ): remote
+            for remote in ordered
+        }
+        done, pending = wait(futures, return_when=FIRST_EXCEPTION)
+        for future in pending:
+            future.cancel()
+        for future in done:
+            error = future.exception()
+            if error is not None:
+                raise error
+            verified[futures[future].path] = future.result()
+
+    config = _read_config(partial)
+    elapsed = time.monotonic() - started
+    manifest = Manifest(
+        source=ref.uri,
+        ref=options.revision,
+        revision_id=resolved.revision_id,
+        commit=resolved.commit,
+        files=[entry_for(f, verified[f.path]) for f in files],
+        total_bytes=total,
+        weight_bytes=weight_bytes(files),
+        hf_config=config,
+        fetched_at=datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
+        fetch_seconds=round(elapsed, 3),
+        bytes_transferred=progress.transferred_bytes,
+        fetch_bytes_per_s=round(progress.rate_bytes_per_s(), 1) if progress.transferred_bytes else None,
+    )
+    _seal(dest, partial, resolved.revision_id, manifest)
+    return manifest, progress.transferred_bytes
+
+
+def _present_bytes(partial: Path, remote: RemoteFile) -> int:
+    final = partial / remote.path
+    if final.is_file() and final.stat().st_size == remote.size_bytes:
+        return remote.size_bytes
+    part = final.with_name(final.name + PART_SUFFIX)
+    size = part.stat().st_size if part.is_file() else None
+    return resume_offset(size, remote.size_bytes)
+
+
+def _ensure_space(dest: Path, needed: int, options: FetchOptions, log: Log) -> None:
+    free = options.free_bytes(dest) if options.free_bytes else shutil.disk_usage(dest).free
+    if needed + DISK_RESERVE_BYTES <= free:
+        return
+    node_root = options.node_root or dest.parent
+    if options.budget_bytes is not None:
+        # Make room: evict LRU revisions nobody uses until the download fits.
+        used = sum(r.size_bytes for r in store.scan(node_root))
+        target = used - (needed + DISK_RESERVE_BYTES - free)
+        store.collect_garbage(node_root, min(options.budget_bytes, max(target, 0)), log)
+        free = options.free_bytes(dest) if options.free_bytes else shutil.disk_usage(dest).free
+        if needed + DISK_RESERVE_BYTES <= free:
+            return
+    raise DiskFull(
+        f"{dest}: {needed / GIB:.2f} GiB still to download but only {free / GIB:.2f} GiB free; "
+        "the remaining revisions are in use or garbage collection is off (--budget-gib)"
+    )
+
+
+class _PartWriter:
+    """A `.part` file opened at the resume offset; hashes what it writes."""
+
+    def __init__(
+        self, path: Path, offset: int, remote: RemoteFile, progress: Progress, hasher: Hasher | None
+    ) -> None:
+        self.path = path
+        self.remote = remote
+        self.progress = progress
+        self._hasher = hasher
+        self._file: BinaryIO = open(path, "r+b" if path.exists() else "w+b", buffering=0)  # noqa: SIM115
+        self._file.truncate(offset)
+        self._file.seek(offset)
+        self.position = offset
+        if hasher is not None and offset:
+            self._rehash_prefix(offset)
+
+    def _rehash_prefix(self, offset: int) -> None:
+        assert self._hasher is not None
+        with open(self.path, "rb") as handle:
+            left = offset
+            while left > 0:
+                chunk = handle.read(min(left, 8 * 1024 * 1024))
+                if not chunk:
+                    break
+                self._hasher.update(chunk)
+                left -= len(chunk)
+
+    def write(self, data: Any) -> int:
+        count = len(data)
+        if self.position + count > self.remote.size_bytes:
+            raise SourceChanged(
+                f"{self.remote.path}: the source sent more than the {self.remote.size_bytes} bytes it listed"
+            )
+        view = memoryview(data)
+        while view:
+            written = self._file.write(view)
+            if written is None:
+                continue
+            view = view[written:]
+        if self._hasher is not None:
+            self._hasher.update(data)
+        self.position += count
+        self.progress.add(count)
+        return count
+
+    def restart(self) -> None:
+        self.progress.discard(self.position)
+        self._file.truncate(0)
+        self._file.seek(0)
+        self.position = 0
+        best = self.remote.best_checksum()
+        self._hasher = new_hasher(best[0], self.remote.size_bytes) if best else None
+
+    def copy_from(self, fd: int, offset: int, count: int) -> bool:
+        if self._hasher is not None:
+            return False
+        out = self._file.fileno()
+        left = count
+        src_offset = offset
+        while left > 0:
+            try:
+                copied = os.copy_file_range(fd, out, min(left, 1 << 30), src_offset, self.position)
+            except OSError:
+                copied = os.sendfile(out, fd, src_offset, min(left, 1 << 30))
+            if copied == 0:
+                break
+            src_offset += copied
+            left -= copied
+            self.position += copied
+            self.progress.add(copied)
+        self._file.seek(self.position)
+        return True
+
+    def digest(self) -> str | None:
+        return self._hasher.hexdigest() if self._hasher is not None else None
+
+    def finish(self) -> None:
+        os.fsync(self._file.fileno())
+        self._file.close()
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def _transfer(
+    source: Source,
+    resolved: ResolvedRevision,
+    *,
+    remote: RemoteFile,
+    partial: Path,
+    progress: Progress,
+    options: FetchOptions,
+    log: Log,
+) -> list[str]:
+    """Make `partial/<path>` complete and checked; returns the checks that passed."""
+    final = partial / remote.path
+    best = remote.best_checksum()
+    checks = ["size"]
+    if final.is_file() and final.stat().st_size == remote.size_bytes:
+        # Finished by an earlier run: it was checked before it got its final name.
+        return checks + ([best[0]] if best and new_hasher(best[0], 0) is not None else [])
+    final.parent.mkdir(parents=True, exist_ok=True)
+    part = final.with_name(final.name + PART_SUFFIX)
+    attempt = 0
+    mismatches = 0
+    while True:
+        existing = part.stat().st_size if part.is_file() else None
+        offset = resume_offset(existing, remote.size_bytes)
+        hasher = new_hasher(best[0], remote.size_bytes) if best else None
+        try:
+            writer = _PartWriter(part, offset, remote, progress, hasher)
+        except OSError as error:
+            raise _os_error(error, part) from error
+        before = writer.position
+        try:
+            if writer.position < remote.size_bytes:
+                source.read_into(resolved, remote, writer.position, writer)
+            writer.finish()
+        except CacheError as error:
+            writer.close()
+            made_progress = writer.position > before
+            attempt = 0 if made_progress else attempt + 1
+            if not error.retryable or attempt >= options.retry.attempts:
+                raise
+            delay = options.retry.delay_s(attempt)
+            log(
+                f"{remote.path}: {error.reason}: {error.message}; "
+                f"resuming at byte {writer.position} in {delay:.1f}s"
+            )
+            time.sleep(delay)
+            continue
+        except OSError as error:
+            writer.close()
+            raise _os_error(error, part) from error
+        if writer.position != remote.size_bytes:
+            attempt += 1
+            if attempt >= options.retry.attempts:
+                raise SourceUnreachable(
+                    f"{remote.path}: transfer stopped at byte {writer.position} of {remote.size_bytes}"
+                )
+            time.sleep(options.retry.delay_s(attempt))
+            continue
+        digest = writer.digest()
+        if best is not None and digest is not None:
+            if digest != best[1]:
+                part.unlink(missing_ok=True)
+                progress.discard(remote.size_bytes)
+                mismatches += 1
+                if mismatches >= 2:
+                    raise ChecksumMismatch(
+                        f"{remote.path}: {best[0]} of the downloaded bytes is {digest}, the source "
+                        f"publishes {best[1]} (twice in a row; the source copy may be corrupt)"
+                    )
+                log(f"{remote.path}: {best[0]} mismatch, downloading it again from the start")
+                continue
+            checks.append(best[0])
+        os.replace(part, final)
+        return checks
+
+
+def _os_error(error: OSError, path: Path) -> CacheError | OSError:
+    if store.is_disk_full(error):
+        return DiskFull(f"{path}: no space left on the device ({error.strerror})")
+    return error
+
+
+def _read_config(partial: Path) -> dict[str, Any] | None:
+    path = partial / "config.json"
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _seal(dest: Path, partial: Path, revision_id: str, manifest: Manifest) -> None:
+    """Marker in, everything fsynced, one rename: the revision appears complete or not at all."""
+    marker_dir = partial / MARKER_DIR
+    marker_dir.mkdir(exist_ok=True)
+    tmp = marker_dir / f".{MARKER_NAME}.tmp"
+    with open(tmp, "w", encoding="utf-8") as handle:
+        handle.write(manifest.to_json())
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, marker_dir / MARKER_NAME)
+    # Directory entries (the files' final names) must be durable before the rename.
+    for directory, _subdirs, _files in os.walk(partial):
+        store.fsync_dir(Path(directory))
+    layout = store.layout_for(dest)
+    revisions = Path(str(layout.revisions))
+    revisions.mkdir(parents=True, exist_ok=True)
+    target = Path(str(layout.revision(revision_id)))
+    os.rename(partial, target)
+    store.fsync_dir(revisions)
+    store.fsync_dir(Path(str(layout.partials)))
+
+
+def cache_key(source_uri: str) -> str:
+    return model_key(parse_source(source_uri))

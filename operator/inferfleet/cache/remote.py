@@ -1,0 +1,499 @@
+"""Source backends: list a revision and stream byte ranges of its files. I/O.
+
+Every backend answers two questions the same way, so resume, checksums, progress,
+atomic writes and locking live once in `fetch.py`:
+
+- `resolve(ref)`: the immutable revision id and the files with the sizes and checksums
+  the source publishes (hub: LFS sha256 / git blob sha1; S3: single-part ETag md5 or a
+  full-object SHA-256 checksum; GCS: md5 or crc32c; a directory: the checksums of an
+  inferfleet marker it carries, otherwise sizes only);
+- `read_into(file, offset, sink)`: write the file's bytes from `offset` on into `sink`.
+
+Client errors are translated into the reasons of `errors.py` here, at the edge, so the
+engine can decide what to retry without knowing any client library.
+
+The hub backend uses huggingface_hub for everything that has hub semantics (endpoint
+and HF_ENDPOINT, token resolution and headers, revision → commit, file metadata, URLs,
+error classification) and streams the bytes itself through huggingface_hub's HTTP
+session: that keeps resume, hashing-while-writing and one progress counter common to all
+sources instead of re-reading every shard after `hf_hub_download` to check it.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Final, Protocol
+
+from inferfleet.cache.errors import (
+    BadCredentials,
+    CacheError,
+    MissingDependency,
+    SourceChanged,
+    SourceNotFound,
+    SourceUnreachable,
+)
+from inferfleet.cache.layout import (
+    MARKER_RELPATH,
+    SourceRef,
+    is_commit_hash,
+    listing_revision_id,
+)
+from inferfleet.cache.manifest import Manifest, RemoteFile, ResolvedRevision
+
+CHUNK_BYTES: Final = 8 * 1024 * 1024
+CONNECT_TIMEOUT_S: Final = 10.0
+READ_TIMEOUT_S: Final = 60.0
+# Where pre-cache pods mount the claims named by pvc:// sources.
+PVC_ROOT_ENV: Final = "INFERFLEET_PVC_ROOT"
+DEFAULT_PVC_ROOT: Final = "/mnt/sources"
+
+
+class Sink(Protocol):
+    """Where a backend writes: a file positioned at the resume offset."""
+
+    def write(self, data: bytes) -> int: ...
+
+    def restart(self) -> None:
+        """The source ignored the range request and sends the whole file: start over."""
+
+    def copy_from(self, fd: int, offset: int, count: int) -> bool:
+        """Copy `count` bytes of `fd` from `offset` without passing through Python.
+
+        Returns False when the sink must see the bytes (it is hashing them)."""
+
+
+class Source(Protocol):
+    ref: SourceRef
+
+    def resolve(self, revision: str) -> ResolvedRevision: ...
+
+    def read_into(self, resolved: ResolvedRevision, remote: RemoteFile, offset: int, sink: Sink) -> None: ...
+
+
+def open_source(ref: SourceRef, token: str | None = None) -> Source:
+    if ref.scheme == "hf":
+        return HubSource(ref, token)
+    if ref.scheme == "s3":
+        return S3Source(ref)
+    if ref.scheme == "gs":
+        return GcsSource(ref)
+    root = Path(ref.path) if ref.scheme == "file" else _pvc_path(ref)
+    return LocalSource(ref, root)
+
+
+def _pvc_path(ref: SourceRef) -> Path:
+    base = Path(os.environ.get(PVC_ROOT_ENV, DEFAULT_PVC_ROOT))
+    return base / ref.location / ref.path
+
+
+def _b64_to_hex(value: str | None) -> str | None:
+    if not value:
+        return None
+    try:
+        return base64.b64decode(value).hex()
+    except ValueError:
+        return None
+
+
+# --- Hugging Face hub ------------------------------------------------------------------
+
+
+class HubSource:
+    """hf://ORG/REPO[/SUBFOLDER] through huggingface_hub (HF_ENDPOINT honoured)."""
+
+    def __init__(self, ref: SourceRef, token: str | None) -> None:
+        try:
+            import huggingface_hub  # noqa: F401
+        except ImportError as error:  # pragma: no cover - core dependency
+            raise MissingDependency("hf:// sources need huggingface_hub (pip install inferfleet)") from error
+        self.ref = ref
+        self.token = token
+
+    def _endpoint(self) -> str:
+        from huggingface_hub import constants
+
+        # Read at call time: huggingface_hub freezes HF_ENDPOINT when first imported.
+        return os.environ.get("HF_ENDPOINT", constants.ENDPOINT).rstrip("/")
+
+    def _token(self) -> str | bool | None:
+        return self.token if self.token else None
+
+    @contextmanager
+    def _errors(self, what: str) -> Iterator[None]:
+        import httpx2
+        from huggingface_hub import errors as hf_errors
+
+        try:
+            yield
+        except hf_errors.GatedRepoError as error:
+            raise BadCredentials(f"{what}: gated repository; the token was not granted access") from error
+        except hf_errors.RepositoryNotFoundError as error:
+            raise SourceNotFound(
+                f"{what}: repository not found, or private and the token cannot read it"
+            ) from error
+        except hf_errors.RevisionNotFoundError as error:
+            raise SourceNotFound(f"{what}: revision not found") from error
+        except hf_errors.EntryNotFoundError as error:
+            raise SourceChanged(f"{what}: file listed by the hub is gone (revision changed?)") from error
+        except hf_errors.HfHubHTTPError as error:
+            status = error.response.status_code if error.response is not None else None
+            raise _from_status(what, status) from error
+        except hf_errors.OfflineModeIsEnabled as error:
+            raise SourceUnreachable(f"{what}: HF_HUB_OFFLINE is set in the fetcher's environment") from error
+        except httpx2.TransportError as error:
+            raise SourceUnreachable(f"{what}: {type(error).__name__}: {error}") from error
+
+    def resolve(self, revision: str) -> ResolvedRevision:
+        from huggingface_hub import HfApi
+
+        api = HfApi(endpoint=self._endpoint(), token=self._token())
+        what = f"{self.ref.uri}@{revision}"
+        with self._errors(what):
+            info = api.model_info(self.ref.location, revision=revision, files_metadata=True)
+        commit = info.sha or (revision if is_commit_hash(revision) else None)
+        if commit is None:
+            raise SourceNotFound(f"{what}: the hub did not report a commit for this revision")
+        prefix = f"{self.ref.path}/" if self.ref.path else ""
+        files: list[RemoteFile] = []
+        for sibling in info.siblings or []:
+            name = sibling.rfilename
+            if prefix and not name.startswith(prefix):
+                continue
+            lfs = sibling.lfs
+            size = lfs.size if lfs is not None else sibling.size
+            if size is None:
+                raise SourceUnreachable(f"{what}: the hub did not report the size of {name}")
+            files.append(
+                RemoteFile(
+                    path=name[len(prefix) :],
+                    size_bytes=int(size),
+                    sha256=lfs.sha256 if lfs is not None else None,
+                    # A non-LFS file's blob id is its git object id: sha1("blob <size>\0" + bytes).
+                    git_sha1=sibling.blob_id if lfs is None else None,
+                    etag=sibling.blob_id,
+                )
+            )
+        return ResolvedRevision(revision_id=commit, commit=commit, files=tuple(files))
+
+    def read_into(self, resolved: ResolvedRevision, remote: RemoteFile, offset: int, sink: Sink) -> None:
+        import httpx2
+        from huggingface_hub import get_session, hf_hub_url, hf_raise_for_status
+
+        # Public helper, but the package does not list it in __all__ (mypy's re-export rule).
+        from huggingface_hub.utils import build_hf_headers  # type: ignore[attr-defined]
+
+        name = f"{self.ref.path}/{remote.path}" if self.ref.path else remote.path
+        url = hf_hub_url(self.ref.location, name, revision=resolved.commit, endpoint=self._endpoint())
+        headers = build_hf_headers(token=self._token())
+        # Identity encoding: sizes, ranges and checksums refer to the stored bytes.
+        headers["Accept-Encoding"] = "identity"
+        if offset:
+            headers["Range"] = f"bytes={offset}-"
+        timeout = httpx2.Timeout(READ_TIMEOUT_S, connect=CONNECT_TIMEOUT_S)
+        with (
+            self._errors(f"{self.ref.uri}: {remote.path}"),
+            get_session().stream("GET", url, headers=headers, timeout=timeout) as response,
+        ):
+            if response.status_code >= 400:
+                response.read()
+                hf_raise_for_status(response)
+            if offset and response.status_code == 200:
+                sink.restart()
+            for chunk in response.iter_raw(CHUNK_BYTES):
+                sink.write(chunk)
+
+
+def _from_status(what: str, status: int | None) -> CacheError:
+    if status in (401, 403):
+        return BadCredentials(f"{what}: HTTP {status}: the credentials were refused")
+    if status == 404:
+        return SourceNotFound(f"{what}: HTTP 404")
+    if status == 412:
+        return SourceChanged(f"{what}: HTTP 412: the object changed while it was being fetched")
+    return SourceUnreachable(f"{what}: HTTP {status}")
+
+
+# --- S3 and S3-compatible stores -------------------------------------------------------
+
+_S3_BAD_CREDENTIALS: Final = frozenset(
+    {
+        "AccessDenied",
+        "InvalidAccessKeyId",
+        "SignatureDoesNotMatch",
+        "ExpiredToken",
+        "InvalidToken",
+        "AllAccessDisabled",
+        "403",
+        "401",
+    }
+)
+_S3_NOT_FOUND: Final = frozenset({"NoSuchBucket", "NoSuchKey", "404", "NotFound"})
+
+
+class S3Source:
+    """s3://BUCKET/PREFIX via boto3. Credentials and endpoint come from the usual AWS chain
+    (AWS_ACCESS_KEY_ID/…, IRSA, AWS_ENDPOINT_URL_S3 for S3-compatible stores)."""
+
+    def __init__(self, ref: SourceRef) -> None:
+        try:
+            import boto3
+            from botocore.config import Config
+        except ImportError as error:
+            raise MissingDependency(
+                "s3:// sources need boto3: install inferfleet[cache] (the operator image has it)"
+            ) from error
+        self.ref = ref
+        config = Config(
+            retries={"max_attempts": 3, "mode": "standard"},
+            max_pool_connections=32,
+            connect_timeout=CONNECT_TIMEOUT_S,
+            read_timeout=READ_TIMEOUT_S,
+        )
+        self._client: Any = boto3.session.Session().client("s3", config=config)
+
+    @contextmanager
+    def _errors(self, what: str) -> Iterator[None]:
+        from botocore import exceptions as bx
+
+        try:
+            yield
+        except bx.NoCredentialsError as error:
+            raise BadCredentials(f"{what}: no AWS credentials found (secret not mounted?)") from error
+        except bx.ClientError as error:
+            code = str(error.response.get("Error", {}).get("Code", ""))
+            status = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+            if code in _S3_BAD_CREDENTIALS:
+                raise BadCredentials(f"{what}: {code}: the credentials were refused") from error
+            if code in _S3_NOT_FOUND:
+                raise SourceNotFound(f"{what}: {code}") from error
+            if code in {"PreconditionFailed", "412"}:
+                raise SourceChanged(f"{what}: the object changed while it was being fetched") from error
+            raise _from_status(f"{what}: {code}", status) from error
+        except (bx.EndpointConnectionError, bx.ConnectionError, bx.HTTPClientError) as error:
+            raise SourceUnreachable(f"{what}: {error}") from error
+
+    def resolve(self, revision: str) -> ResolvedRevision:
+        prefix = f"{self.ref.path.rstrip('/')}/" if self.ref.path else ""
+        what = self.ref.uri
+        files: list[RemoteFile] = []
+        with self._errors(what):
+            paginator = self._client.get_paginator("list_objects_v2")
+            for page in paginator.paginate(Bucket=self.ref.location, Prefix=prefix):
+                for item in page.get("Contents", []):
+                    key = item["Key"]
+                    if key.endswith("/"):
+                        continue
+                    etag = str(item.get("ETag", "")).strip('"')
+                    # A single-part upload's ETag is the MD5 of the object; a multipart
+                    # one ("…-N") is not, and is only used as a version tag.
+                    md5 = etag if len(etag) == 32 and "-" not in etag else None
+                    files.append(
+                        RemoteFile(path=key[len(prefix) :], size_bytes=int(item["Size"]), md5=md5, etag=etag)
+                    )
+        if not files:
+            raise SourceNotFound(f"{what}: no objects under this prefix")
+        return ResolvedRevision(
+            revision_id=listing_revision_id(revision, [(f.path, f.size_bytes, f.etag or "") for f in files]),
+            commit=None,
+            files=tuple(files),
+        )
+
+    def full_object_sha256(self, remote: RemoteFile) -> str | None:
+        """A SHA-256 the uploader asked S3 to keep, if it covers the whole object."""
+        prefix = f"{self.ref.path.rstrip('/')}/" if self.ref.path else ""
+        with self._errors(f"{self.ref.uri}: {remote.path}"):
+            head = self._client.head_object(
+                Bucket=self.ref.location, Key=prefix + remote.path, ChecksumMode="ENABLED"
+            )
+        value = head.get("ChecksumSHA256")
+        if not value or "-" in str(value) or head.get("ChecksumType", "FULL_OBJECT") != "FULL_OBJECT":
+            return None
+        return _b64_to_hex(str(value))
+
+    def read_into(self, resolved: ResolvedRevision, remote: RemoteFile, offset: int, sink: Sink) -> None:
+        prefix = f"{self.ref.path.rstrip('/')}/" if self.ref.path else ""
+        args: dict[str, Any] = {"Bucket": self.ref.location, "Key": prefix + remote.path}
+        if remote.etag:
+            args["IfMatch"] = f'"{remote.etag}"'
+        if offset:
+            args["Range"] = f"bytes={offset}-"
+        with self._errors(f"{self.ref.uri}: {remote.path}"):
+            response = self._client.get_object(**args)
+            body = response["Body"]
+            try:
+                if offset and "ContentRange" not in response:
+                    sink.restart()
+                for chunk in body.iter_chunks(CHUNK_BYTES):
+                    sink.write(chunk)
+            finally:
+                body.close()
+
+
+# --- Google Cloud Storage --------------------------------------------------------------
+
+
+class GcsSource:
+    """gs://BUCKET/PREFIX via google-cloud-storage (Application Default Credentials, or
+    anonymous against STORAGE_EMULATOR_HOST)."""
+
+    def __init__(self, ref: SourceRef) -> None:
+        try:
+            from google.cloud import storage  # type: ignore[import-untyped]
+        except ImportError as error:
+            raise MissingDependency(
+                "gs:// sources need google-cloud-storage: install inferfleet[cache] (in the operator image)"
+            ) from error
+        self.ref = ref
+        self._storage: Any = storage
+        self._client: Any = None
+
+    def _get_client(self) -> Any:
+        if self._client is None:
+            if os.environ.get("STORAGE_EMULATOR_HOST"):
+                from google.auth import credentials
+
+                anonymous: Any = credentials.AnonymousCredentials
+                self._client = self._storage.Client(project="emulator", credentials=anonymous())
+            else:
+                self._client = self._storage.Client()
+        return self._client
+
+    @contextmanager
+    def _errors(self, what: str) -> Iterator[None]:
+        import requests
+        from google.api_core import exceptions as gx
+        from google.auth import exceptions as auth_errors
+
+        try:
+            yield
+        except auth_errors.DefaultCredentialsError as error:
+            raise BadCredentials(f"{what}: no Google credentials found (secret not mounted?)") from error
+        except (gx.Unauthorized, gx.Forbidden) as error:
+            raise BadCredentials(f"{what}: {error.code}: the credentials were refused") from error
+        except gx.NotFound as error:
+            raise SourceNotFound(f"{what}: not found") from error
+        except gx.PreconditionFailed as error:
+            raise SourceChanged(f"{what}: the object changed while it was being fetched") from error
+        except gx.GoogleAPICallError as error:
+            raise _from_status(what, error.code) from error
+        except (requests.ConnectionError, requests.Timeout) as error:
+            raise SourceUnreachable(f"{what}: {error}") from error
+
+    def resolve(self, revision: str) -> ResolvedRevision:
+        prefix = f"{self.ref.path.rstrip('/')}/" if self.ref.path else ""
+        files: list[RemoteFile] = []
+        with self._errors(self.ref.uri):
+            for blob in self._get_client().list_blobs(self.ref.location, prefix=prefix):
+                if blob.name.endswith("/"):
+                    continue
+                files.append(
+                    RemoteFile(
+                        path=blob.name[len(prefix) :],
+                        size_bytes=int(blob.size),
+                        md5=_b64_to_hex(blob.md5_hash),
+                        crc32c=_b64_to_hex(blob.crc32c),
+                        etag=str(blob.generation),
+                    )
+                )
+        if not files:
+            raise SourceNotFound(f"{self.ref.uri}: no objects under this prefix")
+        return ResolvedRevision(
+            revision_id=listing_revision_id(revision, [(f.path, f.size_bytes, f.etag or "") for f in files]),
+            commit=None,
+            files=tuple(files),
+        )
+
+    def read_into(self, resolved: ResolvedRevision, remote: RemoteFile, offset: int, sink: Sink) -> None:
+        prefix = f"{self.ref.path.rstrip('/')}/" if self.ref.path else ""
+        with self._errors(f"{self.ref.uri}: {remote.path}"):
+            bucket = self._get_client().bucket(self.ref.location)
+            generation = int(remote.etag) if remote.etag and remote.etag.isdigit() else None
+            blob = bucket.blob(prefix + remote.path, generation=generation)
+            # raw_download: no decompressive transcoding (sizes and hashes refer to stored bytes);
+            # checksum=None: the engine verifies the whole file, including resumed prefixes.
+            blob.download_to_file(sink, start=offset or None, raw_download=True, checksum=None)
+
+
+# --- a mounted directory (file://, pvc://) ---------------------------------------------
+
+
+class LocalSource:
+    """A directory: a mounted claim or any path. Copies use copy_file_range when no
+    checksum has to be computed, so a volume-to-NVMe copy runs at `cp` speed."""
+
+    def __init__(self, ref: SourceRef, root: Path) -> None:
+        self.ref = ref
+        self.root = root
+
+    def resolve(self, revision: str) -> ResolvedRevision:
+        if not self.root.is_dir():
+            hint = f" (is the claim mounted under ${PVC_ROOT_ENV}?)" if self.ref.scheme == "pvc" else ""
+            raise SourceNotFound(f"{self.ref.uri}: {self.root} is not a directory{hint}")
+        published = self._published_manifest()
+        files: list[RemoteFile] = []
+        try:
+            for path in sorted(self.root.rglob("*")):
+                if not path.is_file():
+                    continue
+                rel = path.relative_to(self.root).as_posix()
+                stat = path.stat()
+                known = published.get(rel)
+                files.append(
+                    RemoteFile(
+                        path=rel,
+                        size_bytes=stat.st_size,
+                        sha256=known.sha256 if known and known.size_bytes == stat.st_size else None,
+                        git_sha1=known.git_sha1 if known and known.size_bytes == stat.st_size else None,
+                        md5=known.md5 if known and known.size_bytes == stat.st_size else None,
+                        etag=str(stat.st_mtime_ns),
+                    )
+                )
+        except PermissionError as error:
+            raise BadCredentials(f"{self.ref.uri}: {error}") from error
+        if not files:
+            raise SourceNotFound(f"{self.ref.uri}: {self.root} holds no files")
+        return ResolvedRevision(
+            revision_id=listing_revision_id(revision, [(f.path, f.size_bytes, f.etag or "") for f in files]),
+            commit=None,
+            files=tuple(files),
+        )
+
+    def _published_manifest(self) -> dict[str, RemoteFile]:
+        """Checksums of an inferfleet marker in the source (a copied cache) — the only
+        checksums a plain directory can publish."""
+        marker = self.root / MARKER_RELPATH
+        try:
+            manifest = Manifest.from_json(marker.read_text(encoding="utf-8"))
+        except (OSError, ValueError, json.JSONDecodeError):
+            return {}
+        return {
+            entry.path: RemoteFile(
+                path=entry.path,
+                size_bytes=entry.size_bytes,
+                sha256=entry.sha256,
+                git_sha1=entry.git_sha1,
+                md5=entry.md5,
+            )
+            for entry in manifest.files
+        }
+
+    def read_into(self, resolved: ResolvedRevision, remote: RemoteFile, offset: int, sink: Sink) -> None:
+        path = self.root / remote.path
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError as error:
+            raise SourceChanged(f"{self.ref.uri}: {remote.path} disappeared") from error
+        try:
+            remaining = remote.size_bytes - offset
+            if sink.copy_from(fd, offset, remaining):
+                return
+            os.lseek(fd, offset, os.SEEK_SET)
+            while chunk := os.read(fd, CHUNK_BYTES):
+                sink.write(chunk)
+        finally:
+            os.close(fd)

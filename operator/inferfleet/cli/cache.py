@@ -1,0 +1,308 @@
+"""`inferfleet cache fetch | verify | gc | hold`: the weight pre-cache, by hand or in pods.
+
+The pre-cache DaemonSet runs `fetch --hold`, serving pods run `verify --wait-s` as an
+init container and `hold` as a sidecar; all of them are ordinary commands a person can
+run on a node to see what the operator sees. Failures print `Reason: detail` on stderr,
+write the same line to the container's termination log (the operator turns it into the
+CacheReady condition) and exit 1; usage mistakes exit 2.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from types import FrameType
+from typing import Annotated, Any, NoReturn
+
+import typer
+
+from inferfleet.cache import store
+from inferfleet.cache.errors import CacheError, CacheMissing, SourceInvalid
+from inferfleet.cache.fetch import FetchOptions, FetchResult, RetryPolicy, fetch
+from inferfleet.cache.layout import DEFAULT_REF
+from inferfleet.cache.manifest import DEFAULT_ALLOW_PATTERNS, Manifest
+from inferfleet.cli.app import EXIT_USAGE, OutputFormat, app, fail
+
+EXIT_FAILED = 1
+GIB = 1024**3
+TERMINATION_LOG_ENV = "INFERFLEET_TERMINATION_LOG"
+DEFAULT_TERMINATION_LOG = "/dev/termination-log"
+
+cache_app = typer.Typer(
+    help="Pre-cache model weights on node-local storage and check them.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+app.add_typer(cache_app, name="cache")
+
+
+def _log(line: str) -> None:
+    sys.stderr.write(f"{time.strftime('%H:%M:%S')} {line}\n")
+    sys.stderr.flush()
+
+
+def _termination_log(line: str) -> None:
+    path = os.environ.get(TERMINATION_LOG_ENV, DEFAULT_TERMINATION_LOG)
+    # Only inside a container (the file exists there); never create it on a laptop.
+    if os.path.exists(path):
+        try:
+            with open(path, "w", encoding="utf-8") as handle:
+                handle.write(line[:4000])
+        except OSError:
+            pass
+
+
+def _failed(error: CacheError) -> NoReturn:
+    if isinstance(error, SourceInvalid):
+        fail(error.message)
+    line = error.termination_message()
+    _termination_log(line)
+    sys.stderr.write(f"error: {line}\n")
+    raise typer.Exit(EXIT_FAILED)
+
+
+def _summary(manifest: Manifest, revision_dir: Path) -> dict[str, Any]:
+    config = manifest.hf_config or {}
+    return {
+        "source": manifest.source,
+        "ref": manifest.ref,
+        "revisionId": manifest.revision_id,
+        "commit": manifest.commit,
+        "path": str(revision_dir),
+        "files": len(manifest.files),
+        "totalBytes": manifest.total_bytes,
+        "weightBytes": manifest.weight_bytes,
+        "modelType": config.get("model_type"),
+        "architectures": config.get("architectures"),
+        "fetchedAt": manifest.fetched_at,
+        "fetchBytesPerSecond": manifest.fetch_bytes_per_s,
+    }
+
+
+class _Stop:
+    """SIGTERM/SIGINT → a threading.Event, so hold loops end cleanly (pod deletion)."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, self._handle)
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        self.event.set()
+
+
+def _hold(dest: Path, revision_id: str, budget_bytes: int | None, gc_interval_s: float) -> None:
+    """Keep the shared lock of a revision until asked to stop; collect garbage meanwhile."""
+    stop = _Stop()
+    fd = store.pin_revision(dest, revision_id)
+    _log(f"holding {dest.name}@{revision_id} (in use: the garbage collector will not remove it)")
+    try:
+        while not stop.event.wait(gc_interval_s if budget_bytes is not None else 3600.0):
+            store.touch(dest, revision_id)
+            if budget_bytes is not None:
+                store.collect_garbage(
+                    dest.parent, budget_bytes, _log, protect=frozenset({(dest.name, revision_id)})
+                )
+    finally:
+        os.close(fd)
+    _log("released")
+
+
+@cache_app.command("fetch")
+def fetch_command(
+    *,
+    source: Annotated[
+        str,
+        typer.Option(
+            "--source", help="hf://ORG/REPO, s3://BUCKET/PREFIX, gs://…, pvc://CLAIM/PATH, file:///…"
+        ),
+    ],
+    dest: Annotated[Path, typer.Option("--dest", help="The model's cache directory (created if missing).")],
+    revision: Annotated[
+        str, typer.Option("--revision", help="Branch, tag or commit (hf); a label elsewhere.")
+    ] = DEFAULT_REF,
+    token_file: Annotated[
+        Path | None, typer.Option("--token-file", help="File holding the hub token (default: $HF_TOKEN).")
+    ] = None,
+    allow_pattern: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allow-pattern",
+            help="Glob of files to fetch (repeatable); default: safetensors, "
+            "JSON configs and tokenizer files.",
+        ),
+    ] = None,
+    parallel: Annotated[int, typer.Option("--parallel", min=1, max=64, help="Files downloaded at once.")] = 4,
+    budget_gib: Annotated[
+        float | None,
+        typer.Option(
+            "--budget-gib", min=0.0, help="Per-node cache budget: evict unused revisions (LRU) beyond it."
+        ),
+    ] = None,
+    node_root: Annotated[
+        Path | None,
+        typer.Option("--node-root", help="Cache root holding every model (default: DEST's parent)."),
+    ] = None,
+    hold: Annotated[
+        bool,
+        typer.Option("--hold", help="Afterwards keep the revision pinned until SIGTERM (pre-cache pods)."),
+    ] = False,
+    gc_interval_s: Annotated[float, typer.Option("--gc-interval-s", min=1.0)] = 600.0,
+    retry_base_s: Annotated[float, typer.Option("--retry-base-s", min=0.0, hidden=True)] = 1.0,
+    retries: Annotated[int, typer.Option("--retries", min=1, help="Attempts per transient failure.")] = 6,
+    progress_interval_s: Annotated[float, typer.Option("--progress-interval-s", min=0.0)] = 5.0,
+    output: Annotated[OutputFormat, typer.Option("--output", "-o")] = OutputFormat.table,
+) -> None:
+    """Download a model revision into DEST, resuming and verifying; a no-op when already complete."""
+    token = None
+    if token_file is not None:
+        try:
+            token = token_file.read_text(encoding="utf-8").strip() or None
+        except OSError as error:
+            fail(f"{token_file}: cannot read the token: {error}")
+    budget_bytes = int(budget_gib * GIB) if budget_gib is not None else None
+    options = FetchOptions(
+        revision=revision,
+        token=token,
+        allow_patterns=tuple(allow_pattern) if allow_pattern else DEFAULT_ALLOW_PATTERNS,
+        parallel=parallel,
+        retry=RetryPolicy(attempts=retries, base_s=retry_base_s),
+        budget_bytes=budget_bytes,
+        node_root=node_root,
+        progress_interval_s=progress_interval_s,
+    )
+    try:
+        result: FetchResult = fetch(source, dest, options, log=_log)
+    except CacheError as error:
+        _failed(error)
+    summary = _summary(result.manifest, result.revision_dir) | {
+        "reused": result.reused,
+        "bytesTransferred": result.bytes_transferred,
+        "seconds": round(result.seconds, 3),
+        "warning": result.warning,
+    }
+    if output is OutputFormat.table:
+        state = "already complete" if result.reused else f"fetched {result.bytes_transferred / GIB:.2f} GiB"
+        typer.echo(
+            f"{source}@{revision}: {state}; revision {result.manifest.revision_id}, "
+            f"{len(result.manifest.files)} files, {result.manifest.total_bytes / GIB:.2f} GiB "
+            f"in {result.revision_dir}"
+        )
+    else:
+        typer.echo(json.dumps(summary, indent=2))
+    if hold:
+        try:
+            _hold(dest.absolute(), result.manifest.revision_id, budget_bytes, gc_interval_s)
+        except CacheError as error:
+            _failed(error)
+
+
+def _verify_once(dest: Path, revision: str | None, deep: bool) -> list[tuple[Manifest, Path]]:
+    layout = store.layout_for(dest)
+    if revision is not None:
+        revision_id = store.resolve_ref(dest, revision)
+        if revision_id is None:
+            raise CacheMissing(f"{dest}: revision {revision!r} is not cached on this node")
+        return [(store.verify_revision(dest, revision_id, deep), Path(str(layout.revision(revision_id))))]
+    revisions = Path(str(layout.revisions))
+    found = sorted(p.name for p in revisions.iterdir() if p.is_dir()) if revisions.is_dir() else []
+    if not found:
+        raise CacheMissing(f"{dest}: no cached revision")
+    return [(store.verify_revision(dest, rid, deep), Path(str(layout.revision(rid)))) for rid in found]
+
+
+@cache_app.command("verify")
+def verify_command(
+    *,
+    dest: Annotated[Path, typer.Option("--dest", help="The model's cache directory.")],
+    revision: Annotated[
+        str | None,
+        typer.Option("--revision", help="Ref or revision to check; default: every cached revision."),
+    ] = None,
+    deep: Annotated[
+        bool, typer.Option("--deep", help="Also re-hash every file against its checksum.")
+    ] = False,
+    wait_s: Annotated[
+        float,
+        typer.Option("--wait-s", min=0.0, help="Wait up to this long for a missing revision to appear."),
+    ] = 0.0,
+    poll_s: Annotated[float, typer.Option("--poll-s", min=0.1)] = 5.0,
+    hint: Annotated[
+        str | None, typer.Option("--hint", help="Extra text for the waiting message (who fetches it).")
+    ] = None,
+    output: Annotated[OutputFormat, typer.Option("--output", "-o")] = OutputFormat.table,
+) -> None:
+    """Check a cache against its marker (files, sizes, safetensors headers; --deep: checksums)."""
+    deadline = time.monotonic() + wait_s
+    told = 0.0
+    while True:
+        try:
+            results = _verify_once(dest, revision, deep)
+            break
+        except CacheMissing as error:
+            now = time.monotonic()
+            if now >= deadline:
+                if hint:
+                    error.message += f" ({hint})"
+                _failed(error)
+            if now - told >= 60.0 or told == 0.0:
+                _log(f"waiting for the weights: {error.message}" + (f" ({hint})" if hint else ""))
+                told = now
+            time.sleep(min(poll_s, max(deadline - now, 0.0)))
+        except CacheError as error:
+            _failed(error)
+    if output is OutputFormat.table:
+        for manifest, path in results:
+            typer.echo(
+                f"{path}: ok ({manifest.ref} → {manifest.revision_id}, {len(manifest.files)} files, "
+                f"{manifest.total_bytes / GIB:.2f} GiB{', checksums re-verified' if deep else ''})"
+            )
+    else:
+        typer.echo(json.dumps([_summary(m, p) for m, p in results], indent=2))
+
+
+@cache_app.command("gc")
+def gc_command(
+    root: Annotated[Path, typer.Option("--root", help="The node's cache root (every model).")],
+    budget_gib: Annotated[float, typer.Option("--budget-gib", min=0.0, help="Size budget for the root.")],
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Only print what would be evicted.")] = False,
+) -> None:
+    """Evict least-recently-used revisions nobody holds until ROOT fits the budget."""
+    budget_bytes = int(budget_gib * GIB)
+    if dry_run:
+        from inferfleet.cache.gc import plan_gc
+
+        plan = plan_gc(store.scan(root), budget_bytes)
+        for victim in plan.evict:
+            typer.echo(
+                f"would evict {victim.model_key}@{victim.revision_id} ({victim.size_bytes / GIB:.2f} GiB)"
+            )
+        typer.echo(plan.summary())
+        return
+    plan = store.collect_garbage(root, budget_bytes, _log)
+    typer.echo(plan.summary())
+
+
+@cache_app.command("hold")
+def hold_command(
+    dest: Annotated[Path, typer.Option("--dest", help="The model's cache directory (may be read-only).")],
+    revision: Annotated[
+        str, typer.Option("--revision", help="Ref or revision the pod serves.")
+    ] = DEFAULT_REF,
+) -> None:
+    """Pin a cached revision while this process runs (sidecar of serving pods)."""
+    revision_id = store.resolve_ref(dest, revision)
+    if revision_id is None:
+        _failed(CacheMissing(f"{dest}: revision {revision!r} is not cached on this node"))
+    try:
+        _hold(dest.absolute(), revision_id, None, 3600.0)
+    except CacheError as error:
+        _failed(error)
+
+
+__all__ = ["EXIT_FAILED", "EXIT_USAGE", "cache_app"]
