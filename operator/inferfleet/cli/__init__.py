@@ -7,7 +7,7 @@ import importlib
 from inferfleet.cli.app import app
 
 # Subcommand modules register themselves on `app` when imported.
-COMMAND_MODULES = ("inferfleet.cli.schema", "inferfleet.cli.cache")
+COMMAND_MODULES = ("inferfleet.cli.schema", "inferfleet.cli.cache", "inferfleet.cli.signals")
 
 
 def main() -> None:
