@@ -75,14 +75,14 @@ def resolve(service: InferenceService, settings: OperatorSettings) -> ModelSourc
         # Weights are pre-cached (node-local NVMe or a shared claim); vLLM reads that
         # copy and never reaches out to the hub, so a hub outage cannot stop a start.
         if cache_mode == "nvme":
-            node_path: str = (cache.node_path if cache is not None else None) or settings.cache_node_path
+            node_path = settings.cache_node_path
+            if cache is not None and cache.node_path:
+                node_path = cache.node_path
             host_path = {"path": node_path, "type": "DirectoryOrCreate"}
             volumes.append({"name": CACHE_VOLUME, "hostPath": host_path})
         else:
-            claim = cache.pvc_name if cache is not None else None
-            volumes.append(
-                {"name": CACHE_VOLUME, "persistentVolumeClaim": {"claimName": claim, "readOnly": True}}
-            )
+            cache_claim = {"claimName": cache.pvc_name if cache is not None else None, "readOnly": True}
+            volumes.append({"name": CACHE_VOLUME, "persistentVolumeClaim": cache_claim})
         mounts.append({"name": CACHE_VOLUME, "mountPath": CACHE_MOUNT_PATH, "readOnly": True})
         download_dir = CACHE_MOUNT_PATH
         env.append(("HF_HUB_OFFLINE", "1"))

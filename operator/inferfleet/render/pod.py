@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from inferfleet import catalog
 from inferfleet.api import InferenceService, TierPlan, TierSpec
 from inferfleet.api.spec import InlineGpu
 from inferfleet.config import OperatorSettings
@@ -75,9 +76,12 @@ def extend(pod: dict[str, Any], additions: PodAdditions) -> dict[str, Any]:
 
 
 def gpu_resource_name(tier: TierSpec) -> str:
+    """The extended resource the device plugin advertises for the tier's GPU."""
     if isinstance(tier.gpu, InlineGpu):
         return tier.gpu.resource_name
-    return DEFAULT_GPU_RESOURCE
+    # The built-in catalog (loaded once, immutable) knows each vendor's resource name.
+    known = catalog.default_catalogs().gpu(tier.gpu)
+    return known.resource_name if known is not None else DEFAULT_GPU_RESOURCE
 
 
 def gpus_per_pod(plan: TierPlan) -> int:

@@ -1,0 +1,1 @@
+"""The imperative shell around the pure reconcile core: execute actions, run a pass."""

@@ -1,0 +1,189 @@
+"""One reconcile pass for one InferenceService: read, plan, render, diff, execute, report.
+
+Every trigger (create, update, resume, the drift timer, a child's change) calls
+`reconcile`; it is level-triggered and idempotent, so running it twice, or after a
+crash halfway, converges to the same objects. User errors (invalid or infeasible spec,
+an object the API server refuses) end in status conditions and events and return
+normally; only the world's errors (conflicts, throttling, an unreachable API server)
+raise `TransientApiError` for the caller to retry with backoff.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from inferfleet.api import InferenceService, Plan, SpecInvalid, labels, parse
+from inferfleet.cluster import Cluster, KindNotServed, access
+from inferfleet.config import OperatorSettings
+from inferfleet.controller import executor
+from inferfleet.reconcile import diff
+from inferfleet.reconcile import events as event_rules
+from inferfleet.reconcile import status as status_rules
+from inferfleet.reconcile.actions import Action, Delete
+from inferfleet.reconcile.objects import ObjectRef, owner_uids, ref_of
+from inferfleet.render import content_hash, render
+
+logger = logging.getLogger(__name__)
+
+Planner = Callable[[InferenceService], Plan]
+Clock = Callable[[], dt.datetime]
+
+# Kinds the reconciler owns and prunes; listed by the InferenceService's label.
+OWNED_KINDS: tuple[access.Resource, ...] = (
+    access.SERVICE,
+    access.POD_DISRUPTION_BUDGET,
+    access.POD_MONITOR,
+    access.DEPLOYMENT,
+    access.LEADER_WORKER_SET,
+)
+
+
+def utc_now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+def rfc3339(moment: dt.datetime) -> str:
+    return moment.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one pass did, for logs and tests."""
+
+    actions: tuple[Action, ...]
+    status: dict[str, Any]
+    report: executor.Report | None
+
+
+def cr_ref(namespace: str, name: str) -> ObjectRef:
+    return ObjectRef(labels.API_VERSION, labels.KIND, namespace, name)
+
+
+class Reconciler:
+    """Holds the port, the settings, the planner and the clock; `reconcile` runs a pass."""
+
+    def __init__(
+        self, cluster: Cluster, settings: OperatorSettings, planner: Planner, clock: Clock = utc_now
+    ) -> None:
+        self.cluster = cluster
+        self.settings = settings
+        self.planner = planner
+        self.clock = clock
+
+    def observe(self, namespace: str, name: str, uid: str) -> list[dict[str, Any]]:
+        """Every object this InferenceService owns, by label and owner reference."""
+        found: list[dict[str, Any]] = []
+        for resource in OWNED_KINDS:
+            try:
+                items = self.cluster.list(
+                    resource.api_version, resource.kind, namespace, {labels.LABEL_SERVICE: name}
+                )
+            except KindNotServed:
+                continue  # no CRD, so nothing of that kind can exist
+            # The label alone could match an object someone copied; ownership decides.
+            found.extend(item for item in items if uid in owner_uids(item))
+        return found
+
+    def _plan(self, service: InferenceService) -> tuple[Plan | None, str | None]:
+        try:
+            return self.planner(service), None
+        except SpecInvalid as error:
+            return None, str(error)
+        except ValueError as error:  # the planner refuses input it cannot size
+            return None, f"the planner rejected the spec: {error}"
+
+    def reconcile(self, namespace: str, name: str) -> Outcome | None:
+        """One pass; None when the InferenceService is gone or being deleted."""
+        ref = cr_ref(namespace, name)
+        body = self.cluster.get(ref)
+        if body is None or body["metadata"].get("deletionTimestamp"):
+            return None  # owner references take the children away
+        metadata = body["metadata"]
+        uid = str(metadata["uid"])
+        previous: dict[str, Any] = dict(body.get("status") or {})
+
+        service: InferenceService | None = None
+        plan: Plan | None = None
+        try:
+            # Status is ours and other writers'; only spec and metadata are input.
+            service = parse({**body, "status": None}, source=f"{namespace}/{name}")
+            plan, invalid = self._plan(service)
+        except SpecInvalid as error:
+            invalid = str(error)
+
+        observed = self.observe(namespace, name, uid)
+        actions: list[Action] = []
+        report = None
+        if service is not None and plan is not None:
+            desired = render(service, plan, self.settings)
+            infeasible = frozenset(tier.name for tier in plan.tiers if not tier.feasible)
+            actions = diff(desired, observed, keep_tiers=infeasible)
+            report = executor.execute(self.cluster, actions)
+
+        workloads = self._workloads(observed, report)
+        plan_hash = content_hash(plan.to_wire()) if plan is not None else None
+        result = status_rules.PassResult(
+            generation=metadata.get("generation"),
+            plan=plan,
+            plan_hash=plan_hash,
+            invalid=invalid,
+            workloads=workloads,
+            failures=tuple(report.failures) if report else (),
+            skipped=tuple(report.skipped) if report else (),
+        )
+        status = status_rules.compute(previous, result, now=rfc3339(self.clock()))
+        patch = status_rules.changes(previous, status)
+        if patch:
+            self.cluster.patch_status(ref, patch, resource_version=metadata.get("resourceVersion"))
+        found = self._events(
+            previous, status=status, plan=plan, plan_hash=plan_hash, actions=actions, observed=observed
+        )
+        for event in found:
+            self.cluster.create_event(body, type_=event.type, reason=event.reason, message=event.message)
+        return Outcome(tuple(actions), status, report)
+
+    @staticmethod
+    def _workloads(
+        observed: list[dict[str, Any]], report: executor.Report | None
+    ) -> dict[str, dict[str, Any]]:
+        by_ref: dict[ObjectRef, dict[str, Any]] = {}
+        for obj in observed:
+            by_ref[ref_of(obj)] = obj
+        if report is not None:
+            by_ref.update(report.applied)
+            for gone in report.deleted:
+                by_ref.pop(gone, None)
+        out: dict[str, dict[str, Any]] = {}
+        for ref, obj in sorted(by_ref.items()):
+            tier = (obj["metadata"].get("labels") or {}).get(labels.LABEL_TIER)
+            if ref.is_workload and tier is not None:
+                out[tier] = obj
+        return out
+
+    @staticmethod
+    def _events(
+        previous: dict[str, Any],
+        *,
+        status: dict[str, Any],
+        plan: Plan | None,
+        plan_hash: str | None,
+        actions: list[Action],
+        observed: list[dict[str, Any]],
+    ) -> list[event_rules.Event]:
+        found: list[event_rules.Event] = []
+        if plan is not None and plan_hash is not None:
+            found += event_rules.plan_changed(previous.get("planHash"), plan, plan_hash)
+        found += event_rules.condition_transitions(previous.get("conditions") or [], status["conditions"])
+        deleted = {a.ref for a in actions if isinstance(a, Delete) and a.ref.is_workload}
+        pruned_tiers = sorted(
+            {
+                str((obj["metadata"].get("labels") or {}).get(labels.LABEL_TIER))
+                for obj in observed
+                if ref_of(obj) in deleted
+            }
+        )
+        return found + event_rules.pruned(pruned_tiers)
