@@ -1,0 +1,78 @@
+"""What a simulation reports: the JSON contract of `inferfleet simulate -o json`.
+
+Keys `policy, requests, sloAttainment, ttftP50Ms, ttftP99Ms, gpuHours, costUsd,
+scaleUps, scaleDowns` are the stable contract (shared/DESIGN.md); the others are
+extra detail and may grow.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from inferfleet.simulate.engine import SimResult
+
+
+def _ms(value: float) -> float | None:
+    return None if not math.isfinite(value) else round(value * 1000.0, 1)
+
+
+def summarize(result: SimResult) -> dict[str, Any]:
+    ttft = result.ttft_s
+    slo_s = result.ttft_slo_ms / 1000.0
+    requests = result.requests
+    within = int(np.count_nonzero(ttft <= slo_s)) if requests else 0
+    p50, p99 = (float(v) for v in np.percentile(ttft, [50, 99])) if requests else (0.0, 0.0)
+    span_h = result.span_s / 3600.0 if result.span_s > 0 else 0.0
+    return {
+        "policy": result.policy,
+        "trace": result.trace,
+        "requests": requests,
+        "sloAttainment": round(within / requests, 6) if requests else 1.0,
+        "sloViolations": requests - within,
+        "ttftP50Ms": _ms(p50),
+        "ttftP99Ms": _ms(p99),
+        "gpuHours": round(result.gpu_hours, 3),
+        "costUsd": round(result.cost_usd, 2),
+        "scaleUps": result.scale_ups,
+        "scaleDowns": result.scale_downs,
+        "itlAttainment": round(result.itl_ok / requests, 6) if requests else 1.0,
+        "unserved": requests - result.served,
+        "ttftSloMs": result.ttft_slo_ms,
+        "spanHours": round(span_h, 3),
+        "meanReplicas": {
+            name: round(hours / span_h, 2) if span_h else 0.0 for name, hours in result.replica_hours.items()
+        },
+        "peakReplicas": dict(result.peak_replicas),
+        "ticks": result.ticks,
+        "wallSeconds": round(result.wall_s, 2),
+    }
+
+
+TABLE_COLUMNS = (
+    ("policy", "POLICY"),
+    ("requests", "REQUESTS"),
+    ("sloAttainment", "WITHIN SLO"),
+    ("ttftP50Ms", "TTFT P50 MS"),
+    ("ttftP99Ms", "TTFT P99 MS"),
+    ("gpuHours", "GPU-HOURS"),
+    ("costUsd", "COST USD"),
+    ("scaleUps", "UPS"),
+    ("scaleDowns", "DOWNS"),
+)
+
+
+def table_rows(summaries: list[dict[str, Any]]) -> list[list[str]]:
+    rows = []
+    for summary in summaries:
+        row = []
+        for key, _ in TABLE_COLUMNS:
+            value = summary.get(key)
+            if key == "sloAttainment" and isinstance(value, float):
+                row.append(f"{value:.2%}")
+            else:
+                row.append("-" if value is None else str(value))
+        rows.append(row)
+    return rows
