@@ -7,7 +7,12 @@ import importlib
 from inferfleet.cli.app import app
 
 # Subcommand modules register themselves on `app` when imported.
-COMMAND_MODULES = ("inferfleet.cli.schema", "inferfleet.cli.cache", "inferfleet.cli.signals")
+COMMAND_MODULES = (
+    "inferfleet.cli.schema",
+    "inferfleet.cli.cache",
+    "inferfleet.cli.signals",
+    "inferfleet.cli.simulate",
+)
 
 
 def main() -> None:
