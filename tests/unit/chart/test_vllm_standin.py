@@ -1,0 +1,67 @@
+"""The CPU-only vLLM stand-in used by hack/kind-e2e.sh starts from vLLM's command line."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import threading
+import urllib.request
+from http.server import ThreadingHTTPServer
+from types import ModuleType
+
+import pytest
+
+from tests.conftest import REPO_ROOT
+
+
+def load_server() -> ModuleType:
+    path = REPO_ROOT / "hack" / "vllm-standin" / "server.py"
+    spec = importlib.util.spec_from_file_location("vllm_standin", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+server = load_server()
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        ([], ("stand-in", "0.0.0.0", 8000)),
+        (["meta-llama/Llama-3.1-8B", "--port", "8080"], ("meta-llama/Llama-3.1-8B", "0.0.0.0", 8080)),
+        (
+            ["--model=/models/llama", "--enforce-eager", "--served-model-name", "llama", "--port=9000"],
+            ("llama", "0.0.0.0", 9000),
+        ),
+        (
+            ["--tensor-parallel-size", "2", "--trust-remote-code", "--host", "127.0.0.1"],
+            ("stand-in", "127.0.0.1", 8000),
+        ),
+    ],
+)
+def test_parses_vllm_command_lines(argv: list[str], expected: tuple[str, str, int]) -> None:
+    assert server.parse_args(argv) == expected
+
+
+def test_serves_openai_endpoints_and_vllm_metrics() -> None:
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), server.handler_for(server.State("m")))
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    base = f"http://127.0.0.1:{httpd.server_address[1]}"
+    try:
+        with urllib.request.urlopen(f"{base}/health", timeout=5) as response:
+            assert response.status == 200
+        with urllib.request.urlopen(f"{base}/v1/models", timeout=5) as response:
+            assert json.load(response)["data"][0]["id"] == "m"
+        request = urllib.request.Request(f"{base}/v1/chat/completions", data=b'{"model": "m"}', method="POST")
+        with urllib.request.urlopen(request, timeout=5) as response:
+            assert json.load(response)["choices"][0]["message"]["role"] == "assistant"
+        with urllib.request.urlopen(f"{base}/metrics", timeout=5) as response:
+            text = response.read().decode()
+        assert 'vllm:num_requests_waiting{model_name="m"} 0' in text
+        assert 'vllm:request_success_total{model_name="m",finished_reason="stop"} 1' in text
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
