@@ -57,6 +57,14 @@ def test_api_calls_name_no_wildcards() -> None:
     assert EXPECTED and all("*" not in part for call in EXPECTED for part in call)
 
 
+@pytest.mark.parametrize("values", [None, {"replicaCount": 2, "watchNamespaces": WATCHED}])
+def test_operator_can_never_read_secrets(values: dict[str, Any] | None) -> None:
+    """Model credentials reach pods as secret references; the operator itself reads none."""
+    objects = render(values)
+    for role in by_kind(objects, "ClusterRole") + by_kind(objects, "Role"):
+        assert not {r for _, r, _ in rule_calls(role["rules"])} & {"secrets", "configmaps"}
+
+
 @pytest.mark.parametrize(
     ("values", "unused"),
     [
