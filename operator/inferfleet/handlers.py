@@ -1,0 +1,153 @@
+"""kopf handlers: wiring only.
+
+Every trigger ends in the same call, `Reconciler.reconcile(namespace, name)`:
+- create / update / resume of an InferenceService;
+- a timer (drift correction, and status refresh if a watch event was missed);
+- any change to a Deployment or LeaderWorkerSet the operator manages (a rollout's
+  progress, a human's edit), which re-runs its parent.
+The reconcile pass turns user errors into conditions and returns normally; the world's
+errors arrive as `TransientApiError` and become `kopf.TemporaryError` with exponential
+backoff. kopf keeps its own bookkeeping in annotations under our group's prefix, and
+the handlers return None so nothing of kopf's lands in status.
+
+Delete needs no handler: every owned object carries an owner reference and the
+garbage collector removes it. kopf still adds a finalizer to stop the timer cleanly.
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import kopf
+
+from inferfleet.api import labels
+from inferfleet.cluster import KubernetesCluster, TransientApiError
+from inferfleet.config import OperatorSettings
+from inferfleet.controller import admission, certificates
+from inferfleet.controller.reconciler import Planner, Reconciler
+
+GVP = (labels.GROUP, labels.VERSION, labels.PLURAL)
+# How often every InferenceService is re-checked even without a watch event.
+DRIFT_INTERVAL_S = 60.0
+# Exponential backoff for the world's errors: 5 s, 10 s, 20 s ... at most 5 min.
+RETRY_BASE_S = 5.0
+RETRY_MAX_S = 300.0
+FINALIZER = f"{labels.GROUP}/timers"
+MANAGED = {labels.LABEL_MANAGED_BY: labels.MANAGED_BY_VALUE}
+
+
+def backoff_s(retry: int) -> float:
+    return float(min(RETRY_MAX_S, RETRY_BASE_S * 2 ** max(0, retry)))
+
+
+def make_planner(settings: OperatorSettings) -> Planner:
+    """The planner with the operator's catalogs (built-in plus the optional GPU file)."""
+    from inferfleet import catalog, planner
+
+    catalogs = catalog.default_catalogs()
+    if settings.catalog_file:
+        catalogs = catalogs.with_gpu_file(settings.catalog_file)
+
+    def plan(service: Any) -> Any:
+        return planner.plan_service(service, catalogs)
+
+    return plan
+
+
+def _configure_webhook(settings: kopf.OperatorSettings, memo: Any, port: int) -> None:
+    host = memo.get("webhook_host")
+    if not host:
+        return  # webhook off: the operator still handles bad specs through conditions
+    cert_dir = memo.get("webhook_cert_dir")
+    if cert_dir:
+        certfile, pkeyfile = Path(cert_dir) / "tls.crt", Path(cert_dir) / "tls.key"
+        cafile = Path(cert_dir) / "ca.crt"
+        cafile = cafile if cafile.exists() else certfile
+    else:
+        scratch = Path(tempfile.mkdtemp(prefix="inferfleet-webhook-"))
+        certfile, pkeyfile = certificates.self_signed(scratch, [host])
+        cafile = certfile
+    settings.admission.server = kopf.WebhookServer(
+        addr="0.0.0.0", port=port, host=host, certfile=certfile, pkeyfile=pkeyfile, cafile=cafile
+    )
+    # kopf creates/patches the ValidatingWebhookConfiguration with our CA bundle.
+    settings.admission.managed = f"validate.{labels.GROUP}"
+
+
+@kopf.on.startup()
+def configure(*, settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
+    operator_settings: OperatorSettings = memo.get("settings") or OperatorSettings.from_env()
+    settings.persistence.finalizer = FINALIZER
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=labels.GROUP)
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix=labels.GROUP, key="last-handled-configuration"
+    )
+    settings.posting.level = logging.WARNING  # our own events say what happened
+    _configure_webhook(settings, memo, operator_settings.webhook_port)
+    if memo.get("reconciler") is None:
+        memo["reconciler"] = Reconciler(
+            KubernetesCluster.from_environment(), operator_settings, make_planner(operator_settings)
+        )
+
+
+Logger = logging.Logger | logging.LoggerAdapter[Any]
+
+
+def _run(memo: Any, namespace: str | None, name: str, retry: int, logger: Logger) -> None:
+    reconciler: Reconciler = memo["reconciler"]
+    try:
+        outcome = reconciler.reconcile(namespace or "default", name)
+    except TransientApiError as error:
+        delay = backoff_s(retry)
+        message = f"API server error, retrying in {delay:.0f}s: {error}"
+        raise kopf.TemporaryError(message, delay=delay) from error
+    memo["passes"] = int(memo.get("passes", 0)) + 1
+    if outcome is not None and outcome.actions:
+        logger.info("applied %d action(s): %s", len(outcome.actions), "; ".join(map(str, outcome.actions)))
+
+
+@kopf.on.resume(*GVP)
+@kopf.on.create(*GVP)
+@kopf.on.update(*GVP)
+def reconcile_on_change(
+    *, name: str, namespace: str | None, memo: Any, retry: int, logger: Logger, **_: Any
+) -> None:
+    _run(memo, namespace, name, retry, logger)
+
+
+@kopf.timer(*GVP, interval=DRIFT_INTERVAL_S, initial_delay=DRIFT_INTERVAL_S)
+def reconcile_on_timer(
+    *, name: str, namespace: str | None, memo: Any, logger: Logger, **kwargs: Any
+) -> None:
+    _run(memo, namespace, name, int(kwargs.get("retry", 0)), logger)
+
+
+@kopf.on.event("apps", "v1", "deployments", labels=MANAGED)
+@kopf.on.event("leaderworkerset.x-k8s.io", "v1", "leaderworkersets", labels=MANAGED)
+def reconcile_parent(*, type: str | None, body: kopf.Body, memo: Any, logger: Logger, **_: Any) -> None:
+    if type is None:
+        return  # the initial listing; resume handlers cover the parents
+    parent = (body.metadata.labels or {}).get(labels.LABEL_SERVICE)
+    if not parent or not body.metadata.namespace:
+        return
+    try:
+        _run(memo, body.metadata.namespace, parent, 0, logger)
+    except kopf.TemporaryError as error:
+        logger.warning("parent %s not reconciled now (the timer retries): %s", parent, error)
+
+
+@kopf.on.validate(*GVP, id="plan", operations=["CREATE", "UPDATE"])
+def validate_plan(*, body: kopf.Body, memo: Any, warnings: list[str], **_: Any) -> None:
+    reconciler: Reconciler = memo["reconciler"]
+    verdict = admission.review(dict(body), reconciler.planner)
+    warnings.extend(verdict.warnings)
+    if verdict.rejection is not None:
+        raise kopf.AdmissionError(verdict.rejection, code=422)
+
+
+@kopf.on.probe(id="reconcilePasses")
+def reconcile_passes(*, memo: Any, **_: Any) -> int:
+    return int(memo.get("passes", 0))
