@@ -12,6 +12,8 @@ COMMAND_MODULES = (
     "inferfleet.cli.cache",
     "inferfleet.cli.signals",
     "inferfleet.cli.simulate",
+    "inferfleet.cli.render",
+    "inferfleet.cli.run",
 )
 
 

@@ -1,0 +1,71 @@
+"""`inferfleet render -f FILE`: the Kubernetes objects the operator would apply."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+import yaml
+
+from inferfleet.cli.app import OutputFormat, app, fail, load_services, stderr
+from inferfleet.config import OperatorSettings, SettingsInvalid
+
+
+class _BlockDumper(yaml.SafeDumper):
+    """Multi-line strings (the probe and drain scripts) as readable literal blocks."""
+
+
+def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_BlockDumper.add_representer(str, _str)
+
+
+def to_yaml(objects: list[dict[str, Any]]) -> str:
+    """Multi-document YAML in the objects' own key order (deterministic)."""
+    return yaml.dump_all(objects, Dumper=_BlockDumper, sort_keys=False, width=100, explicit_start=True)
+
+
+def render_file(path: Path, settings: OperatorSettings) -> list[dict[str, Any]]:
+    """Plan and render every InferenceService in a file; exit 2 when a spec cannot be served."""
+    from inferfleet import planner, render
+
+    objects: list[dict[str, Any]] = []
+    for service in load_services(path):
+        try:
+            plan = planner.plan_service(service)
+        except ValueError as error:
+            fail(f"{path}: {service.name}: {error}")
+        for tier in plan.tiers:
+            if not tier.feasible:
+                reason = tier.reasons[-1] if tier.reasons else "infeasible"
+                stderr.print(f"{service.name}: tier {tier.name} is infeasible, not rendered: {reason}",
+                             highlight=False, markup=False)
+        if not plan.feasible_tiers:
+            fail(f"{path}: {service.name}: no tier can serve the model")
+        objects.extend(render.render(service, plan, settings))
+    return objects
+
+
+@app.command("render")
+def render_command(
+    file: Annotated[Path, typer.Option("--file", "-f", help="InferenceService YAML ('-' for stdin).")],
+    output: Annotated[OutputFormat, typer.Option("--output", "-o", help="yaml (multi-document) or json.")] = (
+        OutputFormat.yaml
+    ),
+) -> None:
+    """Print the Deployments/LeaderWorkerSets, Services, PDBs and PodMonitor for each service."""
+    try:
+        settings = OperatorSettings.from_env()
+    except SettingsInvalid as error:
+        fail(str(error))
+    objects = render_file(file, settings)
+    if output is OutputFormat.json:
+        sys.stdout.write(json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}, indent=2) + "\n")
+    else:
+        sys.stdout.write(to_yaml(objects))

@@ -1,0 +1,130 @@
+"""`inferfleet run`: the operator itself (kopf), with HA peering and JSON logs."""
+
+from __future__ import annotations
+
+import importlib
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from inferfleet.cli.app import app, fail
+from inferfleet.config import OperatorSettings, SettingsInvalid
+
+# Modules whose import registers kopf handlers. Add a feature's handlers with one line.
+HANDLER_MODULES: tuple[str, ...] = ("inferfleet.handlers",)
+
+# Peering priorities are drawn from this range when not given: two replicas with equal
+# priority would both pause, so each picks its own; the highest one works.
+PRIORITY_RANGE = (1, 1_000_000)
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """Everything `kopf.run` is called with, decided before anything starts."""
+
+    clusterwide: bool
+    namespaces: tuple[str, ...]
+    liveness_endpoint: str
+    peering_name: str
+    priority: int
+    standalone: bool
+    webhook_host: str | None
+    webhook_cert_dir: Path | None
+    json_logs: bool
+    verbose: bool
+
+
+def decide_options(
+    settings: OperatorSettings,
+    *,
+    namespaces: list[str],
+    all_namespaces: bool,
+    peering: str,
+    priority: int | None,
+    standalone: bool,
+    webhook_host: str | None,
+    webhook_cert_dir: Path | None,
+    verbose: bool,
+) -> RunOptions:
+    if all_namespaces and namespaces:
+        raise ValueError("--all-namespaces and --namespace exclude each other")
+    chosen = tuple(namespaces) or (() if all_namespaces else settings.namespaces)
+    return RunOptions(
+        clusterwide=not chosen,
+        namespaces=chosen,
+        liveness_endpoint=f"http://0.0.0.0:{settings.liveness_port}/healthz",
+        peering_name=peering,
+        priority=priority if priority is not None else random.randint(*PRIORITY_RANGE),
+        standalone=standalone,
+        webhook_host=webhook_host,
+        webhook_cert_dir=webhook_cert_dir,
+        json_logs=settings.log_format == "json",
+        verbose=verbose,
+    )
+
+
+def start(options: RunOptions, settings: OperatorSettings) -> None:
+    import kopf
+
+    kopf.configure(
+        verbose=options.verbose,
+        log_format=kopf.LogFormat.JSON if options.json_logs else kopf.LogFormat.FULL,
+        log_refkey="k8s" if options.json_logs else None,
+    )
+    for module in HANDLER_MODULES:
+        importlib.import_module(module)
+    memo = kopf.Memo(
+        settings=settings, webhook_host=options.webhook_host, webhook_cert_dir=options.webhook_cert_dir
+    )
+    kopf.run(
+        clusterwide=options.clusterwide,
+        namespaces=options.namespaces,
+        liveness_endpoint=options.liveness_endpoint,
+        peering_name=options.peering_name,
+        priority=options.priority,
+        standalone=options.standalone,
+        memo=memo,
+    )
+
+
+@app.command("run")
+def run_command(  # noqa: PLR0917 - typer maps each option to a parameter
+    namespace: Annotated[
+        list[str] | None, typer.Option("--namespace", "-n", help="Namespace to watch (repeatable; globs ok).")
+    ] = None,
+    all_namespaces: Annotated[
+        bool, typer.Option("--all-namespaces", "-A", help="Watch every namespace (cluster-wide).")
+    ] = False,
+    peering: Annotated[str, typer.Option(help="KopfPeering object shared by the operator's replicas.")] = (
+        "inferfleet"
+    ),
+    priority: Annotated[int | None, typer.Option(help="Peering priority; random when not given.")] = None,
+    standalone: Annotated[bool, typer.Option(help="No peering: only for a single replica.")] = False,
+    webhook_host: Annotated[
+        str | None, typer.Option(help="DNS name the API server reaches the webhook at; none = no webhook.")
+    ] = None,
+    webhook_cert_dir: Annotated[
+        Path | None, typer.Option(help="Directory with tls.crt/tls.key (cert-manager); else self-signed.")
+    ] = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
+) -> None:
+    """Run the operator: reconcile InferenceServices into vLLM workloads until stopped."""
+    try:
+        settings = OperatorSettings.from_env()
+        options = decide_options(
+            settings,
+            namespaces=namespace or [],
+            all_namespaces=all_namespaces,
+            peering=peering,
+            priority=priority,
+            standalone=standalone,
+            webhook_host=webhook_host,
+            webhook_cert_dir=webhook_cert_dir,
+            verbose=verbose,
+        )
+    except (SettingsInvalid, ValueError) as error:
+        fail(str(error))
+    start(options, settings)
