@@ -1,0 +1,135 @@
+"""The autoscaler's queries against a real Prometheus scraping the vLLM emulator."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+
+import pytest
+from typer.testing import CliRunner
+
+from inferfleet.cli import COMMAND_MODULES
+from inferfleet.cli.app import app
+from inferfleet.metrics.parse import ServiceKey
+from inferfleet.metrics.prometheus import PrometheusClient, PrometheusConfig, SignalReader
+from inferfleet.metrics.queries import Signal
+from inferfleet.metrics.signals import SignalSnapshot, TierSignals
+from inferfleet.metrics.testkit import PrometheusServer, VllmEmulator
+from tests.integration.prometheus.conftest import QUERY_CONFIG, eventually
+
+pytestmark = pytest.mark.integration
+
+
+def tier_of(snapshot: SignalSnapshot, service: str, tier: str) -> TierSignals:
+    found = snapshot.tier("sig", service, tier)
+    assert found is not None, f"no signals for sig/{service}/{tier}: {snapshot.problems}"
+    return found
+
+
+def test_queue_depth_running_kv_and_ready_across_name_forms(reader: SignalReader) -> None:
+    snapshot = reader.read(time.time())
+    assert not snapshot.failed
+    h100 = tier_of(snapshot, "chat", "h100")
+    # One pod exposes `vllm:` names, the other `vllm_` names and the pre-0.9.2 KV gauge.
+    assert h100.waiting == 5.0
+    assert h100.running == 6.0
+    assert h100.kv_cache_usage == pytest.approx(0.6)
+    assert h100.ready_replicas == 2
+    l4 = tier_of(snapshot, "chat", "l4")
+    assert (l4.waiting, l4.running, l4.ready_replicas) == (0.0, 0.0, 1)
+
+
+def test_ttft_p99_and_request_rate(reader: SignalReader) -> None:
+    snapshot = reader.read(time.time())
+    h100 = tier_of(snapshot, "chat", "h100")
+    assert h100.ttft_p99_ms == pytest.approx(2350.0, rel=0.02)
+    assert h100.request_rate_rps == pytest.approx(6.0, rel=0.05)
+    l4 = tier_of(snapshot, "chat", "l4")
+    # No request finished on the idle tier: no TTFT (not zero), and a zero rate.
+    assert l4.ttft_p99_ms is None
+    assert l4.request_rate_rps == 0.0
+
+
+def test_one_query_per_signal_whatever_the_number_of_services(reader: SignalReader) -> None:
+    snapshot = reader.read(time.time())
+    services = {(key.namespace, key.service) for key in snapshot.tiers}
+    assert len(services) >= 3
+    history_queries = 1 if snapshot.rate_history else 0
+    assert snapshot.queries == len(Signal) + history_queries
+
+
+def test_rate_history_per_service(reader: SignalReader) -> None:
+    snapshot = reader.read(time.time())
+    history = snapshot.rate_history[ServiceKey("sig", "chat")]
+    recent = [value for value in list(history)[-3:-1] if not math.isnan(value)]
+    assert recent, f"no recent history points: {list(history)}"
+    assert recent[-1] == pytest.approx(6.0, rel=0.1)
+
+
+def test_load_change_and_a_vanished_pod(
+    reader: SignalReader, emulator: VllmEmulator, prometheus: PrometheusServer
+) -> None:
+    pods = emulator.pods
+    pods["batch-a100-0"].set(now_s=time.time(), waiting=7)
+
+    def raised() -> None:
+        batch = tier_of(reader.read(time.time()), "batch", "a100")
+        assert batch.waiting == 8.0
+        assert batch.ready_replicas == 2
+
+    eventually(raised)
+    # A pod that stops answering is marked stale by Prometheus; its queue must not linger.
+    pods["batch-a100-1"].set(now_s=time.time(), up=False)
+    try:
+
+        def vanished() -> None:
+            batch = tier_of(reader.read(time.time()), "batch", "a100")
+            assert batch.waiting == 7.0
+            assert batch.ready_replicas == 1
+
+        eventually(vanished)
+    finally:
+        pods["batch-a100-1"].set(now_s=time.time(), up=True)
+
+
+def test_unreachable_prometheus_reports_every_signal_failed() -> None:
+    reader = SignalReader(PrometheusClient(PrometheusConfig("http://127.0.0.1:9", timeout_s=1)), QUERY_CONFIG)
+    snapshot = reader.read(time.time())
+    reader.close()
+    assert snapshot.unavailable
+    assert snapshot.tiers == {}
+
+
+def _cli(*args: str) -> tuple[int, str, str]:
+    for module in COMMAND_MODULES:
+        __import__(module)
+    result = CliRunner().invoke(app, list(args))
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_cli_json_document(prometheus: PrometheusServer) -> None:
+    code, out, err = _cli(
+        "signals", "--prometheus", prometheus.url, "-o", "json", "--rate-window", "4", "-n", "sig"
+    )
+    assert code == 0, err
+    document = json.loads(out)
+    services = {(s["namespace"], s["name"]): s for s in document["services"]}
+    assert set(services) == {("sig", "chat"), ("sig", "batch")}
+    tiers = {t["name"]: t for t in services[("sig", "chat")]["tiers"]}
+    h100 = tiers["h100"]
+    assert set(h100) == {
+        "name", "waiting", "running", "ttftP99Ms", "kvCacheUsage", "requestRateRps", "readyReplicas"
+    }
+    assert (h100["waiting"], h100["running"], h100["readyReplicas"]) == (5.0, 6.0, 2)
+    assert h100["ttftP99Ms"] == pytest.approx(2350.0, rel=0.02)
+    assert tiers["l4"]["ttftP99Ms"] is None
+
+
+def test_cli_table_and_unreachable(prometheus: PrometheusServer) -> None:
+    code, out, _ = _cli("signals", "--prometheus", prometheus.url, "-n", "sig", "--rate-window", "4")
+    assert code == 0
+    assert "NAMESPACE" in out and "chat" in out and "h100" in out
+    code, _, err = _cli("signals", "--prometheus", "http://127.0.0.1:9", "--timeout", "1")
+    assert code == 2
+    assert "no signal could be read" in err
