@@ -1,0 +1,199 @@
+"""Parse the keys of a Hugging Face `config.json` into one ModelArch.
+
+Handles dense, GQA/MQA, MLA (kv_lora_rank + qk_rope_head_dim), MoE (experts, shared
+experts, leading dense layers), sliding-window layers (explicit `layer_types`, Gemma 2's
+alternation, Gemma 3's `sliding_window_pattern`, all-layer windows) and the checkpoint's
+own quantization. Multimodal configs are read through their `text_config`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from inferfleet.catalog.models import LayerKind, MlaDims, ModelArch, MoeDims, WeightFormat
+
+
+class ConfigInvalid(ValueError):
+    """A config.json lacks what the planner needs, or holds nonsense."""
+
+
+def _first(config: Mapping[str, Any], *keys: str) -> Any:
+    for key in keys:
+        value = config.get(key)
+        if value is not None:
+            return value
+    return None
+
+
+def _int(config: Mapping[str, Any], *keys: str, default: int | None = None) -> int:
+    value = _first(config, *keys)
+    if value is None:
+        if default is None:
+            raise ConfigInvalid(f"config.json needs one of: {', '.join(keys)}")
+        return default
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        raise ConfigInvalid(f"config.json key {keys[0]} must be a non-negative number, got {value!r}")
+    return int(value)
+
+
+def checkpoint_format(quantization_config: Any) -> WeightFormat:
+    """The weight format a pre-quantized checkpoint declares in `quantization_config`."""
+    if not isinstance(quantization_config, Mapping):
+        return "none"
+    method = str(quantization_config.get("quant_method", "")).lower()
+    if method in ("fp8", "fbgemm_fp8", "ptpc_fp8"):
+        return "fp8"
+    if method in ("awq", "awq_marlin"):
+        return "awq"
+    if method in ("gptq", "gptq_marlin", "auto-round"):
+        return "int8" if quantization_config.get("bits") == 8 else "gptq"
+    if method in ("mxfp4", "gpt_oss_mxfp4"):
+        return "mxfp4"
+    if method == "modelopt":
+        algo = str(quantization_config.get("quant_algo", "")).upper()
+        return "nvfp4" if "FP4" in algo else "fp8"
+    if method == "modelopt_fp4":
+        return "nvfp4"
+    if method == "bitsandbytes":
+        return "int8" if quantization_config.get("load_in_8bit") else "gptq"
+    if method == "compressed-tensors":
+        fmt = str(quantization_config.get("format", "")).lower()
+        if "nvfp4" in fmt:
+            return "nvfp4"
+        if "float" in fmt:
+            return "fp8"
+        if "int-quantized" in fmt:
+            return "int8"
+        if "pack" in fmt:
+            return "gptq"
+        return "fp8"
+    return "none"
+
+
+def _kind(sliding: bool) -> LayerKind:
+    return "sliding" if sliding else "full"
+
+
+def _layer_kinds(config: Mapping[str, Any], num_layers: int) -> tuple[tuple[LayerKind, ...], int | None]:
+    window = config.get("sliding_window")
+    layer_types = config.get("layer_types")
+    if isinstance(layer_types, list) and layer_types:
+        if len(layer_types) != num_layers:
+            raise ConfigInvalid(f"layer_types has {len(layer_types)} entries for {num_layers} layers")
+        kinds = tuple(_kind("sliding" in str(kind) or "local" in str(kind)) for kind in layer_types)
+        return (kinds, int(window) if window and "sliding" in kinds else None)
+    if not window or config.get("use_sliding_window") is False:
+        return ((), None)
+    window = int(window)
+    model_type = str(config.get("model_type", ""))
+    pattern = config.get("sliding_window_pattern")
+    if isinstance(pattern, int) and pattern > 1:
+        # Gemma 3: every `pattern`-th layer is global, the rest are local.
+        return (tuple(_kind((i + 1) % pattern != 0) for i in range(num_layers)), window)
+    if model_type.startswith("gemma2"):
+        # Gemma 2 alternates local (even layers) and global attention.
+        return (tuple(_kind(i % 2 == 0) for i in range(num_layers)), window)
+    max_positions = _int(config, "max_position_embeddings", default=0)
+    if max_positions and window >= max_positions:
+        return ((), None)  # a window as long as the context is no window
+    return ((_kind(True),) * num_layers, window)
+
+
+def _moe(config: Mapping[str, Any], intermediate: int) -> MoeDims | None:
+    experts = _int(
+        config, "num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts", default=0
+    )
+    if experts <= 1:
+        return None
+    per_token = _int(config, "num_experts_per_tok", "moe_topk", "num_experts_per_token", "top_k", default=2)
+    expert_width = _int(config, "moe_intermediate_size", default=intermediate)
+    shared = _int(config, "n_shared_experts", "num_shared_experts", default=0)
+    shared_width = _int(config, "shared_expert_intermediate_size", default=shared * expert_width)
+    if shared_width and not shared:
+        shared = 1
+    return MoeDims(
+        num_experts=experts,
+        experts_per_token=per_token,
+        expert_intermediate_size=expert_width,
+        num_shared_experts=shared,
+        shared_intermediate_size=shared_width,
+        first_dense_layers=_int(config, "first_k_dense_replace", default=0),
+    )
+
+
+def _max_positions(config: Mapping[str, Any]) -> int:
+    positions = _int(
+        config, "max_position_embeddings", "n_positions", "max_sequence_length", "seq_length", default=4096
+    )
+    scaling = config.get("rope_scaling")
+    if isinstance(scaling, Mapping):
+        # vLLM stretches the derived length for RoPE scalings that extend context
+        # (yarn, dynamic, linear); llama3/longrope already state the long length.
+        kind = str(scaling.get("rope_type", scaling.get("type", ""))).lower()
+        factor = scaling.get("factor")
+        if kind in ("yarn", "dynamic", "linear") and isinstance(factor, int | float) and factor > 1:
+            base = _int(scaling, "original_max_position_embeddings", default=positions)
+            positions = max(positions, int(base * factor))
+    return positions
+
+
+def parse_hf_config(config: Mapping[str, Any], name: str, parameters_billion: float) -> ModelArch:
+    """One ModelArch from config.json keys; raise ConfigInvalid naming what is missing."""
+    if not isinstance(config, Mapping):
+        raise ConfigInvalid("config must be a mapping of config.json keys")
+    text = config.get("text_config")
+    merged: dict[str, Any] = dict(config)
+    if isinstance(text, Mapping):
+        merged.update(text)
+        merged.setdefault("quantization_config", config.get("quantization_config"))
+    config = merged
+    num_layers = _int(config, "num_hidden_layers", "n_layer", "num_layers")
+    hidden = _int(config, "hidden_size", "n_embd", "d_model")
+    heads = _int(config, "num_attention_heads", "n_head", "num_heads")
+    if num_layers == 0 or hidden == 0 or heads == 0:
+        raise ConfigInvalid("num_hidden_layers, hidden_size and num_attention_heads must be positive")
+    multi_query = bool(config.get("multi_query"))
+    kv_heads = _int(
+        config, "num_key_value_heads", "num_kv_heads", "n_head_kv", default=1 if multi_query else heads
+    )
+    if kv_heads == 0 or heads % kv_heads:
+        raise ConfigInvalid(
+            f"num_attention_heads ({heads}) must be a multiple of num_key_value_heads ({kv_heads})"
+        )
+    intermediate = _int(config, "intermediate_size", "ffn_hidden_size", "n_inner", default=4 * hidden)
+    head_dim = _int(config, "head_dim", default=hidden // heads)
+    mla: MlaDims | None = None
+    if config.get("kv_lora_rank"):
+        mla = MlaDims(
+            q_lora_rank=_int(config, "q_lora_rank", default=0),
+            kv_lora_rank=_int(config, "kv_lora_rank"),
+            qk_rope_head_dim=_int(config, "qk_rope_head_dim", default=64),
+            qk_nope_head_dim=_int(config, "qk_nope_head_dim", default=128),
+            v_head_dim=_int(config, "v_head_dim", default=128),
+        )
+    kinds, window = _layer_kinds(config, num_layers)
+    dtype = str(_first(config, "torch_dtype", "dtype") or "bfloat16").replace("torch.", "")
+    if dtype not in ("bfloat16", "float16", "float32"):
+        dtype = "bfloat16"
+    if parameters_billion <= 0:
+        raise ConfigInvalid("parametersBillion must be positive")
+    return ModelArch(
+        name=name,
+        parameters_billion=float(parameters_billion),
+        num_layers=num_layers,
+        hidden_size=hidden,
+        intermediate_size=intermediate,
+        num_attention_heads=heads,
+        num_kv_heads=kv_heads,
+        head_dim=head_dim,
+        vocab_size=_int(config, "vocab_size", "padded_vocab_size", default=32000),
+        max_position_embeddings=_max_positions(config),
+        tie_word_embeddings=bool(config.get("tie_word_embeddings", False)),
+        torch_dtype=dtype,
+        mla=mla,
+        moe=_moe(config, intermediate),
+        sliding_window_tokens=window,
+        layer_kinds=kinds,
+        checkpoint_format=checkpoint_format(config.get("quantization_config")),
+    )
