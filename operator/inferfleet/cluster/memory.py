@@ -172,6 +172,10 @@ class InMemoryCluster:
         self._store(ref, changed, spec_changed=current.get("spec") != changed.get("spec"))
         return copy.deepcopy(self.objects[ref])
 
+    def user_delete(self, ref: ObjectRef) -> None:
+        """Delete as a user would (`kubectl delete`); dependents follow."""
+        self._delete_cascading(ref)
+
     def set_status(self, ref: ObjectRef, status: Mapping[str, Any]) -> None:
         """What a controller (kubelet, Deployment controller) would report."""
         current = self.objects[ref]

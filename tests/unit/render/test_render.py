@@ -1,0 +1,283 @@
+"""The renderer on hand-made plans: what each object carries, and what it must not."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from inferfleet import render as render_module
+from inferfleet.api import labels
+from inferfleet.config import OperatorSettings
+from inferfleet.render import PodAdditions, TierContext, names, render
+from inferfleet.render.lifecycle import STARTUP_MIN_S
+from tests.unit.render import plans
+from tests.unit.render.validation import validate
+
+SETTINGS = OperatorSettings()
+
+
+def by_kind(objects: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [obj for obj in objects if obj["kind"] == kind]
+
+
+def container(workload: dict[str, Any], template: str = "template") -> dict[str, Any]:
+    spec = workload["spec"]
+    pod = spec["template"] if template == "template" else spec["leaderWorkerTemplate"][template]
+    first: dict[str, Any] = pod["spec"]["containers"][0]
+    return first
+
+
+def flag(args: list[str], name: str) -> str:
+    return args[args.index(name) + 1]
+
+
+def test_one_deployment_service_and_budget_per_feasible_tier() -> None:
+    objects = render(plans.service(), plans.plan(), SETTINGS)
+    kinds = sorted(obj["kind"] for obj in objects)
+    assert kinds == sorted(["Service"] * 3 + ["PodDisruptionBudget"] * 2 + ["PodMonitor"] + ["Deployment"] * 2)
+    assert {d["metadata"]["name"] for d in by_kind(objects, "Deployment")} == {"chat-h100", "chat-l4"}
+
+
+def test_infeasible_tier_renders_nothing() -> None:
+    objects = render(plans.service(), plans.plan(plans.tier_plan("h100"), plans.infeasible("l4")), SETTINGS)
+    tiers = {obj["metadata"]["labels"].get(labels.LABEL_TIER) for obj in objects}
+    assert tiers == {None, "h100"}
+
+
+def test_every_object_validates_against_its_schema() -> None:
+    multi = plans.tier_plan("h100", pipelineParallelSize=2, gpusPerReplica=16, nodesPerReplica=2,
+                            tensorParallelSize=8)
+    for plan in (plans.plan(), plans.plan(multi, plans.tier_plan("l4"))):
+        for obj in render(plans.service(), plan, SETTINGS):
+            validate(obj)
+
+
+def test_planned_vllm_arguments() -> None:
+    tier = plans.tier_plan("h100", tensorParallelSize=4, gpusPerReplica=4, maxModelLen=16384,
+                           maxNumSeqs=64, maxNumBatchedTokens=8192, gpuMemoryUtilization=0.92,
+                           quantization="fp8", kvCacheDtype="fp8", enforceEager=True)
+    service = plans.service(model={"name": "meta-llama/Llama-3.1-8B-Instruct", "servedModelName": "chat-8b",
+                                   "revision": "0e9e39f"})
+    deployment = by_kind(render(service, plans.plan(tier), SETTINGS), "Deployment")[0]
+    args = container(deployment)["args"]
+    assert args[0] == "meta-llama/Llama-3.1-8B-Instruct"
+    assert flag(args, "--tensor-parallel-size") == "4"
+    assert flag(args, "--pipeline-parallel-size") == "1"
+    assert flag(args, "--quantization") == "fp8"
+    assert flag(args, "--kv-cache-dtype") == "fp8"
+    assert flag(args, "--gpu-memory-utilization") == "0.92"
+    assert flag(args, "--max-model-len") == "16384"
+    assert flag(args, "--max-num-seqs") == "64"
+    assert flag(args, "--max-num-batched-tokens") == "8192"
+    assert flag(args, "--served-model-name") == "chat-8b"
+    assert flag(args, "--revision") == "0e9e39f"
+    assert {"--enable-prefix-caching", "--enable-chunked-prefill", "--enforce-eager"} <= set(args)
+    assert container(deployment)["resources"]["limits"] == {"nvidia.com/gpu": "4"}
+
+
+def test_serving_switches_and_lora_and_extra_args() -> None:
+    service = plans.service(
+        model={"name": "m/base", "adapters": [{"name": "sql", "source": "hf://org/sql-lora", "rank": 24},
+                                              {"name": "doc", "source": "hf://org/doc-lora"}],
+               "maxSimultaneousAdapters": 1},
+        serving={"prefixCaching": False, "chunkedPrefill": False, "extraArgs": ["--seed", "7"],
+                 "speculativeDecoding": {"method": "ngram", "numSpeculativeTokens": 4}},
+    )
+    args = container(by_kind(render(service, plans.plan(plans.tier_plan("h100")), SETTINGS), "Deployment")[0])[
+        "args"
+    ]
+    assert {"--no-enable-prefix-caching", "--no-enable-chunked-prefill", "--enable-lora"} <= set(args)
+    assert flag(args, "--max-loras") == "1"
+    assert flag(args, "--max-lora-rank") == "32"  # 24 rounds up to a rank vLLM accepts
+    assert "sql=org/sql-lora" in args and "doc=org/doc-lora" in args
+    assert flag(args, "--speculative-config") == '{"method":"ngram","num_speculative_tokens":4}'
+    assert args[-2:] == ["--seed", "7"]
+
+
+def test_hub_token_is_a_secret_reference_never_a_literal() -> None:
+    service = plans.service(serving={"env": [{"name": "HF_TOKEN", "value": "hf_leaked"},
+                                             {"name": "VLLM_LOGGING_LEVEL", "value": "DEBUG"}]})
+    for deployment in by_kind(render(service, plans.plan(), SETTINGS), "Deployment"):
+        env = {entry["name"]: entry for entry in container(deployment)["env"]}
+        assert env["HF_TOKEN"] == {"name": "HF_TOKEN",
+                                   "valueFrom": {"secretKeyRef": {"name": "hf", "key": "token"}}}
+        assert env["VLLM_LOGGING_LEVEL"]["value"] == "DEBUG"
+        assert "hf_leaked" not in str(deployment)
+
+
+def test_nvme_cache_mounts_node_path_read_only_and_goes_offline() -> None:
+    service = plans.service(cache={"mode": "nvme", "nodePath": "/nvme/weights"})
+    deployment = by_kind(render(service, plans.plan(), SETTINGS), "Deployment")[0]
+    main = container(deployment)
+    volumes = {v["name"]: v for v in deployment["spec"]["template"]["spec"]["volumes"]}
+    assert volumes["model-cache"]["hostPath"]["path"] == "/nvme/weights"
+    mount = next(m for m in main["volumeMounts"] if m["name"] == "model-cache")
+    assert mount["readOnly"] is True
+    assert flag(main["args"], "--download-dir") == mount["mountPath"]
+    assert {"name": "HF_HUB_OFFLINE", "value": "1"} in main["env"]
+
+
+def test_no_cache_downloads_from_the_hub() -> None:
+    service = plans.service(cache={"mode": "none"})
+    main = container(by_kind(render(service, plans.plan(), SETTINGS), "Deployment")[0])
+    assert "--download-dir" not in main["args"]
+    assert all(entry["name"] != "HF_HUB_OFFLINE" for entry in main["env"])
+
+
+def test_probes_prove_the_model_is_loaded_and_startup_follows_cold_start() -> None:
+    slow = plans.tier_plan("h100", coldStartSeconds=900.0)
+    fast = plans.tier_plan("l4", coldStartSeconds=10.0)
+    deployments = {d["metadata"]["labels"][labels.LABEL_TIER]: d
+                   for d in by_kind(render(plans.service(), plans.plan(slow, fast), SETTINGS), "Deployment")}
+    slow_probe = container(deployments["h100"])["startupProbe"]
+    assert slow_probe["httpGet"]["path"] == "/health"
+    assert slow_probe["periodSeconds"] * slow_probe["failureThreshold"] >= 2 * 900
+    fast_probe = container(deployments["l4"])["startupProbe"]
+    assert fast_probe["periodSeconds"] * fast_probe["failureThreshold"] >= STARTUP_MIN_S
+    readiness = container(deployments["h100"])["readinessProbe"]["exec"]["command"]
+    assert "/v1/models" in readiness[2] and "/health" in readiness[2]
+    assert readiness[-1] == "meta-llama/Llama-3.1-8B-Instruct"
+
+
+def test_termination_drains_in_flight_requests() -> None:
+    deployment = by_kind(render(plans.service(), plans.plan(), SETTINGS), "Deployment")[0]
+    pod = deployment["spec"]["template"]["spec"]
+    pre_stop = container(deployment)["lifecycle"]["preStop"]["exec"]["command"]
+    drain_s = float(pre_stop[4])
+    # output p99 1000 tokens x ITL SLO 100 ms + TTFT SLO 2 s = 102 s of possible work
+    assert drain_s == 102
+    assert pod["terminationGracePeriodSeconds"] > drain_s
+    assert "num_requests_running" in pre_stop[2]
+
+
+def test_multi_node_tier_is_a_leader_worker_set() -> None:
+    tier = plans.tier_plan("h100", tensorParallelSize=8, pipelineParallelSize=2, gpusPerReplica=16,
+                           nodesPerReplica=2)
+    objects = render(plans.service(), plans.plan(tier), SETTINGS)
+    assert not by_kind(objects, "Deployment")
+    lws = by_kind(objects, "LeaderWorkerSet")[0]
+    assert lws["apiVersion"] == "leaderworkerset.x-k8s.io/v1"
+    assert lws["spec"]["leaderWorkerTemplate"]["size"] == 2
+    leader, worker = container(lws, "leaderTemplate"), container(lws, "workerTemplate")
+    assert flag(leader["args"], "--pipeline-parallel-size") == "2"
+    assert flag(leader["args"], "--distributed-executor-backend") == "ray"
+    assert leader["resources"]["limits"] == worker["resources"]["limits"] == {"nvidia.com/gpu": "8"}
+    assert "readinessProbe" in leader and "readinessProbe" not in worker
+    template_labels = lws["spec"]["leaderWorkerTemplate"]["workerTemplate"]["metadata"]["labels"]
+    assert template_labels[labels.LABEL_COMPONENT] == names.COMPONENT_WORKER
+
+
+def test_pod_monitor_relabels_pod_labels_into_series_labels() -> None:
+    monitor = by_kind(render(plans.service(), plans.plan(), SETTINGS), "PodMonitor")[0]
+    endpoint = monitor["spec"]["podMetricsEndpoints"][0]
+    pairs = {(r["sourceLabels"][0], r["targetLabel"]) for r in endpoint["relabelings"]}
+    assert pairs == {
+        ("__meta_kubernetes_pod_label_inferfleet_dev_service", labels.SERIES_LABEL_SERVICE),
+        ("__meta_kubernetes_pod_label_inferfleet_dev_tier", labels.SERIES_LABEL_TIER),
+        ("__meta_kubernetes_namespace", labels.SERIES_LABEL_NAMESPACE),
+    }
+    deployment = by_kind(render(plans.service(), plans.plan(), SETTINGS), "Deployment")[0]
+    pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert all(pod_labels[k] == v for k, v in monitor["spec"]["selector"]["matchLabels"].items())
+    assert {labels.LABEL_SERVICE, labels.LABEL_TIER} <= set(pod_labels)
+
+
+def test_services_select_serving_pods() -> None:
+    objects = render(plans.service(), plans.plan(), SETTINGS)
+    services = {s["metadata"]["name"]: s for s in by_kind(objects, "Service")}
+    assert services["chat"]["spec"]["selector"] == {labels.LABEL_SERVICE: "chat",
+                                                     labels.LABEL_COMPONENT: names.COMPONENT_SERVER}
+    assert services["chat-h100-api"]["spec"]["selector"][labels.LABEL_TIER] == "h100"
+
+
+def test_owner_reference_only_with_a_uid() -> None:
+    for obj in render(plans.service(), plans.plan(), SETTINGS):
+        (owner,) = obj["metadata"]["ownerReferences"]
+        assert owner == {"apiVersion": labels.API_VERSION, "kind": labels.KIND, "name": "chat",
+                         "uid": "uid-chat", "controller": True, "blockOwnerDeletion": True}
+    body = plans.service_body()
+    del body["metadata"]["uid"]
+    from inferfleet.api import parse
+
+    assert all("ownerReferences" not in o["metadata"] for o in render(parse(body), plans.plan(), SETTINGS))
+
+
+def test_plan_hash_follows_the_pod_template_only() -> None:
+    def hashes(service_changes: dict[str, Any], plan: Any = None) -> dict[str, str]:
+        objects = render(plans.service(**service_changes), plan or plans.plan(), SETTINGS)
+        return {d["metadata"]["name"]: d["metadata"]["annotations"][labels.ANNOTATION_PLAN_HASH]
+                for d in by_kind(objects, "Deployment")}
+
+    base = hashes({})
+    peak = copy.deepcopy(plans.BASE_SERVICE["spec"]["workload"]) | {"peakRequestsPerSecond": 50}
+    assert hashes({"workload": peak}) == base
+    more_replicas = plans.plan(plans.tier_plan("h100", replicasForPeak=9), plans.tier_plan("l4", gpu="L4"))
+    assert hashes({}, more_replicas) == base
+    revised = hashes({"model": {"name": "meta-llama/Llama-3.1-8B-Instruct", "revision": "abc123",
+                                "credentialsSecretRef": {"name": "hf"}}})
+    assert all(revised[name] != base[name] for name in base)
+
+
+def test_new_workloads_start_at_the_warm_minimum() -> None:
+    deployments = {d["metadata"]["name"]: d for d in by_kind(render(plans.service(), plans.plan(), SETTINGS),
+                                                              "Deployment")}
+    assert deployments["chat-h100"]["spec"]["replicas"] == 2
+    assert deployments["chat-l4"]["spec"]["replicas"] == 1
+
+
+def test_cpu_only_tier_requests_no_accelerator() -> None:
+    cpu_tier = {"name": "cpu", "gpu": {"name": "cpu", "memoryGiB": 16, "resourceName": "none"}}
+    service = plans.service(tiers=[cpu_tier])
+    deployment = by_kind(render(service, plans.plan(plans.tier_plan("cpu", gpusPerReplica=1)), SETTINGS),
+                         "Deployment")[0]
+    assert "limits" not in container(deployment)["resources"]
+    assert not deployment["spec"]["template"]["spec"].get("tolerations")
+
+
+def test_pod_contributors_extend_every_pod(monkeypatch: pytest.MonkeyPatch) -> None:
+    init = {"name": "wait-for-cache", "image": "busybox", "command": ["true"]}
+
+    def contribute(ctx: TierContext) -> PodAdditions:
+        return PodAdditions(init_containers=(init | {"name": f"wait-{ctx.tier.name}"},),
+                            volumes=({"name": "extra", "emptyDir": {}},),
+                            mounts=({"name": "extra", "mountPath": "/extra"},))
+
+    monkeypatch.setattr(render_module, "POD_CONTRIBUTORS", (contribute,))
+    for deployment in by_kind(render(plans.service(), plans.plan(), SETTINGS), "Deployment"):
+        pod = deployment["spec"]["template"]["spec"]
+        tier = deployment["metadata"]["labels"][labels.LABEL_TIER]
+        assert pod["initContainers"][0]["name"] == f"wait-{tier}"
+        assert {"name": "extra", "mountPath": "/extra"} in pod["containers"][0]["volumeMounts"]
+        validate(deployment)
+
+
+def test_long_names_stay_within_limits() -> None:
+    body = plans.service_body(tiers=[{"name": "t" * 40, "gpu": "L4"}])
+    body["metadata"]["name"] = "s" * 63
+    from inferfleet.api import parse
+
+    objects = render(parse(body), plans.plan(plans.tier_plan("t" * 40), name="s" * 63), SETTINGS)
+    for obj in objects:
+        limit = names.WORKLOAD_NAME_MAX if obj["kind"] == "Deployment" else names.DNS_LABEL_MAX
+        assert len(obj["metadata"]["name"]) <= limit
+        validate(obj)
+    assert len({o["metadata"]["name"] for o in by_kind(objects, "Service")}) == 2
+
+
+def test_render_is_deterministic_and_pure() -> None:
+    service, plan = plans.service(), plans.plan()
+    before = copy.deepcopy(service.model_dump()), copy.deepcopy(plan.model_dump())
+    assert render(service, plan, SETTINGS) == render(service, plan, SETTINGS)
+    assert (service.model_dump(), plan.model_dump()) == before
+
+
+def test_image_from_settings_unless_the_spec_names_one() -> None:
+    settings = SETTINGS.model_copy(update={"vllm_image": "registry.local/vllm:1"})
+    default = container(by_kind(render(plans.service(), plans.plan(), settings), "Deployment")[0])
+    assert default["image"] == "registry.local/vllm:1"
+    pinned = plans.service(serving={"image": "vllm/vllm-openai:v0.33.0"})
+    assert container(by_kind(render(pinned, plans.plan(), settings), "Deployment")[0])["image"] == (
+        "vllm/vllm-openai:v0.33.0"
+    )

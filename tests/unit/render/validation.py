@@ -1,0 +1,49 @@
+"""Validate rendered objects: core kinds against Kubernetes' OpenAPI (kubernetes-validate),
+LeaderWorkerSet and PodMonitor against the vendored CRD schemas in tests/schemas/."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import jsonschema
+import kubernetes_validate
+import yaml
+
+from tests.conftest import REPO_ROOT
+
+KUBERNETES_VERSION = "1.30.0"
+SCHEMAS = REPO_ROOT / "tests" / "schemas"
+CRD_SCHEMAS = {
+    "leaderworkerset.x-k8s.io/v1": "leaderworkerset-v1.yaml",
+    "monitoring.coreos.com/v1": "podmonitor-v1.yaml",
+}
+
+
+@functools.cache
+def crd_schema(api_version: str) -> dict[str, Any]:
+    schema: dict[str, Any] = yaml.safe_load((SCHEMAS / CRD_SCHEMAS[api_version]).read_text())
+    return schema
+
+
+def validate(obj: dict[str, Any]) -> None:
+    """Raise when `obj` is not a valid object of its kind."""
+    api_version = obj["apiVersion"]
+    if api_version in CRD_SCHEMAS:
+        jsonschema.validate(obj, crd_schema(api_version))
+        if obj["kind"] == "LeaderWorkerSet":
+            template = obj["spec"]["leaderWorkerTemplate"]
+            for key in ("leaderTemplate", "workerTemplate"):
+                validate_pod_template(template[key], obj["metadata"])
+        return
+    kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
+
+
+def validate_pod_template(template: dict[str, Any], metadata: dict[str, Any]) -> None:
+    wrapper = {
+        "apiVersion": "v1",
+        "kind": "PodTemplate",
+        "metadata": {"name": metadata["name"], "namespace": metadata.get("namespace", "default")},
+        "template": template,
+    }
+    kubernetes_validate.validate(wrapper, KUBERNETES_VERSION, strict=True)
