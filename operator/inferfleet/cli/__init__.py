@@ -14,6 +14,7 @@ COMMAND_MODULES = (
     "inferfleet.cli.simulate",
     "inferfleet.cli.render",
     "inferfleet.cli.run",
+    "inferfleet.cli.plan",
 )
 
 

@@ -24,8 +24,10 @@ from inferfleet.planner.units import GIB, to_gib
 from inferfleet.planner.weights import WeightLayout, body_scale, weight_layout
 from inferfleet.planner.workload import Workload, derive
 
-# Most pipeline stages (nodes) the planner will spread one replica over.
-MAX_PIPELINE_STAGES = 16
+# Most nodes one replica may span. Beyond a few nodes pipeline bubbles and inter-node
+# hops dominate and one failing node takes a large replica down; such a model wants
+# quantization or larger GPUs instead.
+MAX_NODES_PER_REPLICA = 4
 # Share of the ITL SLO the steady decode step may use; the rest absorbs the prefill
 # chunks that chunked prefill mixes into some steps.
 ITL_HEADROOM = 0.8
@@ -173,7 +175,7 @@ class _Evaluator:
             multi = [(tp, fixed_pp) for tp in tps if tp * fixed_pp > self.gpus_per_node]
         else:
             widest = max(tps)
-            stages = min(MAX_PIPELINE_STAGES, self.arch.num_layers)
+            stages = min(MAX_NODES_PER_REPLICA * self.gpus_per_node // widest, self.arch.num_layers)
             multi = [(widest, pp) for pp in range(2, stages + 1)]
         first_starter: Candidate | None = None
         for tp, pp in multi:
@@ -311,9 +313,16 @@ def _finalize_settings(
     elif w.online:
         chunk = roof.prefill_tokens_per_second * w.itl_slo_s * CHUNK_SHARE_OF_ITL
         batched = max(power_of_two_at_most(chunk, *ONLINE_CHUNK_RANGE), seqs)
+        chunk_ms = batched / roof.prefill_tokens_per_second * 1000
+        within_share = chunk_ms <= w.itl_slo_s * 1000 * CHUNK_SHARE_OF_ITL
         notes.append(
-            f"max-num-batched-tokens {batched}: a prefill chunk this size takes about "
-            f"{batched / roof.prefill_tokens_per_second * 1000:.0f} ms, within half the ITL SLO"
+            f"max-num-batched-tokens {batched}: a prefill chunk this size takes about {chunk_ms:.0f} ms"
+            + (
+                ", within half the ITL SLO"
+                if within_share
+                else f"; the planner's smallest chunk, yet over half the {w.itl_slo_s * 1000:.0f} ms "
+                "ITL SLO, so steps carrying a chunk risk the SLO"
+            )
         )
     else:
         batched = 16384 if ev.gpu.memory_gib >= engine.LARGE_GPU_GIB else 8192
@@ -334,31 +343,46 @@ def _finalize_settings(
     return (updated, _roofline(ev, updated), notes)
 
 
-def _infeasible_reason(c: Candidate, gpu: GpuSpec, level: int) -> str:
+def _infeasible_reason(c: Candidate, gpu: GpuSpec, level: int, arch: ModelArch, gpus_per_node: int) -> str:
     m = c.memory
     b = m.binding
-    budget = gpu.memory_gib * c.settings.gpu_memory_utilization
+    settings = c.settings
+    budget = gpu.memory_gib * settings.gpu_memory_utilization
     where = f"TP={c.tp} PP={c.pp}" + (f" over {c.nodes} nodes" if c.nodes > 1 else "")
     fmt = FORMAT_NAMES[c.quant.weight_format]
-    if b.kv_bytes <= 0:
+    overheads = b.activation_bytes + b.non_torch_bytes
+    weights_total = sum(stage * c.tp for stage in c.layout.stage_bytes_per_gpu)
+    per_node = gpus_per_node * max(1.0, budget * GIB - overheads)
+    nodes_needed = math.ceil(weights_total / per_node)
+    if c.nodes >= MAX_NODES_PER_REPLICA and nodes_needed >= MAX_NODES_PER_REPLICA:
+        text = (
+            f"{arch.parameters_billion:g}B at {fmt} ({to_gib(weights_total):.0f} GiB of weights) needs "
+            f"more than {MAX_NODES_PER_REPLICA} {gpus_per_node}-GPU {gpu.name} nodes per replica, "
+            "the most one replica may span"
+        )
+    elif b.kv_bytes <= 0:
         text = (
             f"does not fit: at {where} each GPU needs {to_gib(b.weights_bytes):.1f} GiB of weights ({fmt}) "
             f"+ {to_gib(b.activation_bytes):.1f} GiB activations "
             f"+ {to_gib(b.non_torch_bytes):.1f} GiB overhead, "
-            f"more than its {budget:.1f} GiB budget ({c.settings.gpu_memory_utilization:g} × "
+            f"more than its {budget:.1f} GiB budget ({settings.gpu_memory_utilization:g} × "
             f"{gpu.memory_gib:g} GiB)"
         )
+        if nodes_needed > 1 and c.nodes == 1:
+            text += f"; the weights alone need {nodes_needed} such nodes: exceeds one node"
     else:
         text = (
             f"does not start: at {where} the KV cache holds {m.kv_tokens:,} tokens, less than one request of "
-            f"max-model-len {c.settings.max_model_len:,} (vLLM refuses to start)"
+            f"max-model-len {settings.max_model_len:,} (vLLM refuses to start)"
         )
     hints = []
     if c.quant.weight_format == "none":
         hints.append("enable fp8")
-    if level == 4 and c.pp == 1:
-        hints.append("allow more GPUs per node or pipeline stages")
-    hints.append("lower maxModelLen")
+    if c.nodes == 1 and level == 4:
+        hints.append("use PP across nodes")
+    hints.append("use larger GPUs")
+    if b.kv_bytes > 0:
+        hints.append("lower maxModelLen")
     return f"infeasible: {text}; " + " or ".join(hints)
 
 
@@ -398,11 +422,13 @@ def _layout_reason(
             f"P95-context requests; this one holds the most per GPU ({c.concurrency_p95:.1f}), "
             "more replicas carry the rest"
         )
-    elif level in (2, 3):
+    elif level in (2, 3) and c.nodes > 1:
         text = (
             f"{where}: one {gpus_per_node}-GPU node cannot hold the model and its KV cache, so "
             f"{c.pp} pipeline stages span {c.nodes} nodes (multi-node serving via LeaderWorkerSet)"
         )
+    elif level in (2, 3):
+        text = f"{where}: TP={c.tp} alone cannot hold the model, so {c.pp} pipeline stages split its layers"
     else:
         text = f"{where}: closest layout tried"
     if c.tp > 2 and not gpu.fast_link(c.tp):
@@ -466,7 +492,7 @@ def build_tier_plan(spec: InferenceServiceSpec, tier: TierSpec, arch: ModelArch,
 
     reasons: list[str] = []
     if not feasible:
-        reasons.append(_infeasible_reason(chosen, gpu, level))
+        reasons.append(_infeasible_reason(chosen, gpu, level, arch, gpus_per_node))
     reasons.append(
         f"model {arch.name}: {arch.describe()}; GPU {gpu.name}: {gpu.memory_gib:g} GiB, "
         f"{gpu.bandwidth_t_bs:g} TB/s, {gpu.interconnect}" + (" (inline)" if gpu.inline else "")

@@ -1,0 +1,112 @@
+"""`inferfleet plan -f FILE [-o table|json|yaml]`: the sizing plan of each tier.
+
+`-o json` prints exactly `{"name": ..., "tiers": [...]}` for a file with one
+InferenceService (the contract in shared/DESIGN.md); a file with several prints a JSON
+list of such objects, in file order. YAML follows the same shapes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from inferfleet.api.plan import Plan, TierPlan
+from inferfleet.catalog import CatalogInvalid, Catalogs, default_catalogs
+from inferfleet.cli.app import OutputFormat, app, fail, load_services, stdout
+
+
+def _catalogs(catalog_file: Path | None) -> Catalogs:
+    catalogs = default_catalogs()
+    if catalog_file is None:
+        return catalogs
+    try:
+        return catalogs.with_gpu_file(catalog_file)
+    except FileNotFoundError:
+        fail(f"{catalog_file}: no such file")
+    except (OSError, CatalogInvalid) as error:
+        fail(str(error))
+
+
+def plan_document(plan: Plan) -> dict[str, Any]:
+    """The JSON contract of one service's plan."""
+    return {"name": plan.name, "tiers": [tier.to_wire() for tier in plan.tiers]}
+
+
+def _rows(tier: TierPlan) -> list[tuple[str, str]]:
+    m = tier.memory_gi_b
+    perf = tier.performance
+    cost = tier.cost_per_million_tokens_usd
+    layout = f"TP {tier.tensor_parallel_size} × PP {tier.pipeline_parallel_size}"
+    if tier.nodes_per_replica > 1:
+        layout += f" ({tier.nodes_per_replica} nodes)"
+    return [
+        ("GPU", tier.gpu),
+        ("feasible", "[green]yes[/]" if tier.feasible else "[bold red]no[/]"),
+        ("layout", f"{layout} = {tier.gpus_per_replica} GPU"),
+        ("quantization / KV", f"{tier.quantization} / {tier.kv_cache_dtype}"),
+        ("gpu-memory-utilization", f"{tier.gpu_memory_utilization:g}"),
+        ("max-model-len", f"{tier.max_model_len:,}"),
+        ("max-num-seqs", str(tier.max_num_seqs)),
+        ("max-num-batched-tokens", f"{tier.max_num_batched_tokens:,}"),
+        ("weights GiB/GPU", f"{m.weights:.2f}"),
+        ("activations GiB/GPU", f"{m.activations:.2f}"),
+        ("non-torch GiB/GPU", f"{m.overhead:.2f}"),
+        ("KV cache GiB/GPU", f"{m.kv_cache:.2f}"),
+        ("KV tokens / replica", f"{tier.kv_cache_tokens:,}"),
+        ("max concurrency", f"{tier.max_concurrency:.2f}×"),
+        ("concurrency at P95", f"{tier.concurrency_at_p95:.1f}"),
+        ("prefill tokens/s", f"{perf.prefill_tokens_per_second:,.0f}" if perf else "-"),
+        (
+            "decode step ms",
+            f"{perf.decode_step_base_ms:.1f} + {perf.decode_step_per_seq_ms:.3f}·b" if perf else "-",
+        ),
+        ("usable req/s / replica", f"{tier.usable_rps:.2f}"),
+        ("replicas for peak", str(tier.replicas_for_peak)),
+        ("cold start", f"{tier.cold_start_seconds:.0f} s"),
+        ("$ / M tokens", f"{cost:.3f}" if cost is not None else "-"),
+    ]
+
+
+def print_table(plan: Plan) -> None:
+    table = Table(title=f"plan: {plan.name}", title_justify="left", show_lines=False)
+    table.add_column("", style="bold")
+    for tier in plan.tiers:
+        table.add_column(tier.name, justify="right")
+    rows = [_rows(tier) for tier in plan.tiers]
+    for index, (label, _) in enumerate(rows[0]):
+        table.add_row(label, *(tier_rows[index][1] for tier_rows in rows))
+    stdout.print(table)
+    for tier in plan.tiers:
+        stdout.print(f"[bold]{tier.name}[/] — why:", highlight=False)
+        for position, reason in enumerate(tier.reasons):
+            style = "red" if position == 0 and not tier.feasible else ""
+            line = f"  • {reason}"
+            stdout.print(f"[{style}]{line}[/]" if style else line, highlight=False, markup=bool(style))
+    stdout.print()
+
+
+@app.command("plan")
+def plan_command(
+    file: Annotated[Path, typer.Option("--file", "-f", help="InferenceService YAML ('-' for stdin).")],
+    output: Annotated[OutputFormat, typer.Option("--output", "-o", help="table, json or yaml.")] = (
+        OutputFormat.table
+    ),
+    catalog_file: Annotated[
+        Path | None, typer.Option("--catalog-file", help="YAML with extra GPUs merged into the catalog.")
+    ] = None,
+) -> None:
+    """Plan each tier: TP/PP, quantization, vLLM memory settings, capacity, replicas and cost."""
+    from inferfleet.cli.app import emit
+    from inferfleet.planner import plan_service
+
+    catalogs = _catalogs(catalog_file)
+    plans = [plan_service(service, catalogs) for service in load_services(file)]
+    if output is OutputFormat.table:
+        for plan in plans:
+            print_table(plan)
+        return
+    documents = [plan_document(plan) for plan in plans]
+    emit(documents[0] if len(documents) == 1 else documents, output)
