@@ -1,0 +1,379 @@
+"""One autoscaler step for one InferenceService (pure: data in, actions out).
+
+    (spec, plan, workloads, previous status, signals, clock) → decide() → StepResult
+
+`StepResult` says what to write (status fields, the two conditions the autoscaler
+owns), which workloads to scale and which events to record. The runner executes it.
+Nothing here imports kopf, kubernetes or prometheus_api_client; the same `decide()`
+runs in the simulator.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from inferfleet.api import InferenceServiceSpec, ScalingDecision, TierPlan, labels
+from inferfleet.config import OperatorSettings
+from inferfleet.metrics.signals import TierSignals as ObservedSignals
+from inferfleet.reconcile.objects import ObjectRef
+from inferfleet.scaling import (
+    PolicyConfig,
+    Recommendation,
+    ScalingContext,
+    ScalingState,
+    TierContext,
+    TierSignals,
+    decide,
+    figures_from_plan,
+    resolve_policy,
+)
+
+# Condition reasons and event reasons the autoscaler uses beside those in api.labels.
+REASON_WAITING_FOR_REPLICAS = "WaitingForReplicas"
+REASON_STABLE = "Stable"
+REASON_METRICS_AVAILABLE = "MetricsAvailable"
+EVENT_SCALED_UP = "ScaledUp"
+EVENT_SCALED_DOWN = "ScaledDown"
+EVENT_SCALING_ADVISED = "ScalingAdvised"
+# Degraded is shared with the reconciler; the autoscaler only clears a Degraded it set,
+# recognised by this message prefix (the reconciler also uses MetricsUnavailable).
+DEGRADED_PREFIX = "autoscaler: "
+# A timer tick a little early still counts as due: ticks jitter by a fraction of a second.
+DUE_SLACK = 0.9
+REASON_MAX_CHARS = 1024
+
+EventType = Literal["Normal", "Warning"]
+
+
+def rfc3339(now_s: float) -> str:
+    return dt.datetime.fromtimestamp(now_s, tz=dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A tier's Deployment or LeaderWorkerSet as the API server reports it."""
+
+    ref: ObjectRef
+    replicas: int | None
+    ready: int
+
+
+@dataclass(frozen=True)
+class ServiceInput:
+    namespace: str
+    name: str
+    spec: InferenceServiceSpec
+    plan: Sequence[TierPlan]
+    status: Mapping[str, Any]
+    workloads: Mapping[str, Workload]
+    generation: int | None = None
+
+
+@dataclass(frozen=True)
+class Observation:
+    """The signals one loop read for one service; `unavailable` says why there are none."""
+
+    tiers: Mapping[str, ObservedSignals]
+    rate_history_rps: Sequence[float] | None = None
+    unavailable: str | None = None
+
+
+@dataclass(frozen=True)
+class Scale:
+    tier: str
+    ref: ObjectRef
+    from_replicas: int
+    to_replicas: int
+
+    @property
+    def down(self) -> bool:
+        return self.to_replicas < self.from_replicas
+
+
+@dataclass(frozen=True)
+class Event:
+    type: EventType
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class ConditionUpdate:
+    type: str
+    status: Literal["True", "False"]
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class TierReport:
+    """Per-tier figures for the operator's own metrics."""
+
+    tier: str
+    desired: int
+    ready: int | None
+    actual_rps: float | None
+
+
+@dataclass(frozen=True)
+class StepResult:
+    due: bool
+    policy: PolicyConfig | None = None
+    recommendation: Recommendation | None = None
+    state: ScalingState | None = None
+    scales: tuple[Scale, ...] = ()
+    events: tuple[Event, ...] = ()
+    status: Mapping[str, Any] = field(default_factory=dict)
+    conditions: tuple[ConditionUpdate, ...] = ()
+    tiers: tuple[TierReport, ...] = ()
+    applied: bool = True
+
+
+def is_due(status: Mapping[str, Any], sync_period_s: float, now_s: float) -> bool:
+    """Whether a service's own sync period has passed since its last decision."""
+    state = ScalingState.from_dict(status.get("autoscalerState"))
+    last = state.last_decision_s
+    return last is None or now_s - last >= sync_period_s * DUE_SLACK or now_s < last
+
+
+def _history_tail(history: Sequence[float] | None, hours: float) -> Sequence[float] | None:
+    if not history:
+        return None
+    wanted = max(1, int(hours * 60))
+    return history if len(history) <= wanted else history[-wanted:]
+
+
+def _scaling_signals(workload: Workload, observed: ObservedSignals | None) -> TierSignals:
+    if observed is None:
+        return TierSignals(ready_replicas=workload.ready, desired_replicas=workload.replicas)
+    return TierSignals(
+        ready_replicas=workload.ready,
+        desired_replicas=workload.replicas,
+        waiting=observed.waiting,
+        running=observed.running,
+        ttft_p99_ms=observed.ttft_p99_ms,
+        request_rate_rps=observed.request_rate_rps,
+    )
+
+
+def _conditions(
+    service: ServiceInput,
+    observation: Observation,
+    desired: Mapping[str, int],
+    *,
+    missing_tiers: Sequence[str],
+) -> tuple[ConditionUpdate, ...]:
+    updates: list[ConditionUpdate] = []
+    waiting = [
+        f"{tier}: {service.workloads[tier].ready}/{replicas} ready"
+        for tier, replicas in sorted(desired.items())
+        if tier in service.workloads and service.workloads[tier].ready < replicas
+    ]
+    if waiting:
+        updates.append(
+            ConditionUpdate(
+                labels.CONDITION_SCALING,
+                "True",
+                REASON_WAITING_FOR_REPLICAS,
+                "waiting for cold-starting replicas: " + ", ".join(waiting),
+            )
+        )
+    else:
+        updates.append(
+            ConditionUpdate(
+                labels.CONDITION_SCALING, "False", REASON_STABLE, "every tier has its replicas ready"
+            )
+        )
+
+    degraded = _find_condition(service.status, labels.CONDITION_DEGRADED)
+    ours = degraded is not None and str(degraded.get("message", "")).startswith(DEGRADED_PREFIX)
+    if observation.unavailable is not None:
+        message = f"metrics unavailable, holding replica counts: {observation.unavailable}"
+    elif missing_tiers:
+        message = "no metrics for tier(s) with ready replicas, holding them: " + ", ".join(missing_tiers)
+    else:
+        message = ""
+    if message:
+        # Never overwrite a Degraded the reconciler raised for its own reasons.
+        if degraded is None or degraded.get("status") != "True" or ours:
+            updates.append(
+                ConditionUpdate(
+                    labels.CONDITION_DEGRADED,
+                    "True",
+                    labels.REASON_METRICS_UNAVAILABLE,
+                    (DEGRADED_PREFIX + message)[:REASON_MAX_CHARS],
+                )
+            )
+    elif ours and degraded is not None and degraded.get("status") == "True":
+        updates.append(
+            ConditionUpdate(
+                labels.CONDITION_DEGRADED,
+                "False",
+                REASON_METRICS_AVAILABLE,
+                DEGRADED_PREFIX + "metrics are available again",
+            )
+        )
+    return tuple(updates)
+
+
+def _find_condition(status: Mapping[str, Any], type_: str) -> Mapping[str, Any] | None:
+    for condition in status.get("conditions") or []:
+        if isinstance(condition, Mapping) and condition.get("type") == type_:
+            return condition
+    return None
+
+
+def _sum(values: Sequence[float | None]) -> float | None:
+    present = [value for value in values if value is not None]
+    return sum(present) if present else None
+
+
+def step(
+    service: ServiceInput,
+    observation: Observation,
+    settings: OperatorSettings,
+    now_s: float,
+    *,
+    force: bool = False,
+) -> StepResult:
+    """Decide for one service. Not due (its sync period has not passed): nothing to do."""
+    policy = resolve_policy(settings, service.spec)
+    if not force and not is_due(service.status, policy.sync_period_s, now_s):
+        return StepResult(due=False, policy=policy)
+    state = ScalingState.from_dict(service.status.get("autoscalerState"))
+    plans = {plan.name: plan for plan in service.plan}
+
+    tiers: list[TierContext] = []
+    missing_tiers: list[str] = []
+    for tier in service.spec.tiers:
+        plan = plans.get(tier.name)
+        workload = service.workloads.get(tier.name)
+        # Not planned yet, or the workload is gone: the reconciler's business, not ours.
+        if plan is None or workload is None:
+            continue
+        observed = observation.tiers.get(tier.name)
+        no_data = observed is None or not observed.has_load_data
+        # Zero ready replicas report nothing, so their silence is no fault of Prometheus.
+        if observation.unavailable is None and no_data and workload.ready > 0:
+            missing_tiers.append(tier.name)
+        signals = _scaling_signals(workload, observed)
+        tiers.append(TierContext(figures=figures_from_plan(plan), signals=signals))
+    if not tiers:
+        return StepResult(due=False, policy=policy)
+
+    ctx = ScalingContext(
+        now_s=now_s,
+        policy=policy,
+        tiers=tuple(tiers),
+        rate_history_rps=_history_tail(observation.rate_history_rps, policy.history_window_hours),
+    )
+    recommendation, new_state = decide(ctx, state)
+    active = policy.mode == "active"
+
+    scales: list[Scale] = []
+    events: list[Event] = []
+    desired_after: dict[str, int] = {}
+    for tier_rec in recommendation.tiers:
+        workload = service.workloads[tier_rec.name]
+        current = workload.replicas if workload.replicas is not None else tier_rec.current
+        desired_after[tier_rec.name] = current if current is not None else tier_rec.replicas
+        if current is None or tier_rec.replicas == current:
+            continue
+        verb = "up" if tier_rec.replicas > current else "down"
+        why = f"{tier_rec.signal}: {tier_rec.reason}"
+        detail = f"tier {tier_rec.name}: {current} -> {tier_rec.replicas} ({why})"
+        if active:
+            scales.append(Scale(tier_rec.name, workload.ref, current, tier_rec.replicas))
+            desired_after[tier_rec.name] = tier_rec.replicas
+            reason = EVENT_SCALED_UP if verb == "up" else EVENT_SCALED_DOWN
+            events.append(Event("Normal", reason, f"scaled {verb} {detail}"[:REASON_MAX_CHARS]))
+        else:
+            message = f"advisory: would scale {verb} {detail}"
+            events.append(Event("Normal", EVENT_SCALING_ADVISED, message[:REASON_MAX_CHARS]))
+
+    conditions = _conditions(service, observation, desired_after, missing_tiers=missing_tiers)
+    previous_degraded = _find_condition(service.status, labels.CONDITION_DEGRADED)
+    for update in conditions:
+        if (
+            update.type == labels.CONDITION_DEGRADED
+            and update.status == "True"
+            and (previous_degraded is None or previous_degraded.get("status") != "True")
+        ):
+            events.append(Event("Warning", labels.REASON_METRICS_UNAVAILABLE, update.message))
+
+    observed_tiers = [observation.tiers.get(t.name) for t in tiers]
+    ttft_values = [o.ttft_p99_ms for o in observed_tiers if o is not None and o.ttft_p99_ms is not None]
+    ttft_p99_ms = max(ttft_values) if ttft_values else None
+    decision = ScalingDecision(
+        time=rfc3339(now_s),
+        replicas=recommendation.replicas,
+        signal=recommendation.signal,
+        reason=recommendation.reason[:REASON_MAX_CHARS],
+        forecast_rps=_finite(recommendation.forecast_rps),
+        queue_depth=_sum([o.waiting if o is not None else None for o in observed_tiers]),
+        ttft_p99_ms=None if ttft_p99_ms is None else round(ttft_p99_ms, 1),
+        applied=active,
+    )
+    status: dict[str, Any] = {
+        "autoscalerState": new_state.to_dict(),
+        "lastScalingDecision": decision.to_wire(),
+        "ttftP99Ms": decision.ttft_p99_ms,
+    }
+    reports = tuple(
+        TierReport(
+            tier=tier_rec.name,
+            desired=tier_rec.replicas,
+            ready=service.workloads[tier_rec.name].ready,
+            actual_rps=_rate_of(observation.tiers.get(tier_rec.name)),
+        )
+        for tier_rec in recommendation.tiers
+    )
+    return StepResult(
+        due=True,
+        policy=policy,
+        recommendation=recommendation,
+        state=new_state,
+        scales=tuple(scales),
+        events=tuple(events),
+        status=status,
+        conditions=conditions,
+        tiers=reports,
+        applied=active,
+    )
+
+
+def _rate_of(observed: ObservedSignals | None) -> float | None:
+    return None if observed is None else observed.request_rate_rps
+
+
+def _finite(value: float | None) -> float | None:
+    if value is None or not math.isfinite(value):
+        return None
+    return round(value, 4)
+
+
+def deletion_costs(
+    pods: Sequence[Mapping[str, Any]], in_flight: Mapping[str, float]
+) -> dict[str, str]:
+    """`controller.kubernetes.io/pod-deletion-cost` per pod: its in-flight requests.
+
+    The ReplicaSet controller removes pods with the lowest cost first, so on scale-down
+    the idle replicas go and the busy ones keep serving. Pods without a reading get 0
+    (unknown is treated as idle; not-Ready pods are removed before any cost is looked
+    at anyway). Only pods whose annotation would change are returned.
+    """
+    out: dict[str, str] = {}
+    for pod in pods:
+        metadata = pod.get("metadata") or {}
+        name = str(metadata.get("name", ""))
+        if not name or metadata.get("deletionTimestamp"):
+            continue
+        cost = str(max(0, min(2**31 - 1, round(in_flight.get(name, 0.0)))))
+        current = (metadata.get("annotations") or {}).get(labels.ANNOTATION_POD_DELETION_COST)
+        if current != cost:
+            out[name] = cost
+    return out
