@@ -12,7 +12,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from inferfleet.api.spec import InlineGpu
+from inferfleet.catalog import default_catalogs
+from inferfleet.catalog.gpus import GpuSpec
 from inferfleet.config import ENV_PREFIX, OperatorSettings
 from tests.conftest import REPO_ROOT
 from tests.integration.chart.helmchart import (
@@ -32,7 +33,9 @@ pytestmark = pytest.mark.integration
 
 K8S_VERSION = "1.30"
 # Kinds from CRDs that kubernetes-validate has no schema for.
-CUSTOM_KINDS = {"ServiceMonitor", "PrometheusRule", "KopfPeering", "ClusterKopfPeering"}
+CUSTOM_KINDS = {
+    *("ServiceMonitor", "PrometheusRule", "KopfPeering", "ClusterKopfPeering", "Certificate", "Issuer")
+}
 FILES_DIR = CHART_DIR / "files"
 HAS_MONITORING_FILES = (FILES_DIR / "grafana-dashboard.json").exists() and (
     FILES_DIR / "prometheus-rules.yaml"
@@ -79,14 +82,26 @@ def test_bad_values_are_rejected_with_messages_naming_each_key() -> None:
         {"scaling": {"syncPeriodSeconds": 1}},
         {"watchNamespaces": ["Not_A_Namespace"]},
         {"catalog": {"gpus": [{"name": "X"}]}},
+        {"catalog": {"gpus": [{"name": "X", "memoryGiB": 8, "bandwidthTBs": 1, "bf16Tflops": 9, "typo": 1}]}},
         {"extraEnv": [{"name": "INFERFLEET_HEADROOM", "value": "9"}]},
         {"image": {"digest": "latest"}},
         {"scaling": {"headroomm": 0.1}},
+        {"replicaCount": 2, "webhook": {"enabled": True}},  # replicas would each self-sign
     ],
 )
 def test_schema_rejects_single_bad_values(override: dict[str, Any]) -> None:
     with helm.Chart.load(CHART_DIR) as chart, pytest.raises(helm.HelmValuesError):
         chart.validate_schema(chart.merge_values(override))
+
+
+def test_catalog_schema_matches_the_operators_gpu_records() -> None:
+    """values.schema.json's catalog item is the catalog's GpuSpec, field for field."""
+    schema = json.loads((CHART_DIR / "values.schema.json").read_text(encoding="utf-8"))
+    item = schema["properties"]["catalog"]["properties"]["gpus"]["items"]
+    gpu_schema = GpuSpec.model_json_schema(by_alias=True)
+    assert set(item["properties"]) == set(gpu_schema["properties"]) - {"inline"}
+    assert sorted(item["required"]) == sorted(gpu_schema["required"])
+    assert item["additionalProperties"] is False
 
 
 def test_every_value_is_documented() -> None:
@@ -209,13 +224,16 @@ def test_values_become_the_operators_settings(full_objects: list[dict[str, Any]]
 
 
 def test_catalog_additions_are_mounted_where_the_operator_reads_them(
-    full_objects: list[dict[str, Any]],
+    full_objects: list[dict[str, Any]], tmp_path: Path
 ) -> None:
     configmap = named(full_objects, "ConfigMap", "-catalog")
-    gpus = yaml.safe_load(configmap["data"]["gpus.yaml"])["gpus"]
-    assert gpus == values_file("full.yaml")["catalog"]["gpus"]
-    for gpu in gpus:
-        InlineGpu.model_validate(gpu)  # the same shape as an inline tier gpu
+    (tmp_path / "gpus.yaml").write_text(configmap["data"]["gpus.yaml"], encoding="utf-8")
+    rendered = yaml.safe_load(configmap["data"]["gpus.yaml"])["gpus"]
+    assert rendered == values_file("full.yaml")["catalog"]["gpus"]
+    # The operator's own loader reads it and the planner then knows the GPU.
+    catalogs = default_catalogs().with_gpu_file(tmp_path / "gpus.yaml")
+    gpu = catalogs.gpu("RTX-6000-Ada")
+    assert gpu is not None and gpu.memory_gib == 47.5 and gpu.fp8_native
     pod = one(full_objects, "Deployment")["spec"]["template"]["spec"]
     cm_name = configmap["metadata"]["name"]
     volume = next(v for v in pod["volumes"] if v.get("configMap", {}).get("name") == cm_name)
@@ -228,7 +246,7 @@ def test_prometheus_token_is_a_mounted_file_never_an_env_value(full_objects: lis
     container = operator_container(full_objects)
     assert not any("secretKeyRef" in e.get("valueFrom", {}) for e in container["env"])
     pod = one(full_objects, "Deployment")["spec"]["template"]["spec"]
-    secret_volume = next(v for v in pod["volumes"] if "secret" in v)
+    secret_volume = next(v for v in pod["volumes"] if v["name"] == "prometheus-token")
     assert secret_volume["secret"]["secretName"] == "prometheus-reader"
     mount = next(m for m in container["volumeMounts"] if m["name"] == secret_volume["name"])
     assert mount["readOnly"] is True
@@ -252,9 +270,32 @@ def test_two_replicas_run_kopf_peering(full_objects: list[dict[str, Any]]) -> No
     assert "podAntiAffinity" in affinity
 
 
+def test_webhook_is_served_behind_a_service_with_a_shared_certificate(
+    full_objects: list[dict[str, Any]],
+) -> None:
+    args = operator_container(full_objects)["args"]
+    host = next(a.split("=", 1)[1] for a in args if a.startswith("--webhook-host="))
+    service = named(full_objects, "Service", "-webhook")
+    assert host == f"{service['metadata']['name']}.{NAMESPACE}.svc"
+    ports = {p["name"]: p["containerPort"] for p in operator_container(full_objects)["ports"]}
+    # kopf registers https://HOST:PORT with its listening port, so the Service uses the same.
+    webhook_port = int(env_of(full_objects)["INFERFLEET_WEBHOOK_PORT"])
+    assert service["spec"]["ports"][0]["port"] == ports["webhook"] == webhook_port
+    certificate = one(full_objects, "Certificate")
+    assert host in certificate["spec"]["dnsNames"]
+    cert_dir = next(a.split("=", 1)[1] for a in args if a.startswith("--webhook-cert-dir="))
+    mount = next(m for m in operator_container(full_objects)["volumeMounts"] if m["mountPath"] == cert_dir)
+    pod = one(full_objects, "Deployment")["spec"]["template"]["spec"]
+    volume = next(v for v in pod["volumes"] if v["name"] == mount["name"])
+    assert volume["secret"]["secretName"] == certificate["spec"]["secretName"]
+    assert one(full_objects, "Issuer")["spec"] == {"selfSigned": {}}
+    default_args = operator_container(render())["args"]
+    assert not any(a.startswith("--webhook") for a in default_args)
+
+
 def test_metrics_service_and_service_monitor_select_the_operator(full_objects: list[dict[str, Any]]) -> None:
     pod_labels = one(full_objects, "Deployment")["spec"]["template"]["metadata"]["labels"]
-    service = one(full_objects, "Service")
+    service = named(full_objects, "Service", "-metrics")
     assert service["spec"]["selector"].items() <= pod_labels.items()
     assert service["spec"]["ports"][0]["targetPort"] == "metrics"
     monitor = one(full_objects, "ServiceMonitor")
