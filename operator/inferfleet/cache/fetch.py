@@ -137,7 +137,14 @@ def fetch(source_uri: str, dest: Path, options: FetchOptions | None = None, log:
         reused = _reuse(dest, revision, revision, log)
         if reused is not None:
             return _finish_reuse(
-                dest, manifest=reused, started=started, options=options, ref=ref, warning=None, log=log
+                dest,
+                manifest=reused,
+                started=started,
+                options=options,
+                ref=ref,
+                warning=None,
+                log=log,
+                locked=False,
             )
 
     # 2. One fetcher per model directory.
@@ -193,7 +200,7 @@ def fetch(source_uri: str, dest: Path, options: FetchOptions | None = None, log:
             f"fetched {source_uri}@{revision} → {resolved.revision_id}: {manifest.total_bytes / GIB:.2f} GiB "
             f"in {seconds:.1f}s ({transferred / GIB:.2f} GiB transferred)"
         )
-        gc = _gc(dest, resolved.revision_id, options, log)
+        gc = _gc(dest, resolved.revision_id, options, log, locked=True)
         return FetchResult(
             manifest=manifest,
             revision_dir=Path(str(store.layout_for(dest).revision(resolved.revision_id))),
@@ -233,11 +240,15 @@ def _finish_reuse(
     ref: SourceRef,
     warning: str | None,
     log: Log,
+    locked: bool = True,
 ) -> FetchResult:
     revision = options.revision or DEFAULT_REF
     if store.resolve_ref(dest, revision) != manifest.revision_id:
-        with store.model_lock(dest, options.lock_timeout_s, log):
+        if locked:
             store.update_ref(dest, revision, manifest.revision_id)
+        else:
+            with store.model_lock(dest, options.lock_timeout_s, log):
+                store.update_ref(dest, revision, manifest.revision_id)
     store.touch(dest, manifest.revision_id)
     log(f"{ref.uri}@{revision} is already complete in {dest} (revision {manifest.revision_id})")
     return FetchResult(
@@ -247,16 +258,18 @@ def _finish_reuse(
         bytes_transferred=0,
         seconds=time.monotonic() - started,
         warning=warning,
-        gc=_gc(dest, manifest.revision_id, options, log),
+        gc=_gc(dest, manifest.revision_id, options, log, locked),
     )
 
 
-def _gc(dest: Path, revision_id: str, options: FetchOptions, log: Log) -> GcPlan | None:
+def _gc(dest: Path, revision_id: str, options: FetchOptions, log: Log, locked: bool) -> GcPlan | None:
     if options.budget_bytes is None:
         return None
     node_root = options.node_root or dest.parent
     protect = frozenset({(dest.name, revision_id)})
-    return store.collect_garbage(node_root, options.budget_bytes, log, protect=protect)
+    return store.collect_garbage(
+        node_root, options.budget_bytes, log, protect=protect, locked_model=dest.name if locked else None
+    )
 
 
 def _with_retries(call: Callable[[], T], retry: RetryPolicy, log: Log) -> T:
@@ -382,7 +395,9 @@ def _ensure_space(dest: Path, needed: int, options: FetchOptions, log: Log) -> N
         # Make room: evict LRU revisions nobody uses until the download fits.
         used = sum(r.size_bytes for r in store.scan(node_root))
         target = used - (needed + DISK_RESERVE_BYTES - free)
-        store.collect_garbage(node_root, min(options.budget_bytes, max(target, 0)), log)
+        store.collect_garbage(
+            node_root, min(options.budget_bytes, max(target, 0)), log, locked_model=dest.name
+        )
         free = options.free_bytes(dest) if options.free_bytes else shutil.disk_usage(dest).free
         if needed + DISK_RESERVE_BYTES <= free:
             return

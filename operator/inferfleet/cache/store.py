@@ -287,19 +287,22 @@ def collect_garbage(
     node_root: Path,
     budget_bytes: int,
     log: Log,
+    *,
     protect: frozenset[tuple[str, str]] = frozenset(),
     extra_needed_bytes: int = 0,
+    locked_model: str | None = None,
 ) -> GcPlan:
     """Evict least-recently-used revisions that nobody holds until the node is under budget.
 
     Each eviction takes the model lock (skipping a model a fetcher is working on) and the
     revision's marker lock exclusively, without waiting: a revision that became in use
-    since the scan is skipped, never deleted under a pod."""
+    since the scan is skipped, never deleted under a pod. `locked_model` names the model
+    whose lock the caller already holds (a fetcher collecting after its download)."""
     plan = plan_gc(scan(node_root), budget_bytes, protect, extra_needed_bytes)
     for victim in plan.evict:
         model = node_root / victim.model_key
         name = f"{victim.model_key}@{victim.revision_id}"
-        if _evict(model, victim.revision_id):
+        if _evict(model, victim.revision_id, have_lock=victim.model_key == locked_model):
             log(f"evicted {name} ({victim.size_bytes / 1024**3:.2f} GiB, least recently used)")
         else:
             log(f"kept {name}: it became in use, or a fetcher holds the model")
@@ -307,11 +310,14 @@ def collect_garbage(
     return plan
 
 
-def _evict(model: Path, revision_id: str) -> bool:
+def _evict(model: Path, revision_id: str, have_lock: bool) -> bool:
     layout = layout_for(model)
-    lock_fd = _try_flock(Path(str(layout.lock)), fcntl.LOCK_EX) if Path(str(layout.lock)).exists() else None
-    if Path(str(layout.lock)).exists() and lock_fd is None:
-        return False
+    lock_path = Path(str(layout.lock))
+    lock_fd = None
+    if not have_lock and lock_path.exists():
+        lock_fd = _try_flock(lock_path, fcntl.LOCK_EX)
+        if lock_fd is None:
+            return False
     try:
         marker_fd = _try_flock(Path(str(layout.marker(revision_id))), fcntl.LOCK_EX)
         if marker_fd is None:
