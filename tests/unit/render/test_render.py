@@ -36,7 +36,8 @@ def flag(args: list[str], name: str) -> str:
 def test_one_deployment_service_and_budget_per_feasible_tier() -> None:
     objects = render(plans.service(), plans.plan(), SETTINGS)
     kinds = sorted(obj["kind"] for obj in objects)
-    assert kinds == sorted(["Service"] * 3 + ["PodDisruptionBudget"] * 2 + ["PodMonitor"] + ["Deployment"] * 2)
+    expected = ["Service"] * 3 + ["PodDisruptionBudget"] * 2 + ["PodMonitor"] + ["Deployment"] * 2
+    assert kinds == sorted(expected)
     assert {d["metadata"]["name"] for d in by_kind(objects, "Deployment")} == {"chat-h100", "chat-l4"}
 
 
@@ -85,9 +86,8 @@ def test_serving_switches_and_lora_and_extra_args() -> None:
         serving={"prefixCaching": False, "chunkedPrefill": False, "extraArgs": ["--seed", "7"],
                  "speculativeDecoding": {"method": "ngram", "numSpeculativeTokens": 4}},
     )
-    args = container(by_kind(render(service, plans.plan(plans.tier_plan("h100")), SETTINGS), "Deployment")[0])[
-        "args"
-    ]
+    objects = render(service, plans.plan(plans.tier_plan("h100")), SETTINGS)
+    args = container(by_kind(objects, "Deployment")[0])["args"]
     assert {"--no-enable-prefix-caching", "--no-enable-chunked-prefill", "--enable-lora"} <= set(args)
     assert flag(args, "--max-loras") == "1"
     assert flag(args, "--max-lora-rank") == "32"  # 24 rounds up to a rank vLLM accepts

@@ -1,0 +1,74 @@
+"""The pure diff and status rules, without a cluster."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from inferfleet.api import labels
+from inferfleet.reconcile import Apply, Delete, contains, diff
+from inferfleet.reconcile import status as status_rules
+from inferfleet.reconcile.objects import ObjectRef
+from tests.unit.render import plans
+
+
+def workload(
+    name: str, tier: str, image: str = "v1", replicas: int = 1, rv: str | None = None
+) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"name": name, "namespace": "ns", "labels": {labels.LABEL_TIER: tier}}
+    if rv:
+        metadata["resourceVersion"] = rv
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": metadata,
+            "spec": {"replicas": replicas, "template": {"spec": {"containers": [{"image": image}]}}}}
+
+
+def test_contains_ignores_server_added_fields_but_not_list_changes() -> None:
+    desired = {"spec": {"ports": [{"port": 80}]}}
+    assert contains({"spec": {"ports": [{"port": 80, "protocol": "TCP"}], "clusterIP": "10.0.0.1"}}, desired)
+    assert not contains({"spec": {"ports": [{"port": 80}, {"port": 81}]}}, desired)
+    assert not contains({"spec": {}}, desired)
+
+
+def test_missing_objects_are_created_and_matching_ones_left_alone() -> None:
+    desired = [workload("a", "t1"), workload("b", "t2")]
+    observed = [workload("a", "t1", rv="7") | {"status": {"readyReplicas": 1}}]
+    actions = diff(desired, observed)
+    assert [(type(a).__name__, str(a.ref.name)) for a in actions] == [("Apply", "b")]
+
+
+def test_existing_workload_keeps_observed_replicas_and_is_conditional() -> None:
+    actions = diff([workload("a", "t1", image="v2", replicas=1)], [workload("a", "t1", replicas=5, rv="9")])
+    (action,) = actions
+    assert isinstance(action, Apply)
+    assert action.obj["spec"]["replicas"] == 5
+    assert action.obj["metadata"]["resourceVersion"] == "9"
+    assert action.why == "update"
+
+
+def test_replica_difference_alone_is_not_drift() -> None:
+    assert diff([workload("a", "t1", replicas=1)], [workload("a", "t1", replicas=8, rv="3")]) == []
+
+
+def test_prune_spares_kept_tiers() -> None:
+    observed = [workload("a", "gone", rv="1"), workload("b", "broken", rv="2")]
+    actions = diff([], observed, keep_tiers=frozenset({"broken"}))
+    assert actions == [Delete(ObjectRef("apps/v1", "Deployment", "ns", "a"))]
+
+
+def test_condition_transition_time_moves_only_on_status_change() -> None:
+    first = status_rules.set_condition([], "Ready", "False", "Progressing", "0/1", now="t1", generation=1)
+    same = status_rules.set_condition(first, "Ready", "False", "Progressing", "0/2", now="t2", generation=2)
+    flipped = status_rules.set_condition(same, "Ready", "True", "Available", "2/2", now="t3", generation=2)
+    assert same[0]["lastTransitionTime"] == "t1" and same[0]["message"] == "0/2"
+    assert flipped[0]["lastTransitionTime"] == "t3"
+
+
+def test_status_keeps_other_writers_conditions_and_fields() -> None:
+    previous = {"conditions": [{"type": "Scaling", "status": "True", "reason": "ScaledUp", "message": "",
+                                "lastTransitionTime": "t0"}],
+                "autoscalerState": {"h100": {"upCount": 2}}}
+    result = status_rules.PassResult(generation=3, plan=plans.plan(), plan_hash="abc")
+    new = status_rules.compute(previous, result, now="t1")
+    assert new["autoscalerState"] == previous["autoscalerState"]
+    assert {c["type"] for c in new["conditions"]} == {"Scaling", "Planned", "Ready", "Degraded"}
+    assert status_rules.changes(previous, new).keys() >= {"conditions", "plan", "observedGeneration"}
+    assert "autoscalerState" not in status_rules.changes(previous, new)
