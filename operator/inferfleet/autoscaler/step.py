@@ -356,9 +356,7 @@ def _finite(value: float | None) -> float | None:
     return round(value, 4)
 
 
-def deletion_costs(
-    pods: Sequence[Mapping[str, Any]], in_flight: Mapping[str, float]
-) -> dict[str, str]:
+def deletion_costs(pods: Sequence[Mapping[str, Any]], in_flight: Mapping[str, float]) -> dict[str, str]:
     """`controller.kubernetes.io/pod-deletion-cost` per pod: its in-flight requests.
 
     The ReplicaSet controller removes pods with the lowest cost first, so on scale-down

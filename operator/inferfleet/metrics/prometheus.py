@@ -25,8 +25,17 @@ from inferfleet.config import OperatorSettings
 from inferfleet.metrics.backoff import Backoff
 from inferfleet.metrics.history import FetchRange, RateHistoryCache
 from inferfleet.metrics.operator_metrics import OperatorMetrics
-from inferfleet.metrics.parse import ServiceKey, VectorResult, parse_matrix, parse_vector, service_key
-from inferfleet.metrics.queries import QueryConfig, Signal, history_query, signal_queries
+from inferfleet.metrics.parse import (
+    ServiceKey,
+    TierKey,
+    VectorResult,
+    parse_matrix,
+    parse_sample,
+    parse_vector,
+    service_key,
+    tier_key,
+)
+from inferfleet.metrics.queries import QueryConfig, Signal, history_query, pod_load_query, signal_queries
 from inferfleet.metrics.signals import SignalSnapshot, assemble
 
 
@@ -193,6 +202,21 @@ class SignalReader:
             history_failed=history_failed,
             queries=self.client.queries_made - queries_before,
         )
+
+    def pod_in_flight(self, now_s: float) -> dict[TierKey, dict[str, float]]:
+        """Running requests per pod of every tier, for pod-deletion-cost; raises QueryFailed."""
+        result = self.client.instant(pod_load_query(self.config), now_s)
+        out: dict[TierKey, dict[str, float]] = {}
+        for item in result:
+            if not isinstance(item, dict) or not isinstance(item.get("metric"), dict):
+                continue
+            labels: dict[str, Any] = item["metric"]
+            key = tier_key(labels)
+            sample = parse_sample(item.get("value"))
+            if key is None or sample is None or sample[1] is None or not labels.get("pod"):
+                continue
+            out.setdefault(key, {})[str(labels["pod"])] = sample[1]
+        return out
 
     def _refresh_history(self, now_s: float) -> str | None:
         if self.history is None:

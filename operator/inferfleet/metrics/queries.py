@@ -133,10 +133,7 @@ def replicas_reporting(names: Sequence[str], max_age_s: int) -> str:
 
 
 def histogram_quantile(names: Sequence[str], quantile: float, window_s: int) -> str:
-    return (
-        f"histogram_quantile({quantile:g}, "
-        f"sum by ({_BY}, le) ({_rate_family(names, window_s)}))"
-    )
+    return f"histogram_quantile({quantile:g}, sum by ({_BY}, le) ({_rate_family(names, window_s)}))"
 
 
 def counter_rate(names: Sequence[str], window_s: int) -> str:
@@ -156,6 +153,11 @@ def signal_queries(config: QueryConfig) -> dict[Signal, str]:
         Signal.request_rate: counter_rate(names.requests_finished, config.rate_window_s),
         Signal.ready_replicas: replicas_reporting(names.running, config.max_sample_age_s),
     }
+
+
+def pod_load_query(config: QueryConfig) -> str:
+    """In-flight requests per pod (needs the PodMonitor's `pod` label); read only on scale-down."""
+    return f"sum by ({_BY}, pod) ({_fresh_family(config.names.running, config.max_sample_age_s)})"
 
 
 def history_query(config: QueryConfig) -> str:

@@ -60,7 +60,7 @@ def _signal_load(emulator: VllmEmulator) -> None:
 def prometheus_binary() -> str:
     found = shutil.which("prometheus")
     if found is None:
-        pytest.skip("the prometheus binary is not installed (hack/setup.sh installs Debian's package as root)")
+        pytest.skip("prometheus binary not installed (hack/setup.sh installs Debian's package as root)")
     return found
 
 

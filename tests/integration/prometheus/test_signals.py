@@ -119,7 +119,13 @@ def test_cli_json_document(prometheus: PrometheusServer) -> None:
     tiers = {t["name"]: t for t in services[("sig", "chat")]["tiers"]}
     h100 = tiers["h100"]
     assert set(h100) == {
-        "name", "waiting", "running", "ttftP99Ms", "kvCacheUsage", "requestRateRps", "readyReplicas"
+        "name",
+        "waiting",
+        "running",
+        "ttftP99Ms",
+        "kvCacheUsage",
+        "requestRateRps",
+        "readyReplicas",
     }
     assert (h100["waiting"], h100["running"], h100["readyReplicas"]) == (5.0, 6.0, 2)
     assert h100["ttftP99Ms"] == pytest.approx(2350.0, rel=0.02)

@@ -90,12 +90,16 @@ def test_query_metrics_are_counted() -> None:
         assert error.cause == "connection"
     else:
         raise AssertionError("expected a connection failure")
-    assert registry.get_sample_value(
-        "inferfleet_prometheus_query_failures_total", {"kind": "instant", "cause": "connection"}
-    ) == 1.0
-    assert registry.get_sample_value(
-        "inferfleet_prometheus_query_duration_seconds_count", {"kind": "instant"}
-    ) == 1.0
+    assert (
+        registry.get_sample_value(
+            "inferfleet_prometheus_query_failures_total", {"kind": "instant", "cause": "connection"}
+        )
+        == 1.0
+    )
+    assert (
+        registry.get_sample_value("inferfleet_prometheus_query_duration_seconds_count", {"kind": "instant"})
+        == 1.0
+    )
 
 
 def test_bearer_token_is_read_from_file(tmp_path: Any) -> None:

@@ -64,7 +64,13 @@ def test_document_shape_is_the_cli_contract() -> None:
     tiers = document["services"][0]["tiers"]
     assert [t["name"] for t in tiers] == ["h100", "l4"]
     assert set(tiers[0]) == {
-        "name", "waiting", "running", "ttftP99Ms", "kvCacheUsage", "requestRateRps", "readyReplicas"
+        "name",
+        "waiting",
+        "running",
+        "ttftP99Ms",
+        "kvCacheUsage",
+        "requestRateRps",
+        "readyReplicas",
     }
     assert tiers[0]["ttftP99Ms"] == 123.5
     assert tiers[1]["running"] is None

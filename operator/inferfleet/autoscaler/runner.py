@@ -1,0 +1,400 @@
+"""The autoscaler's I/O shell: read, call the pure step, write.
+
+Per tick it reads the signals of *every* InferenceService with one fixed set of
+Prometheus queries and lists the managed workloads with one call per kind; both are
+cached for the tick, so a kopf timer per object (`run_service`) and a loop over all
+objects (`run_once`, used by tests and the benchmark) cost the same queries.
+
+Writes, in order: status (policy state, last decision, conditions) with an optimistic
+resourceVersion, then the scale subresource, then events. Status goes first so a
+crash between the two leaves a recorded state the next tick reconciles, never a
+scale nobody remembers.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from inferfleet.api import SpecInvalid, TierPlan, labels, parse
+from inferfleet.autoscaler.step import (
+    ConditionUpdate,
+    Observation,
+    ServiceInput,
+    StepResult,
+    Workload,
+    deletion_costs,
+    rfc3339,
+    step,
+)
+from inferfleet.cluster import ApiError, Cluster, Conflict, KindNotServed, NotFound
+from inferfleet.config import OperatorSettings
+from inferfleet.metrics.operator_metrics import OperatorMetrics
+from inferfleet.metrics.parse import ServiceKey, TierKey
+from inferfleet.metrics.prometheus import PrometheusClient, PrometheusConfig, QueryFailed, SignalReader
+from inferfleet.metrics.queries import QueryConfig
+from inferfleet.metrics.signals import SignalSnapshot
+from inferfleet.reconcile.objects import (
+    DEPLOYMENT,
+    LEADER_WORKER_SET,
+    ObjectRef,
+    owner_uids,
+    ready_replicas_of,
+    ref_of,
+    replicas_of,
+)
+from inferfleet.reconcile.status import set_condition
+
+log = logging.getLogger(__name__)
+
+# The forecaster reads one point per minute (ScalingContext.rate_history_rps).
+HISTORY_STEP_S = 60
+MANAGED = {labels.LABEL_MANAGED_BY: labels.MANAGED_BY_VALUE}
+
+
+@dataclass
+class ServiceReport:
+    namespace: str
+    name: str
+    due: bool = False
+    skipped: str | None = None
+    scaled: int = 0
+    error: str | None = None
+    result: StepResult | None = None
+
+
+@dataclass
+class LoopReport:
+    """What one `run_once` did, for tests, logs and the benchmark."""
+
+    services: list[ServiceReport] = field(default_factory=list)
+    queries: int = 0
+    api_calls: int = 0
+    duration_s: float = 0.0
+    metrics_unavailable: bool = False
+
+    @property
+    def decided(self) -> int:
+        return sum(1 for report in self.services if report.due)
+
+    @property
+    def scaled(self) -> int:
+        return sum(report.scaled for report in self.services)
+
+    @property
+    def errors(self) -> list[str]:
+        return [f"{r.namespace}/{r.name}: {r.error}" for r in self.services if r.error]
+
+
+@dataclass
+class _Tick:
+    time_s: float
+    snapshot: SignalSnapshot
+    workloads: dict[tuple[str, str], dict[str, dict[str, Any]]]
+    pod_load: dict[TierKey, dict[str, float]] | None = None
+
+
+class Autoscaler:
+    """Reads signals, decides per InferenceService, scales workloads."""
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        reader: SignalReader,
+        settings: OperatorSettings,
+        *,
+        metrics: OperatorMetrics | None = None,
+        clock: Callable[[], float] = time.time,
+        tick_s: float = 5.0,
+    ) -> None:
+        if reader.config.history_step_s != HISTORY_STEP_S:
+            raise ValueError(f"the policy reads per-minute history: history_step_s must be {HISTORY_STEP_S}")
+        self.cluster = cluster
+        self.reader = reader
+        self.settings = settings
+        self.metrics = metrics
+        self.clock = clock
+        self.tick_s = tick_s
+        self._tick: _Tick | None = None
+        self._lock = threading.Lock()
+        self.api_calls = 0
+
+    @classmethod
+    def from_settings(
+        cls,
+        cluster: Cluster,
+        settings: OperatorSettings,
+        *,
+        metrics: OperatorMetrics | None = None,
+        query_config: QueryConfig | None = None,
+    ) -> Autoscaler:
+        client = PrometheusClient(PrometheusConfig.from_settings(settings), metrics)
+        reader = SignalReader(
+            client,
+            query_config or QueryConfig(),
+            history_retention_s=settings.forecast_window_hours * 3600.0,
+        )
+        return cls(cluster, reader, settings, metrics=metrics, tick_s=min(5.0, settings.sync_period_s / 2))
+
+    def close(self) -> None:
+        self.reader.close()
+
+    # --- the tick's shared reads ------------------------------------------------------
+
+    def _list_workloads(self) -> dict[tuple[str, str], dict[str, dict[str, Any]]]:
+        """Managed workloads by (namespace, service) then tier: one list call per kind."""
+        found: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
+        for api_version, kind in (DEPLOYMENT, LEADER_WORKER_SET):
+            try:
+                self.api_calls += 1
+                objects = self.cluster.list(api_version, kind, None, MANAGED)
+            except KindNotServed:
+                continue  # no LeaderWorkerSet CRD: no multi-node tiers to scale
+            for obj in objects:
+                meta = obj.get("metadata") or {}
+                obj_labels = meta.get("labels") or {}
+                service, tier = obj_labels.get(labels.LABEL_SERVICE), obj_labels.get(labels.LABEL_TIER)
+                if service and tier and meta.get("namespace"):
+                    found.setdefault((str(meta["namespace"]), str(service)), {})[str(tier)] = obj
+        return found
+
+    def _current_tick(self, now_s: float, *, fresh: bool) -> _Tick:
+        with self._lock:
+            tick = self._tick
+            if fresh or tick is None or not (0 <= now_s - tick.time_s < self.tick_s):
+                started = time.perf_counter()
+                snapshot = self.reader.read(now_s)
+                tick = _Tick(now_s, snapshot, self._list_workloads())
+                self._tick = tick
+                if self.metrics is not None:
+                    self.metrics.loop_queries.set(snapshot.queries)
+                    self.metrics.metrics_available.set(0 if snapshot.unavailable else 1)
+                    self.metrics.loop_duration_s.observe(time.perf_counter() - started)
+            return tick
+
+    def _pod_load(self, tick: _Tick) -> dict[TierKey, dict[str, float]]:
+        with self._lock:
+            if tick.pod_load is None:
+                try:
+                    tick.pod_load = self.reader.pod_in_flight(tick.time_s)
+                except QueryFailed as error:
+                    log.warning("cannot read per-pod load for pod-deletion-cost: %s", error)
+                    tick.pod_load = {}
+            return tick.pod_load
+
+    # --- entry points -------------------------------------------------------------------
+
+    def run_once(self, now_s: float | None = None, *, force: bool = False) -> LoopReport:
+        """One loop over every InferenceService (fresh reads)."""
+        started = time.perf_counter()
+        now = self.clock() if now_s is None else now_s
+        calls_before, queries_before = self.api_calls, self.reader.client.queries_made
+        tick = self._current_tick(now, fresh=True)
+        self.api_calls += 1
+        bodies = self.cluster.list(labels.API_VERSION, labels.KIND, None, {})
+        report = LoopReport(metrics_unavailable=tick.snapshot.unavailable)
+        for body in bodies:
+            report.services.append(self._run(body, tick, now, force=force))
+        self._forget_deleted(
+            {(str(b["metadata"].get("namespace")), str(b["metadata"]["name"])) for b in bodies}
+        )
+        report.queries = self.reader.client.queries_made - queries_before
+        report.api_calls = self.api_calls - calls_before
+        report.duration_s = time.perf_counter() - started
+        return report
+
+    def run_service(self, body: Mapping[str, Any], now_s: float | None = None) -> ServiceReport:
+        """One InferenceService (the kopf timer's entry); shares the tick's reads."""
+        now = self.clock() if now_s is None else now_s
+        return self._run(body, self._current_tick(now, fresh=False), now)
+
+    # --- one service --------------------------------------------------------------------
+
+    def _input(self, body: Mapping[str, Any], tick: _Tick) -> ServiceInput | str:
+        meta = body.get("metadata") or {}
+        namespace, name = str(meta.get("namespace") or "default"), str(meta.get("name"))
+        if meta.get("deletionTimestamp"):
+            return "being deleted"
+        try:
+            resource = parse({**body, "status": None}, source=f"{namespace}/{name}")
+        except SpecInvalid as error:
+            return f"invalid spec: {error}"
+        status: Mapping[str, Any] = body.get("status") or {}
+        try:
+            plan = [TierPlan.model_validate(entry) for entry in status.get("plan") or []]
+        except ValueError as error:
+            return f"unreadable status.plan: {error}"
+        if not plan:
+            return "not planned yet"
+        uid = meta.get("uid")
+        workloads: dict[str, Workload] = {}
+        for tier, obj in tick.workloads.get((namespace, name), {}).items():
+            # A same-named workload someone else owns is not ours to scale.
+            if uid is not None and owner_uids(obj) and str(uid) not in owner_uids(obj):
+                continue
+            workloads[tier] = Workload(ref_of(obj), replicas_of(obj), ready_replicas_of(obj))
+        return ServiceInput(
+            namespace=namespace,
+            name=name,
+            spec=resource.spec,
+            plan=plan,
+            status=status,
+            workloads=workloads,
+            generation=meta.get("generation"),
+        )
+
+    @staticmethod
+    def _observation(snapshot: SignalSnapshot, service: ServiceInput) -> Observation:
+        unavailable = None
+        if snapshot.unavailable:
+            unavailable = next(iter(snapshot.failed.values()), "Prometheus unavailable")
+        tiers = {}
+        for tier in service.spec.tiers:
+            observed = snapshot.tier(service.namespace, service.name, tier.name)
+            if observed is not None:
+                tiers[tier.name] = observed
+        return Observation(
+            tiers=tiers,
+            rate_history_rps=snapshot.rate_history.get(ServiceKey(service.namespace, service.name)),
+            unavailable=unavailable,
+        )
+
+    def _run(
+        self, body: Mapping[str, Any], tick: _Tick, now_s: float, *, force: bool = False
+    ) -> ServiceReport:
+        meta = body.get("metadata") or {}
+        report = ServiceReport(str(meta.get("namespace") or "default"), str(meta.get("name")))
+        service = self._input(body, tick)
+        if isinstance(service, str):
+            report.skipped = service
+            return report
+        try:
+            result = step(
+                service, self._observation(tick.snapshot, service), self.settings, now_s, force=force
+            )
+            report.result = result
+            report.due = result.due
+            if not result.due:
+                return report
+            self._write_status(body, result, now_s)
+            report.scaled = self._scale(service, result, tick)
+            for event in result.events:
+                self.api_calls += 1
+                self.cluster.create_event(body, type_=event.type, reason=event.reason, message=event.message)
+            self._record(service, result)
+        except ApiError as error:
+            # The world's error: counted, logged with the object, retried next tick.
+            report.error = str(error)
+            log.warning("autoscaler: %s/%s: %s", report.namespace, report.name, error)
+        return report
+
+    def _write_status(self, body: Mapping[str, Any], result: StepResult, now_s: float) -> None:
+        ref = ref_of({"apiVersion": labels.API_VERSION, "kind": labels.KIND, "metadata": body["metadata"]})
+        current: Mapping[str, Any] = body
+        for attempt in range(2):
+            status = current.get("status") or {}
+            patch = dict(result.status)
+            patch["conditions"] = _merge_conditions(
+                status.get("conditions") or [],
+                result.conditions,
+                now_s,
+                current["metadata"].get("generation"),
+            )
+            try:
+                self.api_calls += 1
+                self.cluster.patch_status(
+                    ref, patch, resource_version=current["metadata"].get("resourceVersion")
+                )
+                return
+            except Conflict:
+                # Someone (the reconciler) wrote status since we read it: re-read once so
+                # their conditions are kept, then give up until the next tick.
+                if attempt:
+                    raise
+                self.api_calls += 1
+                fresh = self.cluster.get(ref)
+                if fresh is None:
+                    raise NotFound(f"{ref} is gone", 404) from None
+                current = fresh
+
+    def _scale(self, service: ServiceInput, result: StepResult, tick: _Tick) -> int:
+        scaled = 0
+        for action in result.scales:
+            if action.down and (action.ref.api_version, action.ref.kind) == DEPLOYMENT:
+                self._mark_idle_pods(service, action.tier, tick)
+            try:
+                self.api_calls += 1
+                self.cluster.scale(action.ref, action.to_replicas)
+                scaled += 1
+            except NotFound:
+                log.info("autoscaler: %s vanished; the reconciler recreates it", action.ref)
+        return scaled
+
+    def _mark_idle_pods(self, service: ServiceInput, tier: str, tick: _Tick) -> None:
+        load = self._pod_load(tick).get(TierKey(service.namespace, service.name, tier), {})
+        self.api_calls += 1
+        pods = self.cluster.list(
+            "v1", "Pod", service.namespace, {labels.LABEL_SERVICE: service.name, labels.LABEL_TIER: tier}
+        )
+        for name, cost in deletion_costs(pods, load).items():
+            self.api_calls += 1
+            try:
+                self.cluster.annotate(
+                    ObjectRef("v1", "Pod", service.namespace, name),
+                    {labels.ANNOTATION_POD_DELETION_COST: cost},
+                )
+            except NotFound:
+                continue
+
+    def _record(self, service: ServiceInput, result: StepResult) -> None:
+        if self.metrics is None or result.recommendation is None:
+            return
+        mode = "active" if result.applied else "advisory"
+        forecast = result.recommendation.forecast_rps
+        shares = {tier.name: tier.traffic_share for tier in result.recommendation.tiers}
+        for tier_rec, tier_report in zip(result.recommendation.tiers, result.tiers, strict=True):
+            current = tier_rec.current if tier_rec.current is not None else tier_rec.replicas
+            direction = (
+                "up" if tier_rec.replicas > current else "down" if tier_rec.replicas < current else "hold"
+            )
+            self.metrics.decisions_total.labels(signal=tier_rec.signal, direction=direction, mode=mode).inc()
+            share = shares.get(tier_rec.name)
+            self.metrics.record_tier(
+                service.namespace,
+                service.name,
+                tier_rec.name,
+                desired=tier_report.desired,
+                ready=tier_report.ready,
+                forecast_rps=None if forecast is None or share is None else forecast * share,
+                actual_rps=tier_report.actual_rps,
+            )
+
+    def _forget_deleted(self, alive: set[tuple[str, str]]) -> None:
+        if self.metrics is None:
+            return
+        for namespace, service in self.metrics.known_services() - alive:
+            self.metrics.forget_service(namespace, service)
+
+
+def _merge_conditions(
+    conditions: list[Mapping[str, Any]],
+    updates: tuple[ConditionUpdate, ...],
+    now_s: float,
+    generation: int | None,
+) -> list[dict[str, Any]]:
+    merged: list[dict[str, Any]] = [dict(condition) for condition in conditions]
+    for update in updates:
+        merged = set_condition(
+            merged,
+            update.type,
+            update.status,
+            update.reason,
+            update.message,
+            now=rfc3339(now_s),
+            generation=generation,
+        )
+    return merged
