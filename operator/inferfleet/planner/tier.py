@@ -169,8 +169,9 @@ class _Evaluator:
             if candidate.memory.starts:
                 starters.append(candidate)
         if starters:
-            best = max(starters, key=lambda c: (c.concurrency_p95 / c.gpus, -c.gpus))
-            return (1, best)
+            # The widest layout that starts holds the most requests; more memory per GPU
+            # can then only lower the TP this tier needs.
+            return (1, max(starters, key=lambda c: (c.gpus, c.concurrency_p95)))
         if fixed_pp:
             multi = [(tp, fixed_pp) for tp in tps if tp * fixed_pp > self.gpus_per_node]
         else:
@@ -419,7 +420,7 @@ def _layout_reason(
     elif level == 1:
         text = (
             f"{where}: no TP within one {gpus_per_node}-GPU node holds {workload.target_concurrency} "
-            f"P95-context requests; this one holds the most per GPU ({c.concurrency_p95:.1f}), "
+            f"P95-context requests; the widest layout holds {c.concurrency_p95:.1f}, "
             "more replicas carry the rest"
         )
     elif level in (2, 3) and c.nodes > 1:
