@@ -252,7 +252,8 @@ class S3Source:
             ) from error
         self.ref = ref
         config = Config(
-            retries={"max_attempts": 3, "mode": "standard"},
+            # One retry layer: the fetcher's own backoff (which also resumes mid-file).
+            retries={"total_max_attempts": 1, "mode": "standard"},
             max_pool_connections=32,
             connect_timeout=CONNECT_TIMEOUT_S,
             read_timeout=READ_TIMEOUT_S,
@@ -307,14 +308,17 @@ class S3Source:
         )
 
     def full_object_sha256(self, remote: RemoteFile) -> str | None:
-        """A SHA-256 the uploader asked S3 to keep, if it covers the whole object."""
+        """A SHA-256 S3 keeps for the whole object, if the uploader asked for one.
+
+        Multipart uploads usually carry a checksum of part checksums instead, which cannot
+        be checked against the bytes; only an explicit FULL_OBJECT type is trusted."""
         prefix = f"{self.ref.path.rstrip('/')}/" if self.ref.path else ""
         with self._errors(f"{self.ref.uri}: {remote.path}"):
             head = self._client.head_object(
                 Bucket=self.ref.location, Key=prefix + remote.path, ChecksumMode="ENABLED"
             )
         value = head.get("ChecksumSHA256")
-        if not value or "-" in str(value) or head.get("ChecksumType", "FULL_OBJECT") != "FULL_OBJECT":
+        if not value or "-" in str(value) or head.get("ChecksumType") != "FULL_OBJECT":
             return None
         return _b64_to_hex(str(value))
 
