@@ -83,6 +83,26 @@ def test_chart_has_no_failed_checks(tmp_path: Path) -> None:
     assert failures(report) == []
 
 
+def lws_pods(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """checkov does not know LeaderWorkerSet: check its leader and worker pod templates as Pods."""
+    pods = []
+    for obj in objects:
+        if obj["kind"] != "LeaderWorkerSet":
+            continue
+        templates = obj["spec"]["leaderWorkerTemplate"]
+        for role in ("leaderTemplate", "workerTemplate"):
+            if role not in templates:
+                continue
+            template = templates[role]
+            meta = {
+                "name": f"{obj['metadata']['name']}-{role.removesuffix('Template')}",
+                "namespace": obj["metadata"].get("namespace", "default"),
+                "labels": template.get("metadata", {}).get("labels", {}),
+            }
+            pods.append({"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": template["spec"]})
+    return pods
+
+
 def operator_render_available() -> bool:
     cli = BIN_DIR / "inferfleet"
     probe = subprocess.run([str(cli), "render", "--help"], capture_output=True, timeout=60, check=False)
@@ -100,7 +120,8 @@ def test_operator_rendered_workloads_have_no_failed_checks(tmp_path: Path) -> No
             capture_output=True, text=True, timeout=120, check=False,
         )  # fmt: skip
         assert rendered.returncode == 0, f"{example.name}: {rendered.stderr[-2000:]}"
-        (tmp_path / example.name).write_text(rendered.stdout, encoding="utf-8")
+        objects = [o for o in yaml.safe_load_all(rendered.stdout) if o]
+        write_objects(tmp_path / example.name, objects + lws_pods(objects))
     report = run_checkov(tmp_path)
     assert report["summary"]["parsing_errors"] == 0
     assert report["summary"]["passed"] > 0
