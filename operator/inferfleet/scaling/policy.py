@@ -56,12 +56,23 @@ BACKLOG_DRAIN_S = 120.0
 # idle replica breaches the SLO too, and more replicas would not make it faster.
 TTFT_LOAD_EVIDENCE = 0.5
 TTFT_MAX_STEP_RATIO = 2.0
+REACTIVE_MAX_ADD = 4
 # A tier that asked for replicas and saw no new one Ready for this long (at least
 # twice its lead time) is failing (no GPU nodes, image pull errors): skip it for a while.
 FAIL_AFTER_MIN_S = 600.0
 FAIL_RETRY_S = 1800.0
 # The base load (for on-demand vs spot placement) is the trough of the last hour.
 BASE_WINDOW_MIN = 60
+# Learned capacity: the plan's usable RPS is a roofline estimate for the declared
+# workload; the fleet's own latency says how far off it is for the traffic it gets.
+# While a tier runs near its estimate with TTFT p99 under half the target the factor
+# creeps up (this rate per minute); a breach under load cuts it at once.
+CAPACITY_GROWTH_PER_MIN = 0.03
+CAPACITY_CUT = 0.85
+CAPACITY_MIN = 0.5
+CAPACITY_MAX = 1.5
+CAPACITY_HEALTHY_TTFT = 0.5
+CAPACITY_EVIDENCE_LOAD = 0.7
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +85,7 @@ class _TierInputs:
     lead_s: float
     max_replicas: int
     failing: bool
+    usable_rps: float  # the plan's figure times the learned capacity factor
 
 
 def tier_policy_of(config: PolicyConfig, name: str) -> TierPolicy:
@@ -124,6 +136,40 @@ def _track_readiness(state: TierState, current: int, ready: int | None, lead_s: 
     return False
 
 
+def _learn_capacity(
+    state: TierState, tier: TierContext, ready: int | None, config: PolicyConfig, dt_s: float
+) -> float:
+    """Update and return the tier's capacity factor from what its latency shows."""
+    factor = state.capacity_factor
+    signals = tier.signals
+    usable = tier.figures.usable_rps
+    if (
+        ready is None
+        or ready <= 0
+        or usable <= 0
+        or signals.request_rate_rps is None
+        or signals.waiting is None
+    ):
+        return factor
+    load = signals.request_rate_rps / ready / (usable * factor)
+    p99 = signals.ttft_p99_ms
+    slo_s = config.ttft_target_ms / 1000.0
+    allowance = max(1.0, min(config.queue_depth_per_replica, slo_s * usable * factor))
+    breach = (p99 is not None and p99 > config.ttft_target_ms) or signals.waiting > allowance * ready
+    if breach and CAPACITY_EVIDENCE_LOAD / 2 <= load <= 1.0:
+        # Breaching while carrying no more than the estimate says a replica can: the
+        # estimate is wrong. (Breaching above it is a burst; the reactive path acts.)
+        factor = max(CAPACITY_MIN, factor * CAPACITY_CUT)
+    elif (
+        not breach
+        and load >= CAPACITY_EVIDENCE_LOAD
+        and (p99 is None or p99 <= CAPACITY_HEALTHY_TTFT * config.ttft_target_ms)
+    ):
+        factor = min(CAPACITY_MAX, factor * (1.0 + CAPACITY_GROWTH_PER_MIN * min(dt_s, 300.0) / 60.0))
+    state.capacity_factor = factor
+    return factor
+
+
 def _finite_tail(history: Sequence[float], count: int) -> list[float]:
     start = max(0, len(history) - count)
     return [v for v in history[start:] if math.isfinite(v) and v >= 0.0]
@@ -168,7 +214,7 @@ def _reactive(tier: _TierInputs, config: PolicyConfig) -> tuple[int, str]:
     signals = tier.ctx.signals
     figures = tier.ctx.figures
     ready = tier.ready or 0
-    usable = figures.usable_rps
+    usable = tier.usable_rps
     if usable <= 0.0 or signals.waiting is None:
         return 0, ""
     slo_s = config.ttft_target_ms / 1000.0
@@ -186,11 +232,20 @@ def _reactive(tier: _TierInputs, config: PolicyConfig) -> tuple[int, str]:
             arrivals = ready * usable
         needed = (arrivals * (1.0 + config.headroom) + excess / BACKLOG_DRAIN_S) / usable
         target = max(ready + 1, math.ceil(needed - 1e-9))
+        # Computed from Ready replicas, so ticks during a cold start ask for the same
+        # thing instead of compounding; bounded like HPA's default scale-up policy
+        # (double or add four per period) so one burst cannot ask for an absurd fleet.
+        target = min(target, max(2 * ready, ready + REACTIVE_MAX_ADD))
         why = f"queue {waiting:.0f} > {allowance * ready:.0f} allowed"
     p99 = signals.ttft_p99_ms
     if p99 is not None and p99 > config.ttft_target_ms and ready > 0:
         running = signals.running or 0.0
-        loaded = waiting > 0 or running >= TTFT_LOAD_EVIDENCE * figures.max_concurrency * ready
+        rate = signals.request_rate_rps
+        loaded = (
+            waiting > allowance * ready / 2
+            or running >= TTFT_LOAD_EVIDENCE * figures.max_concurrency * ready
+            or (rate is not None and rate >= TTFT_LOAD_EVIDENCE * usable * ready)
+        )
         if loaded:
             ratio = min(TTFT_MAX_STEP_RATIO, p99 / config.ttft_target_ms)
             ttft_target = max(ready + 1, math.ceil(ready * ratio - 1e-9))
@@ -273,6 +328,10 @@ def decide(ctx: ScalingContext, state: ScalingState | None = None) -> tuple[Reco
         lead_s = tier.figures.cold_start_s + config.cold_start_margin_s
         missing = signals.ready_replicas is None or signals.waiting is None
         failing = _track_readiness(tier_state, current, signals.ready_replicas, lead_s, now)
+        dt_s = (
+            config.sync_period_s if state.last_decision_s is None else max(0.0, now - state.last_decision_s)
+        )
+        factor = _learn_capacity(tier_state, tier, signals.ready_replicas, config, dt_s)
         tiers.append(
             _TierInputs(
                 ctx=tier,
@@ -283,6 +342,7 @@ def decide(ctx: ScalingContext, state: ScalingState | None = None) -> tuple[Reco
                 lead_s=lead_s,
                 max_replicas=max_replicas_of(tier, policy),
                 failing=failing,
+                usable_rps=tier.figures.usable_rps * factor,
             )
         )
 
@@ -305,7 +365,7 @@ def decide(ctx: ScalingContext, state: ScalingState | None = None) -> tuple[Reco
     slots = [
         TierSlot(
             name=t.ctx.name,
-            usable_rps=t.ctx.figures.usable_rps if t.ctx.figures.feasible else 0.0,
+            usable_rps=t.usable_rps if t.ctx.figures.feasible else 0.0,
             min_replicas=t.policy.min_replicas,
             max_replicas=t.max_replicas,
             cost_rank=cost_rank(t.ctx, t.policy, index),

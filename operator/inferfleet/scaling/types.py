@@ -172,6 +172,8 @@ class TierState:
     failing_until_s: float | None = None
     # Reactive-policy memory (baselines use it for their own windows).
     last_waiting: float | None = None
+    # Learned correction of the plan's usable RPS (1 = trust the plan).
+    capacity_factor: float = 1.0
 
     def copy(self) -> TierState:
         return TierState(
@@ -184,6 +186,7 @@ class TierState:
             pending_ready=self.pending_ready,
             failing_until_s=self.failing_until_s,
             last_waiting=self.last_waiting,
+            capacity_factor=self.capacity_factor,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -201,6 +204,8 @@ class TierState:
                 data[key] = value
         if self.pending_ready:
             data["pendingReady"] = self.pending_ready
+        if self.capacity_factor != 1.0:
+            data["capacityFactor"] = self.capacity_factor
         return data
 
     @classmethod
@@ -220,6 +225,7 @@ class TierState:
             pending_ready=int(data.get("pendingReady", 0)),
             failing_until_s=opt_float("failingUntilS"),
             last_waiting=opt_float("lastWaiting"),
+            capacity_factor=float(data.get("capacityFactor", 1.0)),
         )
 
 

@@ -54,6 +54,9 @@ from inferfleet.scaling.placement import TierSlot, place
 from inferfleet.scaling.policy import cost_rank, max_replicas_of, tier_policy_of
 from inferfleet.simulate.traces import Trace
 
+# Prefill's share of GPU time is averaged over this window, and capped so decode always progresses.
+PREFILL_LOAD_WINDOW_S = 10.0
+MAX_PREFILL_SHARE = 0.9
 # vLLM's vllm:time_to_first_token_seconds histogram buckets (seconds).
 TTFT_BUCKETS_S: tuple[float, ...] = (
     0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75,
@@ -181,8 +184,12 @@ class _Fleet:
         self.removed: list[float] = []  # inf while serving
         self.busy_until: list[float] = []
         self.prefill_free: list[float] = []
+        self.prefill_starts: list[deque[float]] = []  # of requests not yet in prefill at the last tick
+        self.prefill_load: list[float] = []  # recent prefill seconds per second (decaying average)
+        self.prefill_load_at: list[float] = []
         self.finishes: list[list[float]] = []
         self.draining: list[bool] = []
+        self.debt: list[int] = []  # slots taken by the balancer, still to drop from the heap
         self.active: list[list[int]] = [[] for _ in tiers]
         self.slot_heaps: list[list[tuple[float, int]]] = [[] for _ in tiers]
         self.peak: list[int] = [0 for _ in tiers]
@@ -195,8 +202,12 @@ class _Fleet:
         self.removed.append(math.inf)
         self.busy_until.append(ready_at_s)
         self.prefill_free.append(ready_at_s)
+        self.prefill_starts.append(deque())
+        self.prefill_load.append(0.0)
+        self.prefill_load_at.append(ready_at_s)
         self.finishes.append([])
         self.draining.append(False)
+        self.debt.append(0)
         self.active[k].append(rid)
         heap = self.slot_heaps[k]
         for _ in range(self.tiers[k].slots):
@@ -218,14 +229,21 @@ class _Fleet:
         ready_at = self.ready_at
         return sum(1 for r in self.active[k] if ready_at[r] <= now_s)
 
-    def running(self, k: int, now_s: float) -> int:
-        total = 0
+    def in_flight(self, k: int, now_s: float) -> tuple[int, int]:
+        """(running, waiting for prefill) on the tier's replicas at now_s: vLLM counts a
+        request scheduled behind other prefills as waiting, not running."""
+        running = 0
+        queued = 0
         for rid in self.active[k]:
             heap = self.finishes[rid]
             while heap and heap[0] <= now_s:
                 heapq.heappop(heap)
-            total += len(heap)
-        return total
+            starts = self.prefill_starts[rid]
+            while starts and starts[0] <= now_s:
+                starts.popleft()
+            queued += len(starts)
+            running += len(heap) - len(starts)
+        return running, queued
 
     def gpu_seconds(self, k: int, end_s: float) -> float:
         total = 0.0
@@ -280,8 +298,12 @@ def simulate(trace: Trace, config: SimConfig, policy: PolicyFunction, policy_nam
     minute_rates: list[float] = trace.per_minute_rps().tolist()
     rng = np.random.default_rng(config.seed)
     route_draws: list[float] = rng.random(n).tolist() if n_tiers > 1 else []
+    balance_draws: list[float] = rng.random(n).tolist()
 
     fleet = _Fleet(tiers)
+    draining = fleet.draining
+    debt = fleet.debt
+    slot_counts = [tier.slots for tier in tiers]
     inv_prefill = [1.0 / tier.serving.prefill_tokens_per_s for tier in tiers]
     step_base = [tier.serving.decode_step_base_ms / 1000.0 for tier in tiers]
     step_per_seq = [tier.serving.decode_step_per_seq_ms / 1000.0 for tier in tiers]
@@ -303,9 +325,17 @@ def simulate(trace: Trace, config: SimConfig, policy: PolicyFunction, policy_nam
         """Start request i on tier k if a slot frees by horizon_s; False: it waits."""
         nonlocal itl_ok, served
         heap = fleet.slot_heaps[k]
-        draining = fleet.draining
-        while heap and draining[heap[0][1]]:
-            heapq.heappop(heap)
+        while heap:
+            rid = heap[0][1]
+            if draining[rid]:
+                heapq.heappop(heap)
+            elif debt[rid]:
+                # This replica took a request through the balancer below without
+                # giving back its earliest slot; that slot is this entry.
+                debt[rid] -= 1
+                heapq.heappop(heap)
+            else:
+                break
         if not heap:
             return False
         free_s, rid = heap[0]
@@ -313,20 +343,55 @@ def simulate(trace: Trace, config: SimConfig, policy: PolicyFunction, policy_nam
             return False
         arrival = arrivals[i]
         start = free_s if free_s > arrival else arrival
+        active = fleet.active[k]
+        balanced = False
+        if free_s <= arrival and len(active) > 1:
+            # Idle slots exist: balance like a least-outstanding-work router with two
+            # random choices (the heap's pick and one other Ready replica with room).
+            other = active[int(balance_draws[i] * len(active))]
+            if (
+                other != rid
+                and fleet.prefill_free[other] < fleet.prefill_free[rid]
+                and fleet.ready_at[other] <= arrival
+            ):
+                others = fleet.finishes[other]
+                while others and others[0] <= arrival:
+                    heapq.heappop(others)
+                if len(others) < slot_counts[k]:
+                    debt[other] += 1
+                    rid = other
+                    balanced = True
         prefill_start = fleet.prefill_free[rid]
         if prefill_start < start:  # noqa: PLR1730 (a branch is cheaper than max() in the hot loop)
             prefill_start = start
-        first_token = prefill_start + inputs[i] * inv_prefill[k]
+        prefill_s = inputs[i] * inv_prefill[k]
+        first_token = prefill_start + prefill_s
         fleet.prefill_free[rid] = first_token
+        if prefill_start > start:
+            fleet.prefill_starts[rid].append(prefill_start)
+        # The GPU does prefill and decode in turn (chunked prefill shares each step), so
+        # decode runs slower by the share of time recent prefills take: the planner's
+        # roofline adds the two times the same way, so saturation here matches its figure.
+        since = start - fleet.prefill_load_at[rid]
+        load = fleet.prefill_load[rid]
+        if since > 0.0:
+            load *= math.exp(-since / PREFILL_LOAD_WINDOW_S)
+            fleet.prefill_load_at[rid] = start
+        load += prefill_s / PREFILL_LOAD_WINDOW_S
+        fleet.prefill_load[rid] = load
+        decode_share = 1.0 - load if load < MAX_PREFILL_SHARE else 1.0 - MAX_PREFILL_SHARE
         running = fleet.finishes[rid]
         while running and running[0] <= start:
             heapq.heappop(running)
-        step = step_base[k] + step_per_seq[k] * (len(running) + 1)
+        step = (step_base[k] + step_per_seq[k] * (len(running) + 1)) / decode_share
         finish = first_token + (outputs[i] - 1) * step
         heapq.heappush(running, finish)
         if finish > fleet.busy_until[rid]:  # noqa: PLR1730 (hot loop)
             fleet.busy_until[rid] = finish
-        heapq.heapreplace(heap, (finish, rid))
+        if balanced:
+            heapq.heappush(heap, (finish, rid))
+        else:
+            heapq.heapreplace(heap, (finish, rid))  # the top entry was this slot
         latency = first_token - arrival
         ttft[i] = latency
         hist_now[k][bisect.bisect_left(bounds, latency)] += 1
@@ -410,14 +475,15 @@ def simulate(trace: Trace, config: SimConfig, policy: PolicyFunction, policy_nam
             merged = [sum(column) for column in zip(*hist_window[k], strict=True)]
             p99 = histogram_quantile(0.99, merged, bounds)
             window_s = len(arrivals_window[k]) * period
+            running, queued = fleet.in_flight(k, now)
             tier_contexts.append(
                 TierContext(
                     tier.figures,
                     TierSignals(
                         ready_replicas=fleet.ready_count(k, now),
                         desired_replicas=len(fleet.active[k]),
-                        waiting=float(len(waiting[k])),
-                        running=float(fleet.running(k, now)),
+                        waiting=float(len(waiting[k]) + queued),
+                        running=float(running),
                         ttft_p99_ms=None if p99 is None else p99 * 1000.0,
                         request_rate_rps=sum(arrivals_window[k]) / window_s,
                     ),

@@ -1,0 +1,193 @@
+#!/usr/bin/env python3
+"""Autoscaler quality benchmark: every policy on every trace, at two load scales.
+
+For each trace under ../shared/data/traces/ and each spec under hack/bench/specs/
+(a 70B model on H100; an 8B model on L4 with an A100 spot tier), the trace is scaled
+so that its peak minute needs about 10 and about 20 replicas of the spec's first
+tier, then replayed through `inferfleet`, `static-peak`, `reactive-util` and
+`queue-only`. Request traces keep their own token lengths and the spec declares
+their percentiles (what a team would write for that traffic); a rate series draws
+lengths from the spec's percentiles. Prints one JSON document: every run, then the
+per-trace comparison against the targets of the autoscaling issue.
+
+    python hack/bench/autoscale.py                  # everything (minutes)
+    python hack/bench/autoscale.py --traces azure   # only paths containing "azure"
+    python hack/bench/autoscale.py --jobs 2         # two processes
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from inferfleet.api import InferenceService, Plan, TokenPercentiles, load_all
+from inferfleet.scaling import POLICIES
+from inferfleet.simulate.engine import simulate
+from inferfleet.simulate.report import summarize
+from inferfleet.simulate.setup import build_config
+from inferfleet.simulate.traces import Trace, load_trace
+
+REPO = Path(__file__).resolve().parents[2]
+TRACES = REPO.parent / "shared" / "data" / "traces"
+SPECS = Path(__file__).resolve().parent / "specs"
+TRACE_SUFFIXES = (".csv", ".jsonl")
+SCALES = (10, 20)  # replicas of the first tier the peak minute needs
+
+
+def find_traces(root: Path, contains: str | None) -> list[Path]:
+    found = sorted(p for p in root.rglob("*") if p.suffix in TRACE_SUFFIXES and p.is_file())
+    return [p for p in found if contains is None or contains in str(p)]
+
+
+def _percentiles(values: np.ndarray) -> TokenPercentiles:
+    p50, p95, p99 = (max(1, round(float(v))) for v in np.percentile(values, [50, 95, 99]))
+    return TokenPercentiles(p50=p50, p95=max(p50, p95), p99=max(p50, p95, p99))
+
+
+def plan_for(service: InferenceService) -> Plan:
+    from inferfleet.planner import plan_service  # type: ignore[attr-defined,unused-ignore]
+
+    plan: Plan = plan_service(service)
+    return plan
+
+
+def prepare(
+    spec_path: Path, trace_path: Path, replicas_at_peak: int, seed: int
+) -> tuple[InferenceService, Trace]:
+    """The spec declared for this trace and the trace scaled to need `replicas_at_peak`."""
+    service = load_all(spec_path.read_text(encoding="utf-8"), source=str(spec_path))[0]
+    workload = service.spec.workload
+    probe = load_trace(
+        trace_path, input_tokens=workload.input_tokens, output_tokens=workload.output_tokens, seed=seed,
+        rate_scale=0.01 if _is_rate_series(trace_path) else 1.0,
+    )  # fmt: skip
+    if probe.format != "rates":
+        workload = workload.model_copy(
+            update={
+                "input_tokens": _percentiles(probe.input_tokens),
+                "output_tokens": _percentiles(probe.output_tokens),
+            }
+        )
+    service = service.model_copy(update={"spec": service.spec.model_copy(update={"workload": workload})})
+    usable = plan_for(service).tiers[0].usable_rps
+    peak = probe.peak_minute_rps() / (0.01 if probe.format == "rates" else 1.0)
+    rate_scale = replicas_at_peak * usable / peak
+    trace = load_trace(
+        trace_path, input_tokens=workload.input_tokens, output_tokens=workload.output_tokens,
+        rate_scale=rate_scale, seed=seed,
+    )  # fmt: skip
+    workload = workload.model_copy(update={"peak_requests_per_second": max(0.01, trace.peak_minute_rps())})
+    service = service.model_copy(update={"spec": service.spec.model_copy(update={"workload": workload})})
+    return service, trace
+
+
+def _is_rate_series(path: Path) -> bool:
+    with path.open(encoding="utf-8") as handle:
+        return "window_start_s" in handle.readline()
+
+
+def run_case(
+    spec_path: Path, trace_path: Path, replicas_at_peak: int, policies: list[str], seed: int
+) -> list[dict[str, Any]]:
+    service, trace = prepare(spec_path, trace_path, replicas_at_peak, seed)
+    config = build_config(service.spec, plan_for(service), seed=seed, timeline=False)
+    rows = []
+    for name in policies:
+        policy = config.policy
+        if name == "static-peak":
+            policy = dataclasses.replace(policy, static_peak_rps=trace.peak_minute_rps())
+        result = simulate(trace, dataclasses.replace(config, policy=policy), POLICIES[name], name)
+        row = summarize(result)
+        row.update(
+            {
+                "spec": spec_path.stem,
+                "traceFile": str(trace_path.relative_to(TRACES))
+                if trace_path.is_relative_to(TRACES)
+                else str(trace_path),
+                "replicasAtPeak": replicas_at_peak,
+                "peakRps": round(trace.peak_minute_rps(), 3),
+                "requestsPerSecond": round(
+                    result.requests / max(result.span_s, 1.0) / max(result.wall_s, 1e-9) * result.span_s, 0
+                ),
+            }
+        )
+        rows.append(row)
+    return rows
+
+
+def compare(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per (spec, trace, scale): ours against each baseline, in the issue's terms."""
+    cases: dict[tuple[str, str, int], dict[str, dict[str, Any]]] = {}
+    for row in rows:
+        cases.setdefault((row["spec"], row["traceFile"], row["replicasAtPeak"]), {})[row["policy"]] = row
+    out = []
+    for (spec, trace, scale), by_policy in sorted(cases.items()):
+        ours = by_policy.get("inferfleet")
+        if ours is None:
+            continue
+        entry: dict[str, Any] = {
+            "spec": spec,
+            "trace": trace,
+            "replicasAtPeak": scale,
+            "requests": ours["requests"],
+            "sloAttainment": {p: r["sloAttainment"] for p, r in by_policy.items()},
+            "gpuHours": {p: r["gpuHours"] for p, r in by_policy.items()},
+            "violations": {p: r["sloViolations"] for p, r in by_policy.items()},
+        }
+        for base in ("static-peak", "reactive-util", "queue-only"):
+            if base in by_policy and by_policy[base]["gpuHours"] > 0:
+                entry[f"gpuHoursVs_{base}"] = round(ours["gpuHours"] / by_policy[base]["gpuHours"], 3)
+        out.append(entry)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--traces", help="only trace paths containing this text")
+    parser.add_argument("--specs", help="only spec files containing this text")
+    parser.add_argument(
+        "--scales", default=",".join(map(str, SCALES)), help="replicas at peak, comma-separated"
+    )
+    parser.add_argument("--policies", default=",".join(POLICIES), help="comma-separated")
+    parser.add_argument("--jobs", type=int, default=1, help="processes")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    traces = find_traces(TRACES, args.traces)
+    specs = sorted(p for p in SPECS.glob("*.yaml") if args.specs is None or args.specs in p.name)
+    scales = [int(s) for s in args.scales.split(",")]
+    policies = args.policies.split(",")
+    cases = [(spec, trace, scale) for trace in traces for spec in specs for scale in scales]
+    started = time.perf_counter()
+    rows: list[dict[str, Any]] = []
+    if args.jobs > 1:
+        with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+            futures = [pool.submit(run_case, s, t, n, policies, args.seed) for s, t, n in cases]
+            for future in futures:
+                rows.extend(future.result())
+    else:
+        for spec, trace, scale in cases:
+            rows.extend(run_case(spec, trace, scale, policies, args.seed))
+            print(f"done {spec.stem} {trace.name} x{scale}", file=sys.stderr)
+    document = {
+        "benchmark": "autoscale",
+        "wallSeconds": round(time.perf_counter() - started, 1),
+        "runs": rows,
+        "comparison": compare(rows),
+    }
+    json.dump(document, sys.stdout, indent=1)
+    sys.stdout.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
