@@ -1,0 +1,269 @@
+"""The autoscaler loop against the in-memory cluster and scripted signals."""
+
+from __future__ import annotations
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from inferfleet.api import labels
+from inferfleet.autoscaler import testkit as tk
+from inferfleet.autoscaler.runner import Autoscaler
+from inferfleet.autoscaler.step import EVENT_SCALED_DOWN, EVENT_SCALED_UP, EVENT_SCALING_ADVISED
+from inferfleet.cluster import Conflict, InMemoryCluster
+from inferfleet.config import OperatorSettings
+from inferfleet.metrics.operator_metrics import OperatorMetrics
+from inferfleet.metrics.parse import TierKey
+from inferfleet.metrics.queries import Signal
+from inferfleet.reconcile.objects import ObjectRef
+from tests.unit.autoscaler.conftest import ScriptedReader
+
+NS = "team"
+T0 = 1_800_000_000.0
+
+
+def two_tier(cluster: InMemoryCluster, name: str = "chat", **kwargs: object) -> None:
+    body = tk.service_body(
+        name,
+        NS,
+        tiers=[
+            {"name": "l4", "gpu": "L4", "minReplicas": 1, "maxReplicas": 8},
+            {"name": "h100", "gpu": "H100-SXM-80GB", "minReplicas": 1, "maxReplicas": 4},
+        ],
+        **kwargs,  # type: ignore[arg-type]
+    )
+    tk.install(cluster, body)
+
+
+def idle(reader: ScriptedReader, name: str = "chat") -> None:
+    for tier in ("l4", "h100"):
+        reader.set(NS, name, tier, waiting=0.0, running=1.0, request_rate_rps=0.5, ready_replicas=1)
+
+
+def test_queue_scales_up_writes_status_event_and_scaling_condition(
+    cluster: InMemoryCluster, reader: ScriptedReader, autoscaler: Autoscaler
+) -> None:
+    two_tier(cluster)
+    idle(reader)
+    reader.set(NS, "chat", "l4", waiting=40.0, running=8.0, request_rate_rps=3.0, ready_replicas=1)
+    report = autoscaler.run_once(T0)
+    assert report.errors == []
+    assert report.scaled >= 1
+    assert tk.replicas(cluster, NS, "chat", "l4") > 1
+    status = tk.status(cluster, NS, "chat")
+    decision = status["lastScalingDecision"]
+    assert decision["replicas"]["l4"] == tk.replicas(cluster, NS, "chat", "l4")
+    assert decision["signal"] == "reactive"
+    assert decision["queueDepth"] == 40.0
+    assert decision["applied"] is True
+    assert status["autoscalerState"]["tiers"]["l4"]["lastScaleUpS"] == T0
+    scaling = tk.condition(cluster, NS, "chat", labels.CONDITION_SCALING)
+    assert scaling is not None and scaling["status"] == "True"
+    assert "l4: 1/" in scaling["message"]
+    assert [e["reason"] for e in cluster.events] == [EVENT_SCALED_UP]
+    # The scale went through the scale subresource's manager, not the reconciler's.
+    ref = tk.workload_ref(NS, "chat", "l4")
+    assert cluster.owners_of(ref, ("spec", "replicas")) == {("inferfleet-operator-scale", "Update")}
+
+    # Replicas come up: the Scaling condition clears.
+    tk.set_ready(cluster, NS, "chat", "l4", tk.replicas(cluster, NS, "chat", "l4"))
+    reader.set(NS, "chat", "l4", waiting=0.0, running=8.0, request_rate_rps=3.0, ready_replicas=3)
+    autoscaler.run_once(T0 + 15)
+    scaling = tk.condition(cluster, NS, "chat", labels.CONDITION_SCALING)
+    assert scaling is not None and scaling["status"] == "False"
+
+
+def test_advisory_mode_reports_without_scaling(cluster: InMemoryCluster, reader: ScriptedReader) -> None:
+    two_tier(cluster, scaling={"mode": "advisory"})
+    idle(reader)
+    reader.set(NS, "chat", "l4", waiting=40.0, running=8.0, request_rate_rps=3.0, ready_replicas=1)
+    registry = CollectorRegistry()
+    autoscaler = Autoscaler(
+        cluster, reader, OperatorSettings(predictive_enabled=False), metrics=OperatorMetrics(registry)
+    )
+    report = autoscaler.run_once(T0)
+    assert report.scaled == 0
+    assert tk.replicas(cluster, NS, "chat", "l4") == 1
+    decision = tk.status(cluster, NS, "chat")["lastScalingDecision"]
+    assert decision["applied"] is False and decision["replicas"]["l4"] > 1
+    assert [e["reason"] for e in cluster.events] == [EVENT_SCALING_ADVISED]
+    assert not any(call[0] == "scale" for call in cluster.calls)
+    desired = registry.get_sample_value(
+        "inferfleet_autoscaler_desired_replicas", {"namespace": NS, "service": "chat", "tier": "l4"}
+    )
+    assert desired == decision["replicas"]["l4"]
+    up = registry.get_sample_value(
+        "inferfleet_autoscaler_decisions_total", {"signal": "reactive", "direction": "up", "mode": "advisory"}
+    )
+    assert up == 1.0
+
+
+def test_prometheus_down_holds_and_raises_degraded_then_clears(
+    cluster: InMemoryCluster, reader: ScriptedReader, autoscaler: Autoscaler
+) -> None:
+    two_tier(cluster)
+    cluster.scale(tk.workload_ref(NS, "chat", "l4"), 5)
+    tk.set_ready(cluster, NS, "chat", "l4", 5)
+    reader.down = True
+    for tick in range(10):  # far beyond the scale-down stabilization window
+        autoscaler.run_once(T0 + tick * 15)
+    assert tk.replicas(cluster, NS, "chat", "l4") == 5  # never scaled down on missing data
+    assert tk.replicas(cluster, NS, "chat", "h100") == 1  # never below the warm minimum
+    degraded = tk.condition(cluster, NS, "chat", labels.CONDITION_DEGRADED)
+    assert degraded is not None
+    assert (degraded["status"], degraded["reason"]) == ("True", labels.REASON_METRICS_UNAVAILABLE)
+    assert tk.status(cluster, NS, "chat")["lastScalingDecision"]["signal"] == "hold"
+    warnings = [e for e in cluster.events if e["type"] == "Warning"]
+    assert len(warnings) == 1  # on the transition, not every tick
+
+    reader.down = False
+    idle(reader)
+    autoscaler.run_once(T0 + 200)
+    degraded = tk.condition(cluster, NS, "chat", labels.CONDITION_DEGRADED)
+    assert degraded is not None and degraded["status"] == "False"
+
+
+def test_reconciler_degraded_is_left_alone(
+    cluster: InMemoryCluster, reader: ScriptedReader, autoscaler: Autoscaler
+) -> None:
+    two_tier(cluster)
+    ref = ObjectRef(labels.API_VERSION, labels.KIND, NS, "chat")
+    theirs = {"type": "Degraded", "status": "True", "reason": "ApplyFailed", "message": "apply failed"}
+    cluster.patch_status(ref, {"conditions": [theirs]})
+    reader.down = True
+    autoscaler.run_once(T0)
+    degraded = tk.condition(cluster, NS, "chat", labels.CONDITION_DEGRADED)
+    assert degraded is not None and degraded["reason"] == "ApplyFailed"
+
+
+def test_partial_data_holds_only_the_tier_without_data(
+    cluster: InMemoryCluster, reader: ScriptedReader, autoscaler: Autoscaler
+) -> None:
+    two_tier(cluster)
+    cluster.scale(tk.workload_ref(NS, "chat", "h100"), 3)
+    tk.set_ready(cluster, NS, "chat", "h100", 3)
+    reader.set(NS, "chat", "l4", waiting=40.0, running=8.0, request_rate_rps=3.0, ready_replicas=1)
+    for tick in range(8):
+        autoscaler.run_once(T0 + tick * 15)
+    assert tk.replicas(cluster, NS, "chat", "l4") > 1
+    assert tk.replicas(cluster, NS, "chat", "h100") == 3
+    degraded = tk.condition(cluster, NS, "chat", labels.CONDITION_DEGRADED)
+    assert degraded is not None and "h100" in degraded["message"]
+
+
+def test_scale_down_marks_idle_pods_cheapest(
+    cluster: InMemoryCluster, reader: ScriptedReader, settings: OperatorSettings
+) -> None:
+    tk.install(cluster, tk.service_body("chat", NS), replicas={"l4": 3})
+    for index, in_flight in enumerate((5.0, 0.0, 2.0)):
+        cluster.user_apply(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {
+                    "name": f"chat-l4-{index}",
+                    "namespace": NS,
+                    "labels": {labels.LABEL_SERVICE: "chat", labels.LABEL_TIER: "l4"},
+                },
+            }
+        )
+        reader.pod_load.setdefault(TierKey(NS, "chat", "l4"), {})[f"chat-l4-{index}"] = in_flight
+    reader.set(NS, "chat", "l4", waiting=0.0, running=0.0, request_rate_rps=0.0, ready_replicas=3)
+    autoscaler = Autoscaler(cluster, reader, settings)
+    for tick in range(12):
+        autoscaler.run_once(T0 + tick * 15)
+    assert tk.replicas(cluster, NS, "chat", "l4") < 3
+    costs = {
+        pod["metadata"]["name"]: pod["metadata"]["annotations"][labels.ANNOTATION_POD_DELETION_COST]
+        for pod in cluster.kinds("Pod")
+    }
+    assert costs == {"chat-l4-0": "5", "chat-l4-1": "0", "chat-l4-2": "2"}
+    assert EVENT_SCALED_DOWN in [e["reason"] for e in cluster.events]
+
+
+def test_restart_resumes_from_status(
+    cluster: InMemoryCluster, reader: ScriptedReader, settings: OperatorSettings
+) -> None:
+    tk.install(cluster, tk.service_body("chat", NS), replicas={"l4": 4})
+    reader.set(NS, "chat", "l4", waiting=0.0, running=0.0, request_rate_rps=0.0, ready_replicas=4)
+    first = Autoscaler(cluster, reader, settings)
+    first.run_once(T0)
+    first.run_once(T0 + 15)
+    state = tk.status(cluster, NS, "chat")["autoscalerState"]
+    assert state["tiers"]["l4"]["observedSinceS"] == T0
+    # A new operator process: no memory but what status holds. The stabilization window
+    # started at T0, so the first scale-down comes at T0 + 60, not 60 s after the restart.
+    second = Autoscaler(cluster, reader, settings)
+    second.run_once(T0 + 45)
+    assert tk.replicas(cluster, NS, "chat", "l4") == 4
+    second.run_once(T0 + 60)
+    assert tk.replicas(cluster, NS, "chat", "l4") == 3
+
+
+def test_not_due_before_its_sync_period(
+    cluster: InMemoryCluster, reader: ScriptedReader, autoscaler: Autoscaler
+) -> None:
+    tk.install(cluster, tk.service_body("chat", NS, scaling={"syncPeriodSeconds": 60}))
+    reader.set(NS, "chat", "l4", waiting=0.0, running=0.0, request_rate_rps=0.0, ready_replicas=1)
+    assert autoscaler.run_once(T0).decided == 1
+    assert autoscaler.run_once(T0 + 15).decided == 0
+    assert autoscaler.run_once(T0 + 60).decided == 1
+
+
+def test_skips_unplanned_invalid_and_workload_less_services(
+    cluster: InMemoryCluster, reader: ScriptedReader, autoscaler: Autoscaler
+) -> None:
+    cluster.user_apply(tk.service_body("unplanned", NS))
+    tk.install(cluster, tk.service_body("gone", NS))
+    cluster.delete(tk.workload_ref(NS, "gone", "l4"))
+    report = autoscaler.run_once(T0)
+    skipped = {r.name: r.skipped for r in report.services}
+    assert skipped["unplanned"] == "not planned yet"
+    assert {r.name: r.due for r in report.services}["gone"] is False
+    assert report.errors == []
+
+
+def test_status_conflict_is_retried_with_fresh_conditions(
+    cluster: InMemoryCluster, reader: ScriptedReader, autoscaler: Autoscaler
+) -> None:
+    tk.install(cluster, tk.service_body("chat", NS))
+    reader.set(NS, "chat", "l4", waiting=0.0, running=0.0, request_rate_rps=0.0, ready_replicas=1)
+    cluster.inject("patch_status", Conflict("changed", 409))
+    report = autoscaler.run_once(T0)
+    assert report.errors == []
+    assert "lastScalingDecision" in tk.status(cluster, NS, "chat")
+
+
+def test_query_count_is_independent_of_object_count(
+    cluster: InMemoryCluster, reader: ScriptedReader, autoscaler: Autoscaler
+) -> None:
+    counts = []
+    for batch in range(3):
+        for index in range(10 * (batch + 1)):
+            name = f"svc-{batch}-{index}"
+            tk.install(cluster, tk.service_body(name, NS))
+            reader.set(NS, name, "l4", waiting=0.0, running=0.0, request_rate_rps=0.0, ready_replicas=1)
+        report = autoscaler.run_once(T0 + batch * 100)
+        counts.append((report.queries, report.decided))
+    assert [queries for queries, _ in counts] == [len(Signal)] * 3
+    assert [decided for _, decided in counts] == [10, 30, 60]
+
+
+def test_timer_path_shares_one_read_per_tick(
+    cluster: InMemoryCluster, reader: ScriptedReader, autoscaler: Autoscaler
+) -> None:
+    for index in range(5):
+        tk.install(cluster, tk.service_body(f"svc-{index}", NS))
+    bodies = cluster.kinds(labels.KIND)
+    for offset, body in enumerate(bodies):
+        autoscaler.run_service(body, T0 + offset * 0.1)
+    assert reader.reads == 1
+    autoscaler.run_service(bodies[0], T0 + 30)
+    assert reader.reads == 2
+
+
+@pytest.mark.parametrize("mode", ["active", "advisory"])
+def test_decision_records_mode(cluster: InMemoryCluster, reader: ScriptedReader, mode: str) -> None:
+    tk.install(cluster, tk.service_body("chat", NS, scaling={"mode": mode}))
+    reader.set(NS, "chat", "l4", waiting=0.0, running=0.0, request_rate_rps=0.0, ready_replicas=1)
+    Autoscaler(cluster, reader, OperatorSettings(predictive_enabled=False)).run_once(T0)
+    assert tk.status(cluster, NS, "chat")["lastScalingDecision"]["applied"] is (mode == "active")
