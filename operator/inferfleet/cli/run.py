@@ -14,7 +14,7 @@ from inferfleet.cli.app import app, fail
 from inferfleet.config import OperatorSettings, SettingsInvalid
 
 # Modules whose import registers kopf handlers. Add a feature's handlers with one line.
-HANDLER_MODULES: tuple[str, ...] = ("inferfleet.handlers",)
+HANDLER_MODULES: tuple[str, ...] = ("inferfleet.handlers", "inferfleet.autoscaler.handlers")
 
 # Peering priorities are drawn from this range when not given: two replicas with equal
 # priority would both pause, so each picks its own; the highest one works.
