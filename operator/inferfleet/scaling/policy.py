@@ -52,9 +52,11 @@ UNBOUNDED_REPLICAS = 10_000
 # requests already waiting are late; clearing them within two minutes of the new
 # replicas' arrival keeps the tail short without sizing the fleet for the backlog.
 BACKLOG_DRAIN_S = 120.0
-# A TTFT breach only scales when there is load behind it: a single long prompt on an
-# idle replica breaches the SLO too, and more replicas would not make it faster.
-TTFT_LOAD_EVIDENCE = 0.5
+# A TTFT breach only scales when there is load behind it (a queue, or arrivals near
+# what the Ready replicas are estimated to carry): one long prompt on an idle replica,
+# or a few-second burst the fleet has already absorbed, breaches the p99 too, and
+# more replicas would not have helped.
+TTFT_LOAD_EVIDENCE = 0.8
 TTFT_MAX_STEP_RATIO = 2.0
 REACTIVE_MAX_ADD = 4
 # A tier that asked for replicas and saw no new one Ready for this long (at least
@@ -68,8 +70,8 @@ BASE_WINDOW_MIN = 60
 # While a tier runs near its estimate with TTFT p99 under half the target the factor
 # creeps up (this rate per minute); a breach under load cuts it at once.
 CAPACITY_GROWTH_PER_MIN = 0.03
-CAPACITY_CUT = 0.85
-CAPACITY_MIN = 0.5
+CAPACITY_CUT = 0.9
+CAPACITY_MIN = 0.8
 CAPACITY_MAX = 1.5
 CAPACITY_HEALTHY_TTFT = 0.5
 CAPACITY_EVIDENCE_LOAD = 0.7
@@ -156,10 +158,13 @@ def _learn_capacity(
     slo_s = config.ttft_target_ms / 1000.0
     allowance = max(1.0, min(config.queue_depth_per_replica, slo_s * usable * factor))
     breach = (p99 is not None and p99 > config.ttft_target_ms) or signals.waiting > allowance * ready
-    if breach and CAPACITY_EVIDENCE_LOAD / 2 <= load <= 1.0:
-        # Breaching while carrying no more than the estimate says a replica can: the
-        # estimate is wrong. (Breaching above it is a burst; the reactive path acts.)
+    state.breach_streak = state.breach_streak + 1 if breach else 0
+    if state.breach_streak >= 2 and CAPACITY_EVIDENCE_LOAD <= load <= 1.0:
+        # A sustained breach while carrying about what the estimate says a replica can:
+        # the estimate is wrong. (Above it, or for one tick, it is a burst: the
+        # reactive path acts and the estimate stays.)
         factor = max(CAPACITY_MIN, factor * CAPACITY_CUT)
+        state.breach_streak = 0
     elif (
         not breach
         and load >= CAPACITY_EVIDENCE_LOAD
@@ -212,7 +217,6 @@ def _scheduled(
 def _reactive(tier: _TierInputs, config: PolicyConfig) -> tuple[int, str]:
     """Target from the queue and TTFT; 0 when neither is in breach."""
     signals = tier.ctx.signals
-    figures = tier.ctx.figures
     ready = tier.ready or 0
     usable = tier.usable_rps
     if usable <= 0.0 or signals.waiting is None:
@@ -239,12 +243,9 @@ def _reactive(tier: _TierInputs, config: PolicyConfig) -> tuple[int, str]:
         why = f"queue {waiting:.0f} > {allowance * ready:.0f} allowed"
     p99 = signals.ttft_p99_ms
     if p99 is not None and p99 > config.ttft_target_ms and ready > 0:
-        running = signals.running or 0.0
         rate = signals.request_rate_rps
-        loaded = (
-            waiting > allowance * ready / 2
-            or running >= TTFT_LOAD_EVIDENCE * figures.max_concurrency * ready
-            or (rate is not None and rate >= TTFT_LOAD_EVIDENCE * usable * ready)
+        loaded = waiting > allowance * ready or (
+            rate is not None and rate >= TTFT_LOAD_EVIDENCE * usable * ready
         )
         if loaded:
             ratio = min(TTFT_MAX_STEP_RATIO, p99 / config.ttft_target_ms)
@@ -355,7 +356,10 @@ def decide(ctx: ScalingContext, state: ScalingState | None = None) -> tuple[Reco
         lead_s = max((t.lead_s for t in tiers if t.ctx.figures.feasible), default=0.0)
         fc = forecast(history, lead_s / 60.0, _forecast_config(config))
         if fc.rate_rps is not None:
-            demand = fc.rate_rps if demand is None else max(demand, fc.rate_rps)
+            # The forecast already starts from the last minutes' level: taking the
+            # last-minute rate on top would chase sub-minute bursts that are over long
+            # before a replica could start (the reactive path owns those).
+            demand = fc.rate_rps
     base_rps = demand or 0.0
     if history:
         recent = _finite_tail(history, BASE_WINDOW_MIN)

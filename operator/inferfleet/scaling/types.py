@@ -174,6 +174,7 @@ class TierState:
     last_waiting: float | None = None
     # Learned correction of the plan's usable RPS (1 = trust the plan).
     capacity_factor: float = 1.0
+    breach_streak: int = 0
 
     def copy(self) -> TierState:
         return TierState(
@@ -187,6 +188,7 @@ class TierState:
             failing_until_s=self.failing_until_s,
             last_waiting=self.last_waiting,
             capacity_factor=self.capacity_factor,
+            breach_streak=self.breach_streak,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -206,6 +208,8 @@ class TierState:
             data["pendingReady"] = self.pending_ready
         if self.capacity_factor != 1.0:
             data["capacityFactor"] = self.capacity_factor
+        if self.breach_streak:
+            data["breachStreak"] = self.breach_streak
         return data
 
     @classmethod
@@ -226,6 +230,7 @@ class TierState:
             failing_until_s=opt_float("failingUntilS"),
             last_waiting=opt_float("lastWaiting"),
             capacity_factor=float(data.get("capacityFactor", 1.0)),
+            breach_streak=int(data.get("breachStreak", 0)),
         )
 
 
