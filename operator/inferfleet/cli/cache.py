@@ -96,20 +96,22 @@ class _Stop:
         self.event.set()
 
 
-def _hold(dest: Path, revision_id: str, budget_bytes: int | None, gc_interval_s: float) -> None:
-    """Keep the shared lock of a revision until asked to stop; collect garbage meanwhile."""
+def _hold(pins: list[tuple[Path, str]], budget_bytes: int | None, gc_interval_s: float) -> None:
+    """Keep the shared locks of revisions until asked to stop; collect garbage meanwhile."""
     stop = _Stop()
-    fd = store.pin_revision(dest, revision_id)
-    _log(f"holding {dest.name}@{revision_id} (in use: the garbage collector will not remove it)")
+    fds = [store.pin_revision(dest, revision_id) for dest, revision_id in pins]
+    names = ", ".join(f"{dest.name}@{revision_id}" for dest, revision_id in pins)
+    _log(f"holding {names} (in use: the garbage collector will not remove it)")
+    protect = frozenset((dest.name, revision_id) for dest, revision_id in pins)
     try:
         while not stop.event.wait(gc_interval_s if budget_bytes is not None else 3600.0):
-            store.touch(dest, revision_id)
+            for dest, revision_id in pins:
+                store.touch(dest, revision_id)
             if budget_bytes is not None:
-                store.collect_garbage(
-                    dest.parent, budget_bytes, _log, protect=frozenset({(dest.name, revision_id)})
-                )
+                store.collect_garbage(pins[0][0].parent, budget_bytes, _log, protect=protect)
     finally:
-        os.close(fd)
+        for fd in fds:
+            os.close(fd)
     _log("released")
 
 
@@ -197,7 +199,7 @@ def fetch_command(
         typer.echo(json.dumps(summary, indent=2))
     if hold:
         try:
-            _hold(dest.absolute(), result.manifest.revision_id, budget_bytes, gc_interval_s)
+            _hold([(dest.absolute(), result.manifest.revision_id)], budget_bytes, gc_interval_s)
         except CacheError as error:
             _failed(error)
 
@@ -290,17 +292,27 @@ def gc_command(
 
 @cache_app.command("hold")
 def hold_command(
-    dest: Annotated[Path, typer.Option("--dest", help="The model's cache directory (may be read-only).")],
+    dest: Annotated[
+        list[Path], typer.Option("--dest", help="A model's cache directory (repeatable; may be read-only).")
+    ],
     revision: Annotated[
-        str, typer.Option("--revision", help="Ref or revision the pod serves.")
-    ] = DEFAULT_REF,
+        list[str] | None,
+        typer.Option("--revision", help="Ref served, one per --dest (default main)."),
+    ] = None,
 ) -> None:
-    """Pin a cached revision while this process runs (sidecar of serving pods)."""
-    revision_id = store.resolve_ref(dest, revision)
-    if revision_id is None:
-        _failed(CacheMissing(f"{dest}: revision {revision!r} is not cached on this node"))
+    """Pin cached revisions while this process runs (sidecar of serving pods)."""
+    revisions = list(revision or [])
+    if revisions and len(revisions) != len(dest):
+        fail("give one --revision per --dest (or none, meaning main for all)")
+    pins: list[tuple[Path, str]] = []
+    for index, path in enumerate(dest):
+        ref = revisions[index] if revisions else DEFAULT_REF
+        revision_id = store.resolve_ref(path, ref)
+        if revision_id is None:
+            _failed(CacheMissing(f"{path}: revision {ref!r} is not cached on this node"))
+        pins.append((path.absolute(), revision_id))
     try:
-        _hold(dest.absolute(), revision_id, None, 3600.0)
+        _hold(pins, None, 3600.0)
     except CacheError as error:
         _failed(error)
 
