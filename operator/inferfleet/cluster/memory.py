@@ -10,7 +10,6 @@ manager also owns it, and the tests must see that.
 
 from __future__ import annotations
 
-import copy
 import itertools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -32,6 +31,20 @@ _SERVER_SET = frozenset(
     {"uid", "resourceVersion", "generation", "creationTimestamp", "managedFields", "deletionTimestamp",
      "name", "namespace"}
 )
+
+
+def _clone(value: Any) -> Any:
+    """A deep copy of JSON-shaped data, several times faster than copy.deepcopy."""
+    if isinstance(value, dict):
+        return {key: _clone(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_clone(item) for item in value]
+    return value
+
+
+def _copy(obj: dict[str, Any]) -> dict[str, Any]:
+    copied: dict[str, Any] = _clone(obj)
+    return copied
 
 
 def _leaves(obj: Mapping[str, Any], prefix: Path = ()) -> dict[Path, Any]:
@@ -72,7 +85,7 @@ def _set_path(obj: dict[str, Any], path: Path, value: Any) -> None:
             child = {}
             node[key] = child
         node = child
-    node[path[-1]] = copy.deepcopy(value)
+    node[path[-1]] = _clone(value)
 
 
 def _remove_path(obj: dict[str, Any], path: Path) -> None:
@@ -103,7 +116,7 @@ def _merge_patch(target: dict[str, Any], patch: Mapping[str, Any]) -> None:
                 target[key] = child
             _merge_patch(child, value)
         else:
-            target[key] = copy.deepcopy(value)
+            target[key] = _clone(value)
 
 
 @dataclass
@@ -128,6 +141,9 @@ class InMemoryCluster:
     )
     _counter: Callable[[], int] = field(default_factory=lambda: itertools.count(1).__next__)
     _faults: list[_Fault] = field(default_factory=list)
+    # Indexes that keep list and owner checks independent of the cluster's size.
+    _by_kind: dict[tuple[str, str, str | None], set[ObjectRef]] = field(default_factory=dict)
+    _by_uid: dict[str, ObjectRef] = field(default_factory=dict)
 
     # --- test controls ---------------------------------------------------------------
 
@@ -164,13 +180,13 @@ class InMemoryCluster:
         if current is None:
             raise NotFound(f"{ref} not found", 404)
         before = _applied_leaves(current)
-        changed = copy.deepcopy(current)
+        changed = _clone(current)
         mutate(changed)
         after = _applied_leaves(changed)
         touched = {p for p in after if before.get(p, _MISSING) != after[p]}
         self._take_ownership((manager, "Update"), ref, touched)
         self._store(ref, changed, spec_changed=current.get("spec") != changed.get("spec"))
-        return copy.deepcopy(self.objects[ref])
+        return _copy(self.objects[ref])
 
     def user_delete(self, ref: ObjectRef) -> None:
         """Delete as a user would (`kubectl delete`); dependents follow."""
@@ -179,14 +195,14 @@ class InMemoryCluster:
     def set_status(self, ref: ObjectRef, status: Mapping[str, Any]) -> None:
         """What a controller (kubelet, Deployment controller) would report."""
         current = self.objects[ref]
-        current["status"] = copy.deepcopy(dict(status))
+        current["status"] = _clone(dict(status))
         current["metadata"]["resourceVersion"] = self._next_rv()
 
     def owners_of(self, ref: ObjectRef, path: Path) -> set[ManagerKey]:
         return {key for key, paths in self.managed.get(ref, {}).items() if path in paths}
 
     def kinds(self, kind: str) -> list[dict[str, Any]]:
-        return [copy.deepcopy(o) for r, o in sorted(self.objects.items()) if r.kind == kind]
+        return [_clone(o) for r, o in sorted(self.objects.items()) if r.kind == kind]
 
     # --- the port ----------------------------------------------------------------------
 
@@ -197,18 +213,25 @@ class InMemoryCluster:
     def get(self, ref: ObjectRef) -> dict[str, Any] | None:
         self._enter(Operation.GET, ref)
         found = self.objects.get(ref)
-        return copy.deepcopy(found) if found is not None else None
+        return _copy(found) if found is not None else None
 
     def list(
         self, api_version: str, kind: str, namespace: str | None, selector: Mapping[str, str]
     ) -> list[dict[str, Any]]:
         self._enter(Operation.LIST, ObjectRef(api_version, kind, namespace, "*"))
+        if namespace is None:
+            refs = {
+                ref
+                for (version, kind_, _), found in self._by_kind.items()
+                if (version, kind_) == (api_version, kind)
+                for ref in found
+            }
+        else:
+            refs = self._by_kind.get((api_version, kind, namespace), set())
         return [
-            copy.deepcopy(obj)
-            for ref, obj in sorted(self.objects.items())
-            if (ref.api_version, ref.kind) == (api_version, kind)
-            and (namespace is None or ref.namespace == namespace)
-            and matches(selector, obj["metadata"].get("labels") or {})
+            _clone(self.objects[ref])
+            for ref in sorted(refs)
+            if matches(selector, self.objects[ref]["metadata"].get("labels") or {})
         ]
 
     def delete(self, ref: ObjectRef) -> bool:
@@ -235,7 +258,7 @@ class InMemoryCluster:
         merged = current.setdefault("status", {})
         _merge_patch(merged, status)
         current["metadata"]["resourceVersion"] = self._next_rv()
-        return copy.deepcopy(current)
+        return _copy(current)
 
     def annotate(self, ref: ObjectRef, annotations: Mapping[str, str | None]) -> dict[str, Any]:
         self._enter(Operation.ANNOTATE, ref)
@@ -244,7 +267,7 @@ class InMemoryCluster:
             raise NotFound(f"{ref} not found", 404)
         _merge_patch(current["metadata"].setdefault("annotations", {}), annotations)
         current["metadata"]["resourceVersion"] = self._next_rv()
-        return copy.deepcopy(current)
+        return _copy(current)
 
     def create_event(
         self, regarding: Mapping[str, Any], *, type_: EventType, reason: str, message: str
@@ -279,7 +302,7 @@ class InMemoryCluster:
         owners.setdefault(key, set()).update(paths)
 
     def _apply(self, obj: Mapping[str, Any], *, manager: str, force: bool) -> dict[str, Any]:
-        body = copy.deepcopy(dict(obj))
+        body = _clone(dict(obj))
         ref = ref_of(body)
         if ref.namespace is None:
             raise PermanentApiError(f"{ref}: namespaced objects need metadata.namespace", 422)
@@ -289,7 +312,7 @@ class InMemoryCluster:
         applied = _applied_leaves(body)
         key: ManagerKey = (manager, "Apply")
         owners = self.managed.setdefault(ref, {})
-        base = copy.deepcopy(current) if current is not None else {"metadata": {}}
+        base = _clone(current) if current is not None else {"metadata": {}}
         # Another manager owning a field is fine while the values agree (shared
         # ownership); a different value is a conflict, which `force` resolves for us.
         conflicting = {
@@ -319,16 +342,14 @@ class InMemoryCluster:
         if created and ref.is_workload:
             base.setdefault("spec", {}).setdefault("replicas", 1)  # the API server's default
         self._store(ref, base, spec_changed=created or (current or {}).get("spec") != base.get("spec"))
-        return copy.deepcopy(self.objects[ref])
+        return _copy(self.objects[ref])
 
     def _check_owners(self, ref: ObjectRef, body: Mapping[str, Any]) -> None:
         # A real server accepts a dangling owner and its garbage collector then deletes
         # the object; for the operator that is always a bug, so refuse it loudly.
         for uid in owner_uids(body):
-            if not any(
-                o["metadata"].get("uid") == uid and r.namespace == ref.namespace
-                for r, o in self.objects.items()
-            ):
+            owner = self._by_uid.get(uid)
+            if owner is None or owner.namespace != ref.namespace:
                 raise PermanentApiError(f"{ref}: owner uid {uid} does not exist in {ref.namespace}", 422)
 
     def _store(self, ref: ObjectRef, obj: dict[str, Any], *, spec_changed: bool) -> None:
@@ -340,11 +361,16 @@ class InMemoryCluster:
             metadata["generation"] = int(metadata.get("generation", 1)) + 1
         metadata["resourceVersion"] = self._next_rv()
         self.objects[ref] = obj
+        self._by_kind.setdefault((ref.api_version, ref.kind, ref.namespace), set()).add(ref)
+        self._by_uid[metadata["uid"]] = ref
 
     def _delete_cascading(self, ref: ObjectRef) -> None:
         obj = self.objects.pop(ref)
         self.managed.pop(ref, None)
+        self._by_kind.get((ref.api_version, ref.kind, ref.namespace), set()).discard(ref)
         uid = obj["metadata"].get("uid")
+        self._by_uid.pop(uid, None)
+        # Deleting is rare (tests, prunes); a scan keeps the index simple.
         dependents = [r for r, o in self.objects.items() if uid in owner_uids(o)]
         for dependent in dependents:
             if dependent in self.objects:

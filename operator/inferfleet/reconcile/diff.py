@@ -14,7 +14,6 @@ Rules, each one a promise the handlers' tests check:
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -29,8 +28,9 @@ def contains(observed: Any, desired: Any) -> bool:
     Fields the API server adds (defaults, status, clusterIP...) are ignored; lists
     must match element by element, as server-side apply replaces atomic lists.
     """
-    if isinstance(desired, Mapping):
-        return isinstance(observed, Mapping) and all(
+    # Plain dict/list checks: objects here are decoded JSON, and ABC checks are slow.
+    if isinstance(desired, dict):
+        return isinstance(observed, dict) and all(
             key in observed and contains(observed[key], value) for key, value in desired.items()
         )
     if isinstance(desired, list):
@@ -51,7 +51,9 @@ def carry_replicas(desired: Mapping[str, Any], observed: Mapping[str, Any]) -> d
     resourceVersion makes the write conditional, so if the autoscaler scales between
     our read and our write we get a 409 and retry, never overwrite its decision.
     """
-    body = copy.deepcopy(dict(desired))
+    # Copies of the two levels changed; the rest is shared with `desired`, which the
+    # caller rendered for this pass alone.
+    body = {**desired, "metadata": dict(desired["metadata"]), "spec": dict(desired["spec"])}
     current = replicas_of(observed)
     if current is not None:
         body["spec"]["replicas"] = current
@@ -76,9 +78,9 @@ def diff(
         wanted.add(ref)
         current = existing.get(ref)
         if current is None:
-            actions.append(Apply(copy.deepcopy(dict(obj)), "create"))
+            actions.append(Apply(dict(obj), "create"))
             continue
-        body = carry_replicas(obj, current) if ref.is_workload else copy.deepcopy(dict(obj))
+        body = carry_replicas(obj, current) if ref.is_workload else dict(obj)
         # The carried resourceVersion is the observed one, so it never counts as drift.
         if not contains(current, body):
             actions.append(Apply(body, "update"))
