@@ -1,0 +1,69 @@
+"""`inferfleet render` and the decisions `inferfleet run` makes before starting kopf."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from inferfleet.cli import app
+from inferfleet.cli import render as render_cli  # noqa: F401 - registers the commands
+from inferfleet.cli import run as run_cli
+from inferfleet.config import OperatorSettings
+from tests.conftest import EXAMPLES_DIR
+from tests.unit.render.validation import validate
+
+RUNNER = CliRunner()
+
+
+def test_render_prints_valid_multi_document_yaml() -> None:
+    result = RUNNER.invoke(app, ["render", "-f", str(EXAMPLES_DIR / "llama-70b-chat.yaml")])
+    assert result.exit_code == 0, result.output
+    documents = [d for d in yaml.safe_load_all(result.stdout) if d]
+    assert {d["kind"] for d in documents} == {"Service", "PodDisruptionBudget", "PodMonitor", "Deployment"}
+    for document in documents:
+        validate(document)
+
+
+def test_render_exits_2_when_no_tier_can_serve(tmp_path: Path) -> None:
+    body = yaml.safe_load((EXAMPLES_DIR / "llama-8b-chat.yaml").read_text())
+    for tier in body["spec"]["tiers"]:
+        tier["gpu"], tier["gpusPerNode"] = {"name": "tiny", "memoryGiB": 2}, 1
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump(body))
+    result = RUNNER.invoke(app, ["render", "-f", str(path)])
+    assert result.exit_code == 2
+    assert "no tier can serve" in result.output
+
+
+def test_render_reports_a_bad_file_without_a_traceback(tmp_path: Path) -> None:
+    result = RUNNER.invoke(app, ["render", "-f", str(tmp_path / "missing.yaml")])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+
+
+def options(**overrides: object) -> run_cli.RunOptions:
+    arguments: dict[str, object] = {"namespaces": [], "all_namespaces": False, "peering": "inferfleet",
+                                     "priority": None, "standalone": False, "webhook_host": None,
+                                     "webhook_cert_dir": None, "verbose": False}
+    arguments.update(overrides)
+    return run_cli.decide_options(OperatorSettings(namespaces=("from-env",)), **arguments)  # type: ignore[arg-type]
+
+
+def test_run_namespaces_flags_win_over_settings() -> None:
+    assert options().namespaces == ("from-env",) and not options().clusterwide
+    assert options(namespaces=["a", "b"]).namespaces == ("a", "b")
+    everywhere = options(all_namespaces=True)
+    assert everywhere.clusterwide and everywhere.namespaces == ()
+    with pytest.raises(ValueError, match="exclude"):
+        options(all_namespaces=True, namespaces=["a"])
+
+
+def test_run_peering_liveness_and_json_logs() -> None:
+    chosen = options()
+    assert chosen.liveness_endpoint == "http://0.0.0.0:8080/healthz"
+    assert chosen.json_logs and chosen.peering_name == "inferfleet" and not chosen.standalone
+    assert run_cli.PRIORITY_RANGE[0] <= chosen.priority <= run_cli.PRIORITY_RANGE[1]
+    assert options(priority=7).priority == 7
+    assert "inferfleet.handlers" in run_cli.HANDLER_MODULES
