@@ -8,6 +8,7 @@ tests stay independent of plan arithmetic.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -145,7 +146,7 @@ def replicas(cluster: InMemoryCluster, namespace: str, service: str, tier: str) 
 
 def status(cluster: InMemoryCluster, namespace: str, service: str) -> dict[str, Any]:
     ref = ObjectRef(labels.API_VERSION, labels.KIND, namespace, service)
-    return dict(cluster.objects[ref].get("status") or {})
+    return copy.deepcopy(dict(cluster.objects[ref].get("status") or {}))
 
 
 def condition(cluster: InMemoryCluster, namespace: str, service: str, type_: str) -> dict[str, Any] | None:
