@@ -9,10 +9,9 @@ from typing import Annotated, Any
 
 import typer
 from pydantic import ValidationError
-from rich.table import Table
 
 from inferfleet.api import InferenceService, Plan
-from inferfleet.cli.app import OutputFormat, app, emit, fail, load_services, stdout
+from inferfleet.cli.app import OutputFormat, app, emit, fail, load_services
 from inferfleet.scaling import POLICIES
 from inferfleet.simulate.engine import simulate as run_simulation
 from inferfleet.simulate.report import TABLE_COLUMNS, summarize, table_rows
@@ -121,11 +120,15 @@ def simulate(
             target = plot if len(names) == 1 else plot.with_name(f"{plot.stem}-{name}{plot.suffix}")
             draw(result, target, title=f"{service.name} on {loaded.name}: {name}")
     if output is OutputFormat.table:
-        table = Table(box=None, pad_edge=False)
-        for _, header in TABLE_COLUMNS:
-            table.add_column(header, justify="left" if header == "POLICY" else "right", no_wrap=True)
-        for row in table_rows(summaries):
-            table.add_row(*row)
-        stdout.print(table)
+        # Plain columns (like kubectl): never wrapped or cut, whatever the terminal width.
+        headers = [header for _, header in TABLE_COLUMNS]
+        rows = table_rows(summaries)
+        widths = [max(len(cell) for cell in column) for column in zip(headers, *rows, strict=True)]
+        for line in [headers, *rows]:
+            cells = [
+                cell.ljust(w) if i == 0 else cell.rjust(w)
+                for i, (cell, w) in enumerate(zip(line, widths, strict=True))
+            ]
+            typer.echo("  ".join(cells).rstrip())
     else:
         emit(summaries[0] if len(summaries) == 1 else summaries, output)

@@ -189,7 +189,8 @@ def forecast(
 
     hour = _slice(history, n - 60, n)
     typical = _median(hour) if hour else level
-    cap = config.growth_cap * max(typical, level)
+    # Medians, so one spike minute neither raises the cap nor passes under it.
+    cap = config.growth_cap * max(typical, _median(recent[-config.level_window_min :]))
     capped = value > cap
     return Forecast(
         min(value, cap), method, level, capped=capped, reason="capped by growth guardrail" if capped else ""

@@ -38,8 +38,9 @@ class TierSlot:
 @dataclass(frozen=True, slots=True)
 class Placement:
     rps: dict[str, float]  # demand placed on each tier
-    replicas: dict[str, int]
+    replicas: dict[str, int]  # within [min, max]
     unplaced_rps: float
+    needed: dict[str, int]  # replicas the placed demand alone needs (no warm-minimum floor)
 
 
 def replicas_for(rps: float, usable_rps: float) -> int:
@@ -100,4 +101,5 @@ def place(demand_rps: float, base_rps: float, tiers: Sequence[TierSlot]) -> Plac
         )
         for tier in tiers
     }
-    return Placement(rps=alloc, replicas=replicas, unplaced_rps=max(0.0, burst))
+    needed = {tier.name: min(tier.max_replicas, replicas_for(alloc[tier.name], tier.usable_rps)) for tier in tiers}
+    return Placement(rps=alloc, replicas=replicas, unplaced_rps=max(0.0, burst), needed=needed)

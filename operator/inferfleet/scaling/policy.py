@@ -402,7 +402,7 @@ def decide(ctx: ScalingContext, state: ScalingState | None = None) -> tuple[Reco
             reasons[SIGNAL_HOLD] = "tier keeps failing to become Ready; skipped"
         else:
             if placement is not None and not t.missing:
-                targets[SIGNAL_PREDICTIVE] = placement.replicas.get(name, 0)
+                targets[SIGNAL_PREDICTIVE] = placement.needed.get(name, 0)
                 reasons[SIGNAL_PREDICTIVE] = (
                     f"{placement.rps.get(name, 0.0):.2f} req/s placed here "
                     f"(demand {demand or 0.0:.2f} req/s at +{t.lead_s:.0f} s, "
@@ -417,6 +417,8 @@ def decide(ctx: ScalingContext, state: ScalingState | None = None) -> tuple[Reco
             reasons[SIGNAL_SCHEDULED] = f"pre-warm window holds {scheduled[name]}"
 
         signal = max(targets, key=lambda key: (targets[key], _PRIORITY[key]))
+        if t.failing:
+            signal = SIGNAL_HOLD
         raw = min(t.max_replicas, max(targets.values()))
         if t.missing and not t.failing:
             # Missing data: hold what runs (raising to a floor is still safe).

@@ -1,0 +1,336 @@
+"""Tick-by-tick tests of decide(): the clock is passed in, so each test is a script."""
+
+from __future__ import annotations
+
+import datetime as dt
+import itertools
+import json
+from collections.abc import Sequence
+
+import pytest
+
+from inferfleet.scaling import (
+    SIGNAL_HOLD,
+    SIGNAL_PREDICTIVE,
+    SIGNAL_REACTIVE,
+    SIGNAL_SCHEDULED,
+    SIGNAL_WARM_MINIMUM,
+    PolicyConfig,
+    PrewarmRule,
+    Recommendation,
+    ScaleBehavior,
+    ScalingContext,
+    ScalingState,
+    TierContext,
+    TierFigures,
+    TierPolicy,
+    TierRecommendation,
+    TierSignals,
+    decide,
+)
+
+T0 = dt.datetime(2024, 1, 3, 12, 0, tzinfo=dt.UTC).timestamp()  # a Wednesday noon
+PERIOD = 15.0
+
+
+def figures(
+    name: str = "h100", usable: float = 2.0, cold: float = 120.0, cost: float | None = None
+) -> TierFigures:
+    return TierFigures(
+        name=name, usable_rps=usable, cold_start_s=cold, max_concurrency=32, cost_per_million_tokens_usd=cost
+    )
+
+
+def config(
+    *tiers: TierPolicy,
+    headroom: float = 0.0,
+    down: ScaleBehavior | None = None,
+    prewarm: tuple[PrewarmRule, ...] = (),
+    predictive: bool = True,
+) -> PolicyConfig:
+    return PolicyConfig(
+        tiers=tiers or (TierPolicy("h100", min_replicas=2, max_replicas=20),),
+        ttft_target_ms=2000.0,
+        sync_period_s=PERIOD,
+        headroom=headroom,
+        queue_depth_per_replica=4.0,
+        cold_start_margin_s=60.0,
+        scale_down=down or ScaleBehavior(300.0, 0.0, 1),
+        prewarm=prewarm,
+        predictive_enabled=predictive,
+    )
+
+
+def signals(
+    replicas: int,
+    *,
+    waiting: float = 0.0,
+    rate: float = 0.0,
+    ttft_ms: float | None = 1500.0,
+    ready: int | None = None,
+) -> TierSignals:
+    return TierSignals(
+        ready_replicas=replicas if ready is None else ready,
+        desired_replicas=replicas,
+        waiting=waiting,
+        running=rate * 5.0,
+        ttft_p99_ms=ttft_ms,
+        request_rate_rps=rate,
+    )
+
+
+def ctx(
+    now: float, policy: PolicyConfig, tier_signals: TierSignals, history: Sequence[float] | None = None
+) -> ScalingContext:
+    return ScalingContext(
+        now_s=now, policy=policy, tiers=(TierContext(figures(), tier_signals),), rate_history_rps=history
+    )
+
+
+def pick(rec: Recommendation, name: str) -> TierRecommendation:
+    tier = rec.tier(name)
+    assert tier is not None
+    return tier
+
+
+def flat(rate: float, minutes: int = 60) -> list[float]:
+    return [rate] * minutes
+
+
+def test_warm_minimum_holds_with_no_traffic() -> None:
+    policy = config()
+    state = None
+    replicas = 2
+    for tick in range(200):  # 50 minutes of silence
+        rec, state = decide(ctx(T0 + tick * PERIOD, policy, signals(replicas), flat(0.0)), state)
+        replicas = rec.replicas["h100"]
+        assert replicas >= 2
+    assert replicas == 2
+    assert pick(rec, "h100").signal in (SIGNAL_WARM_MINIMUM, SIGNAL_HOLD)
+
+
+def test_predictive_target_is_demand_over_usable_with_headroom() -> None:
+    policy = config(headroom=0.2)
+    rec, _ = decide(ctx(T0, policy, signals(2, rate=10.0), flat(10.0)), None)
+    # 10 req/s x 1.2 / 2 req/s per replica = 6
+    assert rec.replicas["h100"] == 6
+    assert pick(rec, "h100").signal == SIGNAL_PREDICTIVE
+    assert rec.forecast_rps == pytest.approx(10.0)
+
+
+def test_scale_down_waits_for_the_stabilization_window_then_steps() -> None:
+    policy = config(down=ScaleBehavior(300.0, 0.0, 1))
+    state = ScalingState()
+    replicas = 10
+    history = flat(20.0)
+    # Warm up at 20 req/s: target 10.
+    for tick in range(30):
+        rec, state = decide(ctx(T0 + tick * PERIOD, policy, signals(replicas, rate=20.0), history), state)
+        replicas = rec.replicas["h100"]
+    assert replicas == 10
+    # Demand drops to 4 req/s (target 2): nothing happens for the 300 s window.
+    drop = T0 + 30 * PERIOD
+    low = flat(20.0) + flat(4.0, 10)
+    changes = []
+    for tick in range(60):
+        now = drop + tick * PERIOD
+        rec, state = decide(ctx(now, policy, signals(replicas, rate=4.0), low), state)
+        if rec.replicas["h100"] != replicas:
+            changes.append((now - drop, rec.replicas["h100"]))
+        replicas = rec.replicas["h100"]
+    assert changes, "never scaled down"
+    first_s, first_replicas = changes[0]
+    assert first_s >= 300.0 - PERIOD  # twenty low samples, one every 15 s, span 300 s
+    assert first_replicas == 9  # at most one replica per step
+    assert all(b[1] == a[1] - 1 for a, b in itertools.pairwise(changes))
+
+
+def test_scale_down_never_while_requests_wait() -> None:
+    policy = config(down=ScaleBehavior(0.0, 0.0, 5))
+    state = ScalingState(tiers={})
+    # Establish the window, then ask with a queue below the breach threshold.
+    rec, state = decide(ctx(T0, policy, signals(8, rate=2.0, waiting=3.0), flat(2.0)), state)
+    for tick in range(1, 40):
+        rec, state = decide(
+            ctx(T0 + tick * PERIOD, policy, signals(8, rate=2.0, waiting=3.0), flat(2.0)), state
+        )
+        assert rec.replicas["h100"] == 8
+
+
+def test_queue_breach_scales_up_at_once_with_step_following_the_breach() -> None:
+    policy = config()
+    small, _ = decide(ctx(T0, policy, signals(4, rate=8.0, waiting=30.0), flat(8.0)), None)
+    large, _ = decide(ctx(T0, policy, signals(4, rate=12.0, waiting=300.0), flat(8.0)), None)
+    assert small.replicas["h100"] > 4
+    assert pick(small, "h100").signal == SIGNAL_REACTIVE
+    assert large.replicas["h100"] > small.replicas["h100"]
+    # Bounded like HPA: double or four more, whichever is larger.
+    assert large.replicas["h100"] <= 8
+
+
+def test_ttft_breach_under_load_scales_up_in_proportion() -> None:
+    policy = config()
+    rec, _ = decide(ctx(T0, policy, signals(4, rate=7.0, ttft_ms=3000.0), flat(7.0)), None)
+    assert rec.replicas["h100"] == 6  # ceil(4 x 3000/2000)
+    assert pick(rec, "h100").signal == SIGNAL_REACTIVE
+    # The same breach on an idle fleet (one long prompt) does not scale.
+    idle, _ = decide(ctx(T0, policy, signals(4, rate=0.5, ttft_ms=3000.0), flat(0.5)), None)
+    assert idle.replicas["h100"] == 4
+
+
+def test_reactive_target_does_not_compound_during_a_cold_start() -> None:
+    policy = config()
+    state = None
+    replicas = 4
+    for tick in range(8):  # 2 minutes: the new replicas are still starting
+        sig = signals(replicas, rate=12.0, waiting=200.0 + 100 * tick, ready=4)
+        rec, state = decide(ctx(T0 + tick * PERIOD, policy, sig, flat(8.0)), state)
+        replicas = rec.replicas["h100"]
+    assert replicas <= 8
+
+
+def test_missing_signals_hold_and_never_scale_down() -> None:
+    policy = config(down=ScaleBehavior(0.0, 0.0, 5))
+    state = None
+    missing = TierSignals(desired_replicas=7)
+    for tick in range(40):
+        rec, state = decide(ctx(T0 + tick * PERIOD, policy, missing, None), state)
+        assert rec.replicas["h100"] == 7
+        assert pick(rec, "h100").signal == SIGNAL_HOLD
+
+
+def test_missing_history_blocks_scale_down_but_not_scale_up() -> None:
+    policy = config(down=ScaleBehavior(0.0, 0.0, 5))
+    state = None
+    for tick in range(40):
+        rec, state = decide(ctx(T0 + tick * PERIOD, policy, signals(7, rate=1.0), None), state)
+        assert rec.replicas["h100"] == 7
+    up, _ = decide(ctx(T0, policy, signals(2, rate=1.0, waiting=50.0), None), None)
+    assert up.replicas["h100"] > 2
+
+
+def test_restart_from_persisted_state_gives_the_same_decision() -> None:
+    policy = config(headroom=0.2)
+    state = None
+    replicas = 4
+    history = flat(6.0, 120)
+    rec = None
+    for tick in range(50):
+        rate = 6.0 if tick < 25 else 2.0
+        rec, state = decide(ctx(T0 + tick * PERIOD, policy, signals(replicas, rate=rate), history), state)
+        replicas = rec.replicas["h100"]
+    assert state is not None
+    persisted = json.loads(json.dumps(state.to_dict()))  # through status as JSON
+    restored = ScalingState.from_dict(persisted)
+    now = T0 + 50 * PERIOD
+    sig = signals(replicas, rate=2.0)
+    live, live_state = decide(ctx(now, policy, sig, history), state)
+    again, again_state = decide(ctx(now, policy, sig, history), restored)
+    assert live.to_dict() == again.to_dict()
+    assert live_state.to_dict() == again_state.to_dict()
+
+
+def test_lost_state_never_causes_an_immediate_scale_down() -> None:
+    policy = config(down=ScaleBehavior(300.0, 0.0, 5))
+    rec, state = decide(ctx(T0, policy, signals(10, rate=1.0), flat(1.0)), None)
+    assert rec.replicas["h100"] == 10  # a fresh state has not seen a whole window yet
+    rec, _ = decide(ctx(T0 + 150, policy, signals(10, rate=1.0), flat(1.0)), state)
+    assert rec.replicas["h100"] == 10
+
+
+def test_prewarm_window_opens_one_lead_time_early() -> None:
+    # Weekdays 13:00 UTC for an hour, 5 replicas; lead = 120 s cold start + 60 s margin.
+    rule = PrewarmRule(schedule="0 13 * * 1-5", duration_s=3600.0, replicas=5, tier="h100")
+    policy = config(prewarm=(rule,))
+    before, _ = decide(ctx(T0 + 3600 - 400, policy, signals(2), flat(0.0)), None)
+    early, _ = decide(ctx(T0 + 3600 - 170, policy, signals(2), flat(0.0)), None)
+    inside, _ = decide(ctx(T0 + 3600 + 1800, policy, signals(2), flat(0.0)), None)
+    assert before.replicas["h100"] == 2
+    assert early.replicas["h100"] == 5
+    assert pick(early, "h100").signal == SIGNAL_SCHEDULED
+    assert inside.replicas["h100"] == 5
+
+
+def two_tier_ctx(
+    now: float, policy: PolicyConfig, cheap: TierSignals, dear: TierSignals, history: list[float]
+) -> ScalingContext:
+    return ScalingContext(
+        now_s=now,
+        policy=policy,
+        tiers=(
+            TierContext(figures("l4", usable=1.0, cost=0.2), cheap),
+            TierContext(figures("a100", usable=3.0, cost=0.1), dear),
+        ),
+        rate_history_rps=history,
+    )
+
+
+def test_spot_tier_takes_the_burst_above_the_on_demand_base() -> None:
+    policy = config(
+        TierPolicy("l4", min_replicas=1, max_replicas=20),
+        TierPolicy("a100", min_replicas=0, max_replicas=10, capacity_type="spot"),
+    )
+    # An hour at 4 req/s, then 10 req/s: the base (4) stays on L4, the burst goes to spot.
+    history = flat(4.0) + flat(10.0, 5)
+    rec, _ = decide(two_tier_ctx(T0, policy, signals(4, rate=10.0), signals(0, rate=0.0), history), None)
+    assert rec.replicas["l4"] == 4
+    assert rec.replicas["a100"] >= 2
+
+
+def test_routing_share_is_honoured_and_cost_orders_the_rest() -> None:
+    policy = config(
+        TierPolicy("l4", min_replicas=1, max_replicas=20, routing_share=0.5),
+        TierPolicy("a100", min_replicas=1, max_replicas=10),
+    )
+    rec, _ = decide(two_tier_ctx(T0, policy, signals(1, rate=6.0), signals(1, rate=0.0), flat(6.0)), None)
+    assert rec.replicas["l4"] == 3  # 50% of 6 req/s at 1 req/s each
+    assert rec.replicas["a100"] == 1  # the other 3 req/s fit one A100
+    assert pick(rec, "l4").traffic_share == pytest.approx(0.5)
+
+
+def test_a_tier_that_never_becomes_ready_is_skipped() -> None:
+    policy = config(
+        TierPolicy("l4", min_replicas=1, max_replicas=20),
+        TierPolicy("a100", min_replicas=0, max_replicas=10),
+    )
+    history = flat(9.0)
+    state = None
+    a100 = 0
+    l4 = 1
+    # The cheap A100 tier is asked for replicas that never become Ready (no GPU nodes).
+    for tick in range(120):
+        rec, state = decide(
+            two_tier_ctx(
+                T0 + tick * PERIOD,
+                policy,
+                signals(l4, rate=9.0 if a100 == 0 else 0.0),
+                signals(a100, rate=0.0, ready=0),
+                history,
+            ),
+            state,
+        )
+        a100 = rec.replicas["a100"]
+        l4 = rec.replicas["l4"]
+    assert a100 == 0
+    assert l4 >= 9  # the L4 tier took the whole demand
+    assert pick(rec, "a100").signal == SIGNAL_HOLD
+
+
+def test_capacity_factor_learns_from_latency_within_bounds() -> None:
+    policy = config()
+    state = None
+    # Ten replicas carry 20 req/s (the plan's figure) with TTFT far below target:
+    # the factor creeps up, so fewer replicas are asked for the same demand.
+    for tick in range(120):
+        _, state = decide(
+            ctx(T0 + tick * PERIOD, policy, signals(10, rate=20.0, ttft_ms=200.0), flat(20.0)), state
+        )
+    assert state is not None
+    grown = state.tiers["h100"].capacity_factor
+    assert 1.2 < grown <= 1.5
+    # A sustained breach at that load cuts it back at once.
+    for tick in range(120, 123):
+        _rec, state = decide(
+            ctx(T0 + tick * PERIOD, policy, signals(10, rate=26.0, ttft_ms=2600.0), flat(20.0)), state
+        )
+    assert state.tiers["h100"].capacity_factor < grown

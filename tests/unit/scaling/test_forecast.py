@@ -1,0 +1,79 @@
+"""Forecaster: methods on shapes whose answer is known, and the guardrails."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from inferfleet.scaling.forecast import DAY_MIN, ForecastConfig, Method, forecast
+
+
+def daily_wave(days: float, base: float = 100.0, amplitude: float = 50.0) -> list[float]:
+    return [base + amplitude * math.sin(2 * math.pi * m / DAY_MIN) for m in range(int(days * DAY_MIN))]
+
+
+def test_too_little_history_gives_no_forecast() -> None:
+    result = forecast([5.0] * 5, 3.0)
+    assert result.rate_rps is None
+    assert "data points" in result.reason
+
+
+def test_sparse_history_gives_no_forecast() -> None:
+    history = [5.0 if m % 3 == 0 else math.nan for m in range(60)]  # a third of the minutes
+    assert forecast(history, 3.0).rate_rps is None
+
+
+def test_flat_history_forecasts_its_level() -> None:
+    methods: tuple[Method, ...] = ("naive", "trend", "seasonal", "hybrid")
+    for method in methods:
+        result = forecast([7.0] * 120, 5.0, ForecastConfig(method=method))
+        assert result.rate_rps == pytest.approx(7.0)
+
+
+def test_trend_extrapolates_a_ramp_damped() -> None:
+    ramp = [10.0 + 0.5 * m for m in range(60)]  # +0.5 req/s per minute
+    result = forecast(ramp, 10.0, ForecastConfig(method="trend"))
+    assert result.rate_rps is not None
+    last = ramp[-1]
+    assert last < result.rate_rps < last + 0.5 * 12  # ahead of the level, not the full slope
+
+
+def test_seasonal_anticipates_the_morning_ramp_from_yesterday() -> None:
+    history = daily_wave(3.0)
+    # Now is the trough of a cycle where the curve rises; ask 60 minutes ahead.
+    cut = 2 * DAY_MIN + int(0.75 * DAY_MIN)  # 18:00: sin at its minimum, about to rise
+    past = history[:cut]
+    truth = 100.0 + 50.0 * math.sin(2 * math.pi * (cut - 1 + 60) / DAY_MIN)
+    seasonal = forecast(past, 60.0, ForecastConfig(method="seasonal"))
+    naive = forecast(past, 60.0, ForecastConfig(method="naive"))
+    assert seasonal.rate_rps is not None and naive.rate_rps is not None
+    assert abs(seasonal.rate_rps - truth) < abs(naive.rate_rps - truth) / 2
+    assert seasonal.method.startswith("seasonal-daily")
+
+
+def test_a_single_spike_cannot_ask_for_an_unbounded_fleet() -> None:
+    history = [10.0] * 59 + [10_000.0]
+    result = forecast(history, 5.0)
+    assert result.rate_rps is not None
+    # Capped at growth_cap x the recent typical level (median of the last hour = 10).
+    assert result.rate_rps <= 2.0 * max(10.0, sum(history[-5:]) / 5) + 1e-9
+    assert result.capped
+
+
+def test_growth_cap_bounds_a_seasonal_ratio() -> None:
+    history = [1.0] * DAY_MIN + [1.0] * 30
+    history[5 : 5 + 20] = [500.0] * 20  # yesterday, just after this time: an outlier
+    result = forecast(history, 10.0, ForecastConfig(method="seasonal"))
+    assert result.rate_rps is not None
+    assert result.rate_rps <= 2.0 * 1.0 + 1e-9
+
+
+def test_gaps_in_a_reference_day_are_skipped_not_trusted() -> None:
+    history = daily_wave(2.0)
+    # Wipe yesterday's reference window: the seasonal method must fall back.
+    now = len(history)
+    for m in range(now - DAY_MIN - 20, now - DAY_MIN + 40):
+        history[m] = math.nan
+    result = forecast(history, 10.0, ForecastConfig(method="seasonal", max_daily_periods=1))
+    assert result.method == "trend"

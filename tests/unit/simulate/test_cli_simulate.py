@@ -1,0 +1,103 @@
+"""`inferfleet simulate`: the JSON contract, tables, plots, and exit 2 on bad input."""
+
+from __future__ import annotations
+
+import importlib
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from inferfleet.cli import COMMAND_MODULES, app
+from tests.conftest import EXAMPLES_DIR
+
+for _module in COMMAND_MODULES:  # register every subcommand, as main() does
+    importlib.import_module(_module)
+
+SPEC = EXAMPLES_DIR / "llama-70b-chat.yaml"
+CONTRACT = (
+    "policy",
+    "requests",
+    "sloAttainment",
+    "ttftP50Ms",
+    "ttftP99Ms",
+    "gpuHours",
+    "costUsd",
+    "scaleUps",
+    "scaleDowns",
+)
+
+
+def tier(name: str, usable: float) -> dict[str, object]:
+    return {
+        "name": name, "gpu": "X", "feasible": True, "tensorParallelSize": 2, "pipelineParallelSize": 1,
+        "gpusPerReplica": 2, "quantization": "fp8", "kvCacheDtype": "fp8", "gpuMemoryUtilization": 0.9,
+        "maxModelLen": 16384, "maxNumSeqs": 64, "maxNumBatchedTokens": 8192,
+        "memoryGiB": {"weights": 1, "activations": 1, "overhead": 1, "kvCache": 1},
+        "kvCacheTokens": 400000, "maxConcurrency": 24.0, "concurrencyAtP95": 64.0, "usableRps": usable,
+        "replicasForPeak": 10, "coldStartSeconds": 90.0,
+        "performance": {"prefillTokensPerSecond": 12000, "decodeStepBaseMs": 15, "decodeStepPerSeqMs": 0.2},
+        "reasons": ["test"],
+    }  # fmt: skip
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> tuple[Path, Path]:
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"name": "llama-70b-chat", "tiers": [tier("h100", 2.5), tier("a100", 1.5)]}))
+    rows = "".join(f"{i * 0.5},M,800,150,950,Conversation log\n" for i in range(2400))
+    trace = tmp_path / "trace.csv"
+    trace.write_text("Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n" + rows)
+    return plan, trace
+
+
+def test_json_contract(files: tuple[Path, Path]) -> None:
+    plan, trace = files
+    args = ["simulate", "-f", str(SPEC), "--trace", str(trace), "--plan", str(plan), "-o", "json"]
+    result = CliRunner().invoke(app, [*args, "--policy", "inferfleet"])
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    assert all(key in document for key in CONTRACT)
+    assert document["policy"] == "inferfleet"
+    assert document["requests"] == 2400
+    every = CliRunner().invoke(app, [*args, "--policy", "all", "--rate-scale", "2"])
+    assert [row["policy"] for row in json.loads(every.stdout)] == [
+        "inferfleet", "static-peak", "reactive-util", "queue-only",
+    ]  # fmt: skip
+
+
+def test_table_and_plot(files: tuple[Path, Path], tmp_path: Path) -> None:
+    plan, trace = files
+    png = tmp_path / "out.png"
+    args = ["simulate", "-f", str(SPEC), "--trace", str(trace), "--plan", str(plan), "--plot", str(png)]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "inferfleet" in result.stdout
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--policy", "hpa"], "unknown policy"),
+        (["--format", "parquet"], "unknown trace format"),
+        (["--rate-scale", "0"], "must be > 0"),
+    ],
+)
+def test_bad_flags_exit_2(files: tuple[Path, Path], extra: list[str], message: str) -> None:
+    plan, trace = files
+    result = CliRunner().invoke(
+        app, ["simulate", "-f", str(SPEC), "--trace", str(trace), "--plan", str(plan), *extra]
+    )
+    assert result.exit_code == 2
+    assert message in result.output
+
+
+def test_missing_trace_exits_2(files: tuple[Path, Path], tmp_path: Path) -> None:
+    plan, _ = files
+    result = CliRunner().invoke(
+        app, ["simulate", "-f", str(SPEC), "--trace", str(tmp_path / "nope.csv"), "--plan", str(plan)]
+    )
+    assert result.exit_code == 2
+    assert "no such file" in result.output

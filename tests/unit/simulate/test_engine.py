@@ -1,0 +1,147 @@
+"""The replay engine on tiny synthetic traces whose answers can be worked out by hand."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from inferfleet.scaling import (
+    PolicyConfig,
+    Recommendation,
+    ScalingContext,
+    ScalingState,
+    TierFigures,
+    TierPolicy,
+    TierRecommendation,
+)
+from inferfleet.simulate.engine import ServingModel, SimConfig, SimTier, histogram_quantile, simulate
+from inferfleet.simulate.report import summarize
+from inferfleet.simulate.traces import Trace
+
+EPOCH = 1_704_067_200.0
+
+
+def trace(arrivals: list[float], output_tokens: int, span_s: float, input_tokens: int = 1) -> Trace:
+    n = len(arrivals)
+    return Trace(
+        name="synthetic",
+        format="test",
+        arrival_s=np.asarray(arrivals, dtype=np.float64),
+        input_tokens=np.full(n, input_tokens, dtype=np.int64),
+        output_tokens=np.full(n, output_tokens, dtype=np.int64),
+        span_s=span_s,
+        epoch_s=EPOCH,
+    )
+
+
+def sim_config(
+    *, slots: int, cold_start_s: float = 60.0, step_ms: float = 100.0, prefill_tps: float = 1e12
+) -> SimConfig:
+    tier = SimTier(
+        figures=TierFigures(name="t", usable_rps=100.0, cold_start_s=cold_start_s, max_concurrency=slots),
+        serving=ServingModel(
+            prefill_tokens_per_s=prefill_tps, decode_step_base_ms=step_ms, decode_step_per_seq_ms=0.0
+        ),
+        slots=slots,
+        cost_per_gpu_hour=2.0,
+    )
+    policy = PolicyConfig(tiers=(TierPolicy("t", min_replicas=1, max_replicas=10),), ttft_target_ms=2500.0)
+    return SimConfig(tiers=(tier,), policy=policy, ttft_slo_ms=2500.0, itl_slo_ms=1000.0)
+
+
+class Fixed:
+    """A policy that asks for a fixed count and records what it saw."""
+
+    def __init__(self, replicas: int) -> None:
+        self.replicas = replicas
+        self.seen: list[ScalingContext] = []
+
+    def __call__(
+        self, ctx: ScalingContext, state: ScalingState | None
+    ) -> tuple[Recommendation, ScalingState]:
+        self.seen.append(ctx)
+        tier = TierRecommendation(
+            name="t", replicas=self.replicas, current=None, signal="hold", reason="fixed"
+        )
+        return Recommendation(
+            now_s=ctx.now_s, tiers=(tier,), signal="hold", reason="fixed"
+        ), state or ScalingState()
+
+
+def test_littles_law_in_flight_equals_rate_times_time_in_system() -> None:
+    # 2 req/s, evenly spaced; each request decodes 10 steps of 100 ms = 1 s, prefill ~0.
+    arrivals = [0.25 + 0.5 * i for i in range(2400)]
+    policy = Fixed(1)
+    result = simulate(trace(arrivals, output_tokens=11, span_s=1200.0), sim_config(slots=8), policy, "fixed")
+    running = [ctx.tiers[0].signals.running or 0.0 for ctx in policy.seen[2:70]]
+    assert np.mean(running) == pytest.approx(2.0 * 1.0, rel=0.01)  # L = lambda x W
+    summary = summarize(result)
+    assert summary["sloAttainment"] == 1.0
+    assert result.gpu_hours == pytest.approx(1200.0 / 3600.0)  # one replica for the span
+    assert result.cost_usd == pytest.approx(2.0 * 1200.0 / 3600.0)
+
+
+@pytest.mark.parametrize(("slots", "within"), [(1, 3), (2, 6)])
+def test_single_burst_queues_in_fifo_order(slots: int, within: int) -> None:
+    # Ten requests at once on one replica, each holding a slot for 1 s: with one slot
+    # the k-th waits k seconds (TTFT 0..9 s), with two slots k // 2 seconds.
+    result = simulate(
+        trace([100.0] * 10, output_tokens=11, span_s=200.0), sim_config(slots=slots), Fixed(1), "f"
+    )
+    waits = np.sort(result.ttft_s)
+    expected = np.asarray([k // slots for k in range(10)], dtype=np.float64)
+    assert waits == pytest.approx(expected, abs=1e-6)
+    assert summarize(result)["sloViolations"] == 10 - within
+
+
+def test_a_new_replica_serves_only_after_its_cold_start() -> None:
+    # Scaled to 2 at the first tick (t=15); cold start 60 s: the new replica is Ready at 75.
+    # One slot each, 10 s per request. Requests at 70 and 71: the first takes the old
+    # replica, the second waits for the new one (TTFT 4 s). At 90 and 90: both start at once.
+    class Grow(Fixed):
+        def __call__(
+            self, ctx: ScalingContext, state: ScalingState | None
+        ) -> tuple[Recommendation, ScalingState]:
+            self.replicas = 1 if ctx.now_s == EPOCH else 2  # the initial fleet is one replica
+            return super().__call__(ctx, state)
+
+    config = sim_config(slots=1, cold_start_s=60.0, step_ms=1000.0)
+    result = simulate(trace([70.0, 71.0, 90.0, 90.0], output_tokens=11, span_s=300.0), config, Grow(1), "f")
+    assert result.ttft_s.tolist() == pytest.approx([0.0, 4.0, 0.0, 0.0], abs=1e-6)
+    # Paid for from the moment it was asked for, not from Ready.
+    assert result.gpu_hours == pytest.approx((300.0 + (300.0 - 15.0)) / 3600.0)
+    assert result.scale_ups == 1
+
+
+def test_a_removed_replica_finishes_its_work_and_is_paid_until_then() -> None:
+    class Down(Fixed):
+        def __call__(
+            self, ctx: ScalingContext, state: ScalingState | None
+        ) -> tuple[Recommendation, ScalingState]:
+            self.replicas = 2 if ctx.now_s - EPOCH < 60 else 1
+            return super().__call__(ctx, state)
+
+    # Two replicas Ready at 0 (the initial fleet asks the policy first); a 100 s request on
+    # each at t=50; at t=60 one replica goes, but finishes its request at t=150.
+    config = sim_config(slots=1, step_ms=10_000.0)
+    policy = Down(2)
+    result = simulate(trace([50.0, 50.0], output_tokens=11, span_s=400.0), config, policy, "f")
+    assert result.ttft_s.tolist() == pytest.approx([0.0, 0.0], abs=1e-6)
+    assert result.gpu_hours == pytest.approx((400.0 + 150.0) / 3600.0)
+    assert result.scale_downs == 1
+
+
+def test_waiting_signal_counts_the_queue() -> None:
+    policy = Fixed(1)
+    simulate(trace([20.0] * 12, output_tokens=101, span_s=60.0), sim_config(slots=2), policy, "f")
+    at_30 = next(ctx for ctx in policy.seen if ctx.now_s - EPOCH == 30.0)
+    assert at_30.tiers[0].signals.waiting == 10.0
+    assert at_30.tiers[0].signals.running == 2.0
+
+
+def test_histogram_quantile_interpolates_like_prometheus() -> None:
+    bounds = (1.0, 2.0, 4.0)
+    assert histogram_quantile(0.5, [0, 10, 0, 0], bounds) == pytest.approx(1.5)
+    assert histogram_quantile(0.99, [50, 50, 0, 0], bounds) == pytest.approx(1.98)
+    assert histogram_quantile(0.99, [0, 0, 0, 5], bounds) == 4.0  # +Inf bucket: the last bound
+    assert histogram_quantile(0.99, [0, 0, 0, 0], bounds) is None
