@@ -78,7 +78,8 @@ def _rolled_out(workload: Mapping[str, Any]) -> bool:
     """The workload's controller has seen its latest spec and updated every replica."""
     status = workload.get("status") or {}
     generation = (workload.get("metadata") or {}).get("generation")
-    if generation is not None and int(status.get("observedGeneration") or 0) < int(generation):
+    observed = status.get("observedGeneration")  # Deployments report it; LeaderWorkerSets do not
+    if generation is not None and observed is not None and int(observed) < int(generation):
         return False
     desired = replicas_of(workload) or 0
     return int(status.get("updatedReplicas") or 0) >= desired

@@ -72,3 +72,20 @@ def test_status_keeps_other_writers_conditions_and_fields() -> None:
     assert {c["type"] for c in new["conditions"]} == {"Scaling", "Planned", "Ready", "Degraded"}
     assert status_rules.changes(previous, new).keys() >= {"conditions", "plan", "observedGeneration"}
     assert "autoscalerState" not in status_rules.changes(previous, new)
+
+
+def test_ready_needs_an_updated_rollout_not_only_ready_pods() -> None:
+    def result(status: dict[str, Any], generation: int = 2) -> dict[str, Any]:
+        obj = workload("a", "h100", replicas=2) | {"status": status}
+        obj["metadata"]["generation"] = generation
+        new = status_rules.compute({}, status_rules.PassResult(
+            generation=1, plan=plans.plan(plans.tier_plan("h100")), plan_hash="h", workloads={"h100": obj}
+        ), now="t")
+        ready: dict[str, Any] = next(c for c in new["conditions"] if c["type"] == "Ready")
+        return ready
+
+    assert result({"readyReplicas": 2, "updatedReplicas": 1, "observedGeneration": 2})["status"] == "False"
+    assert result({"readyReplicas": 2, "updatedReplicas": 2, "observedGeneration": 1})["status"] == "False"
+    assert result({"readyReplicas": 2, "updatedReplicas": 2, "observedGeneration": 2})["status"] == "True"
+    # A LeaderWorkerSet reports no observedGeneration.
+    assert result({"readyReplicas": 2, "updatedReplicas": 2})["status"] == "True"
