@@ -206,6 +206,10 @@ def _initial_settings(
     dtype, act_bytes, dtype_reason = engine.choose_dtype(arch, gpu, overrides)
     if dtype_reason:
         notes.append(dtype_reason)
+    if overrides.block_size is not None:
+        notes.append(f"block size {overrides.block_size}: set by the tier override")
+    if overrides.enforce_eager is not None:
+        notes.append(f"enforce-eager {str(overrides.enforce_eager).lower()}: set by the tier override")
     gmu, _ = engine.gpu_memory_utilization(workload, overrides)
     mml, _ = engine.max_model_len(workload, arch, overrides)
     seqs = overrides.max_num_seqs or workload.max_num_seqs_cap
@@ -264,16 +268,28 @@ def _raise_for_slo(
     """A higher TP on fast links when the lowest fitting one cannot meet the latency SLO."""
     if overrides.tensor_parallel_size or not ev.workload.online or chosen.pp > 1 or _slo_ok(ev, chosen):
         return (chosen, None)
+    widest: Candidate | None = None
     for tp in _tp_options(ev.arch, ev.gpus_per_node):
         if tp <= chosen.tp or not (ev.gpu.fast_link(tp) or tp <= 2):
             continue
         candidate = ev.evaluate(chosen.quant, tp, 1)
-        if candidate.memory.starts and _slo_ok(ev, candidate):
+        if not candidate.memory.starts:
+            continue
+        if _slo_ok(ev, candidate):
             return (
                 candidate,
                 f"TP raised from {chosen.tp} to {tp}: at TP={chosen.tp} a decode step or a P95 "
                 "prefill would break the latency SLO",
             )
+        widest = candidate
+    if widest is not None:
+        # No degree meets the SLO: take the fastest the interconnect allows (a larger
+        # model then never ends up on fewer GPUs than a smaller one).
+        return (
+            widest,
+            f"TP raised from {chosen.tp} to {widest.tp}, the most this interconnect allows; the latency "
+            "SLO stays at risk even there (consider a faster GPU or a looser SLO)",
+        )
     return (chosen, None)
 
 
@@ -452,11 +468,16 @@ def build_tier_plan(spec: InferenceServiceSpec, tier: TierSpec, arch: ModelArch,
         spec=spec, tier=tier, arch=arch, gpu=gpu, workload=workload, overrides=overrides
     )
     ev = _Evaluator(arch, gpu, workload, settings, gpus_per_node)
-    results = [(*ev.search(q, overrides), order) for order, q in enumerate(choices(spec, tier, arch, gpu))]
-    level, chosen, _ = min(results, key=lambda r: (r[0], r[1].gpus, r[2]))
-    slo_note = None
-    if level == 0:
-        chosen, slo_note = _raise_for_slo(ev, chosen, overrides)
+    # Each format gets its layout (SLO raise included) before formats are compared, so
+    # the comparison sees the GPUs each would really take.
+    results: list[tuple[int, int, int, Candidate, str | None]] = []
+    for order, quant in enumerate(choices(spec, tier, arch, gpu)):
+        level, candidate = ev.search(quant, overrides)
+        note = None
+        if level == 0:
+            candidate, note = _raise_for_slo(ev, candidate, overrides)
+        results.append((level, candidate.gpus, order, candidate, note))
+    level, _, _, chosen, slo_note = min(results, key=lambda r: r[:3])
     chunked = spec.serving.chunked_prefill if spec.serving else True
     prefix = spec.serving.prefix_caching if spec.serving else True
     if level < 4:

@@ -1,0 +1,197 @@
+"""Property tests: monotonicity of the planner's choices and the supremacy of overrides."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from inferfleet.api.spec import InferenceServiceSpec
+from inferfleet.catalog import default_catalogs
+from inferfleet.planner import plan
+
+CATALOGS = default_catalogs()
+MODELS = [
+    "meta-llama/Llama-3.1-8B-Instruct",
+    "meta-llama/Llama-3.3-70B-Instruct",
+    "Qwen/Qwen2.5-7B-Instruct",
+    "Qwen/Qwen3-30B-A3B",
+    "mistralai/Mixtral-8x7B-Instruct-v0.1",
+    "google/gemma-3-27b-it",
+    "microsoft/phi-4",
+]
+ARCHETYPES = ["chat", "code", "rag", "agentic", "batch"]
+SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@st.composite
+def workloads(draw: st.DrawFn) -> dict[str, Any]:
+    p50_in = draw(st.integers(50, 4000))
+    p50_out = draw(st.integers(20, 1000))
+    return {
+        "archetype": draw(st.sampled_from(ARCHETYPES)),
+        "inputTokens": {"p50": p50_in, "p95": p50_in * 2, "p99": p50_in * 3},
+        "outputTokens": {"p50": p50_out, "p95": p50_out * 2, "p99": p50_out * 3},
+        "peakRequestsPerSecond": draw(st.floats(0.1, 500)),
+        "slo": {
+            "ttftP99Ms": draw(st.sampled_from([500, 2000, 10000])),
+            "itlP99Ms": draw(st.sampled_from([50, 100])),
+        },
+    }
+
+
+def _inline_gpu(memory_gib: float, fp8: bool, nvlink: bool) -> dict[str, Any]:
+    return {
+        "name": "probe",
+        "memoryGiB": memory_gib,
+        "memoryBandwidthTBs": 2.0,
+        "bf16Tflops": 400,
+        "fp8": fp8,
+        "interconnect": "nvlink" if nvlink else "pcie",
+    }
+
+
+def _tier_plan(doc: dict[str, Any]) -> Any:
+    return plan(InferenceServiceSpec.model_validate(doc), CATALOGS, "p").tiers[0]
+
+
+@SETTINGS
+@given(
+    model=st.sampled_from(MODELS),
+    workload=workloads(),
+    small=st.floats(16, 160),
+    extra=st.floats(1, 160),
+    fp8=st.booleans(),
+    nvlink=st.booleans(),
+    quantization=st.sampled_from(["auto", "none", "fp8"]),
+)
+def test_more_memory_never_yields_a_higher_tp(  # noqa: PLR0917 (hypothesis passes keywords)
+    model: str,
+    workload: dict[str, Any],
+    small: float,
+    extra: float,
+    fp8: bool,
+    nvlink: bool,
+    quantization: str,
+) -> None:
+    def tp_for(memory: float) -> tuple[bool, int]:
+        doc = {
+            "model": {"name": model},
+            "workload": workload,
+            "quantization": quantization,
+            "tiers": [{"name": "t", "gpu": _inline_gpu(memory, fp8, nvlink), "gpusPerNode": 8}],
+        }
+        tier = _tier_plan(doc)
+        return (tier.feasible, tier.tensor_parallel_size * tier.pipeline_parallel_size)
+
+    feasible_small, gpus_small = tp_for(small)
+    feasible_large, gpus_large = tp_for(small + extra)
+    if feasible_small:
+        assert feasible_large
+        assert gpus_large <= gpus_small
+
+
+@st.composite
+def dense_configs(draw: st.DrawFn) -> tuple[dict[str, Any], float]:
+    heads = draw(st.sampled_from([16, 32, 64]))
+    kv = draw(st.sampled_from([h for h in (1, 2, 4, 8) if heads % h == 0]))
+    hidden = heads * 128
+    layers = draw(st.integers(8, 96))
+    config = {
+        "hidden_size": hidden,
+        "intermediate_size": hidden * 3,
+        "num_hidden_layers": layers,
+        "num_attention_heads": heads,
+        "num_key_value_heads": kv,
+        "vocab_size": 128000,
+        "max_position_embeddings": 131072,
+    }
+    params_b = (layers * (4 * hidden * hidden + 9 * hidden * hidden) + 2 * 128000 * hidden) / 1e9
+    return (config, params_b)
+
+
+@SETTINGS
+@given(
+    base=dense_configs(),
+    more_layers=st.integers(1, 64),
+    gpu=st.sampled_from(["L4", "L40S", "A100-SXM-80GB", "H100-SXM-80GB"]),
+    workload=workloads(),
+)
+def test_a_larger_model_never_needs_fewer_gpus(
+    base: tuple[dict[str, Any], float], more_layers: int, gpu: str, workload: dict[str, Any]
+) -> None:
+    config, params_b = base
+    per_layer_b = (params_b - 2 * 128000 * config["hidden_size"] / 1e9) / config["num_hidden_layers"]
+    bigger = {**config, "num_hidden_layers": config["num_hidden_layers"] + more_layers}
+
+    def gpus_for(cfg: dict[str, Any], params: float) -> tuple[bool, int]:
+        doc = {
+            "model": {"name": "probe/model", "config": cfg, "parametersBillion": params},
+            "workload": workload,
+            "tiers": [{"name": "t", "gpu": gpu}],
+        }
+        tier = _tier_plan(doc)
+        return (tier.feasible, tier.gpus_per_replica)
+
+    small_ok, small_gpus = gpus_for(config, params_b)
+    large_ok, large_gpus = gpus_for(bigger, params_b + more_layers * per_layer_b)
+    if small_ok and large_ok:
+        assert large_gpus >= small_gpus
+    if not small_ok:
+        assert not large_ok
+
+
+@st.composite
+def overrides(draw: st.DrawFn) -> dict[str, Any]:
+    candidates: dict[str, Any] = {
+        "tensorParallelSize": st.sampled_from([1, 2, 4, 8]),
+        "pipelineParallelSize": st.sampled_from([1, 2]),
+        "dtype": st.sampled_from(["bfloat16", "float16"]),
+        "quantization": st.sampled_from(["none", "fp8", "awq"]),
+        "kvCacheDtype": st.sampled_from(["auto", "fp8", "bf16"]),
+        "gpuMemoryUtilization": st.floats(0.5, 0.95),
+        "maxModelLen": st.integers(1024, 32768),
+        "maxNumSeqs": st.integers(1, 512),
+        "maxNumBatchedTokens": st.integers(512, 32768),
+        "blockSize": st.sampled_from([16, 32, 64]),
+        "enforceEager": st.booleans(),
+    }
+    chosen = draw(st.sets(st.sampled_from(sorted(candidates)), min_size=1))
+    return {key: draw(candidates[key]) for key in chosen}
+
+
+FIELDS = {
+    "tensorParallelSize": "tensor_parallel_size",
+    "pipelineParallelSize": "pipeline_parallel_size",
+    "dtype": "dtype",
+    "quantization": "quantization",
+    "kvCacheDtype": "kv_cache_dtype",
+    "gpuMemoryUtilization": "gpu_memory_utilization",
+    "maxModelLen": "max_model_len",
+    "maxNumSeqs": "max_num_seqs",
+    "maxNumBatchedTokens": "max_num_batched_tokens",
+    "blockSize": "block_size",
+    "enforceEager": "enforce_eager",
+}
+
+
+@SETTINGS
+@given(
+    model=st.sampled_from(MODELS),
+    workload=workloads(),
+    forced=overrides(),
+    gpu=st.sampled_from(["L40S", "A100-SXM-80GB", "H100-SXM-80GB"]),
+)
+def test_overrides_always_win(model: str, workload: dict[str, Any], forced: dict[str, Any], gpu: str) -> None:
+    doc = {
+        "model": {"name": model},
+        "workload": workload,
+        "tiers": [{"name": "t", "gpu": gpu, "gpusPerNode": 8, "overrides": forced}],
+    }
+    tier = _tier_plan(doc)
+    invalid_tp = not tier.feasible and "tensorParallelSize" in tier.reasons[0]
+    for key, value in forced.items():
+        assert getattr(tier, FIELDS[key]) == value, (key, tier.reasons[:2])
+    if not invalid_tp:
+        assert any("override" in reason for reason in tier.reasons)
