@@ -68,3 +68,19 @@ def test_deletion_costs_follow_in_flight_requests_and_skip_unchanged() -> None:
 
     pods = [pod("a"), pod("b", "3"), pod("c"), pod("d", deleting=True)]
     assert deletion_costs(pods, {"a": 7.4, "b": 3.0, "d": 1}) == {"a": "7", "c": "0"}
+
+
+def test_pure_modules_import_no_io_libraries() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "import inferfleet.autoscaler.step, inferfleet.metrics.queries, inferfleet.metrics.parse\n"
+        "import inferfleet.metrics.signals, inferfleet.metrics.history\n"
+        "bad = [m for m in ('kopf', 'kubernetes', 'prometheus_api_client', 'requests') if m in sys.modules]\n"
+        "print(', '.join(bad))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "", f"pure modules pulled in: {result.stdout}"

@@ -1,0 +1,161 @@
+#!/usr/bin/env python3
+"""One autoscaler loop over many InferenceServices against a real Prometheus.
+
+Starts Debian's `prometheus` on loopback scraping the vLLM metrics emulator, which
+exposes one emulated pod per tier for N InferenceServices x 3 tiers in a single
+scrape target (series labelled as the PodMonitor relabelling would). Installs the N
+services in the in-memory cluster as the reconciler would leave them, then times
+`Autoscaler.run_once` (signals for every service, decide() per service, status
+writes, scale calls, events) for each N. Prints one JSON document.
+
+Targets (issue 8): at 500 services x 3 tiers a loop takes <= 2 s, and the number of
+Prometheus queries per loop is the same for every N.
+
+    python hack/bench/autoscaler_loop.py                    # N = 50 and 500
+    python hack/bench/autoscaler_loop.py --services 500 --loops 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import sys
+import time
+from typing import Any
+
+from inferfleet.autoscaler import testkit as tk
+from inferfleet.autoscaler.runner import Autoscaler
+from inferfleet.cluster import InMemoryCluster
+from inferfleet.config import OperatorSettings
+from inferfleet.metrics.prometheus import PrometheusClient, PrometheusConfig, SignalReader
+from inferfleet.metrics.queries import QueryConfig
+from inferfleet.metrics.testkit import EmulatedPod, PrometheusServer, VllmEmulator
+
+TIERS = ("l4", "a100", "h100")
+SCRAPE_INTERVAL_S = 2.0
+QUERIES = QueryConfig(rate_window_s=10, max_sample_age_s=10)
+TARGET_LOOP_S = 2.0
+
+
+def namespace_of(index: int) -> str:
+    return f"team-{index % 10}"
+
+
+def add_pods(emulator: VllmEmulator, services: int) -> None:
+    now = time.time()
+    for index in range(services):
+        for tier_index, tier in enumerate(TIERS):
+            pod = emulator.add_pod(
+                EmulatedPod(f"svc-{index}-{tier}-0", namespace_of(index), f"svc-{index}", tier)
+            )
+            # A spread of loads: most services idle, every seventh one queueing.
+            waiting = 20.0 if index % 7 == 0 and tier_index == 0 else 0.0
+            pod.set(
+                now_s=now,
+                waiting=waiting,
+                running=2.0 + tier_index,
+                kv_cache_usage=0.3,
+                rps=0.5 + (index % 5) * 0.2,
+                ttft_mix=[(0.08, 0.95), (0.6, 0.05)],
+            )
+
+
+def install(cluster: InMemoryCluster, services: int) -> None:
+    tiers = [{"name": tier, "gpu": "L4", "minReplicas": 1, "maxReplicas": 8} for tier in TIERS]
+    for index in range(services):
+        body = tk.service_body(f"svc-{index}", namespace_of(index), tiers=tiers)
+        tk.install(cluster, body, plans=[tk.tier_plan(tier) for tier in TIERS])
+
+
+def measure(url: str, services: int, loops: int) -> dict[str, Any]:
+    cluster = InMemoryCluster()
+    install(cluster, services)
+    reader = SignalReader(
+        PrometheusClient(PrometheusConfig(url, timeout_s=10)), QUERIES, history_retention_s=14 * 86_400
+    )
+    autoscaler = Autoscaler(cluster, reader, OperatorSettings())
+    walls: list[float] = []
+    queries: list[int] = []
+    decided: list[int] = []
+    scaled = 0
+    first: dict[str, Any] = {}
+    try:
+        for loop in range(loops + 1):
+            started = time.perf_counter()
+            report = autoscaler.run_once(force=True)
+            wall_s = time.perf_counter() - started
+            if report.metrics_unavailable or report.errors:
+                raise RuntimeError(f"loop failed: {report.errors or 'metrics unavailable'}")
+            tiers_with_data = sum(1 for _ in reader.read(time.time()).tiers) if loop == 0 else None
+            if loop == 0:
+                # The first loop also backfills the two-week rate history (chunked range queries).
+                first = {
+                    "wallS": round(wall_s, 3),
+                    "queries": report.queries,
+                    "tiersWithSignals": tiers_with_data,
+                }
+                continue
+            walls.append(wall_s)
+            queries.append(report.queries)
+            decided.append(report.decided)
+            scaled += report.scaled
+    finally:
+        autoscaler.close()
+    return {
+        "services": services,
+        "tiers": services * len(TIERS),
+        "firstLoop": first,
+        "loops": loops,
+        "wallPerLoopS": {
+            "median": round(statistics.median(walls), 3),
+            "max": round(max(walls), 3),
+        },
+        "queriesPerLoop": sorted(set(queries)),
+        "servicesDecidedPerLoop": sorted(set(decided)),
+        "scaleCalls": scaled,
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--services", type=int, nargs="+", default=[50, 500])
+    parser.add_argument("--loops", type=int, default=5, help="timed loops after the first (warm-up) loop")
+    args = parser.parse_args()
+    binary = shutil.which("prometheus")
+    if binary is None:
+        print(json.dumps({"error": "prometheus binary not found (apt-get install prometheus)"}))
+        return 2
+    largest = max(args.services)
+    with VllmEmulator() as emulator:
+        add_pods(emulator, largest)
+        with PrometheusServer(
+            [emulator.combined_scrape_config(scrape_interval_s=SCRAPE_INTERVAL_S)],
+            binary=binary,
+            scrape_interval_s=SCRAPE_INTERVAL_S,
+        ) as prometheus:
+            prometheus.wait_for_targets(1, timeout_s=60)
+            # Two rate windows of scrapes so every rate is defined.
+            time.sleep(2 * QUERIES.rate_window_s)
+            results = [measure(prometheus.url, count, args.loops) for count in sorted(args.services)]
+    big = results[-1]
+    document = {
+        "benchmark": "autoscaler_loop",
+        "prometheus": "real (Debian package), loopback, scrape interval 2s",
+        "emulatedPods": len(emulator.pods),
+        "results": results,
+        "targets": {
+            "loopWallS": TARGET_LOOP_S,
+            "loopWithinTarget": big["wallPerLoopS"]["max"] <= TARGET_LOOP_S,
+            "constantQueries": len({tuple(r["queriesPerLoop"]) for r in results}) == 1,
+        },
+    }
+    print(json.dumps(document, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
