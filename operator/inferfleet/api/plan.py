@@ -70,6 +70,13 @@ class TierPlan(ApiModel):
     performance: Performance | None = None
     reasons: list[str] = Field(description="Why each choice was made, in words.")
 
+    @property
+    def infeasible_reason(self) -> str:
+        """Why the tier cannot serve; the planner puts this reason first."""
+        if self.feasible:
+            return ""
+        return self.reasons[0] if self.reasons else "infeasible"
+
 
 class Plan(ApiModel):
     """A whole InferenceService's plan: one entry per tier, in spec order."""
