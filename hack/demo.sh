@@ -25,4 +25,4 @@ grep -E '^kind: ' "$OUT/$name.yaml" | sort | uniq -c
 
 echo; echo "== inferfleet simulate -f $EXAMPLE --trace $TRACE --policy all --plot $OUT/$name.sim.png"
 inferfleet simulate -f "$EXAMPLE" --trace "$TRACE" --policy all --plot "$OUT/$name.sim.png"
-echo; echo "wrote $OUT/$name.plan.json, $OUT/$name.yaml and $OUT/$name.sim.png"
+echo; echo "wrote $OUT/$name.plan.json, $OUT/$name.yaml and $OUT/$name.sim-<policy>.png"
