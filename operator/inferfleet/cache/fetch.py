@@ -413,9 +413,11 @@ class _PartWriter:
     Network reads arrive in small pieces (64 KiB from httpx). They are copied into one
     of two preallocated 8 MiB blocks; a full block is written by a helper thread while
     the other fills, so receiving and hashing overlap the disk write instead of waiting
-    for it. What is still in memory when the process dies is fetched again on resume."""
+    for it. A block is also handed off after HAND_OFF_S on a slow link, so a killed
+    fetcher loses at most about that much transfer time on resume."""
 
     BLOCK_BYTES = 8 * 1024 * 1024
+    HAND_OFF_S = 1.0
 
     def __init__(
         self, path: Path, offset: int, remote: RemoteFile, progress: Progress, hasher: Hasher | None
@@ -432,6 +434,7 @@ class _PartWriter:
         self._on_disk = offset
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="write")
         self._in_flight: Future[None] | None = None
+        self._handed_at = time.monotonic()
         self.position = offset
         if hasher is not None and offset:
             self._rehash_prefix(offset)
@@ -463,6 +466,8 @@ class _PartWriter:
             view = view[take:]
             if self._fill == self.BLOCK_BYTES:
                 self._hand_off()
+        if self._fill and time.monotonic() - self._handed_at >= self.HAND_OFF_S:
+            self._hand_off()
         self.position += count
         self.progress.add(count)
         return count
@@ -490,6 +495,7 @@ class _PartWriter:
         self._on_disk += length
         self._current ^= 1
         self._fill = 0
+        self._handed_at = time.monotonic()
 
     def flush(self) -> None:
         self._wait()
