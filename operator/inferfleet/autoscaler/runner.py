@@ -73,6 +73,8 @@ class LoopReport:
 
     services: list[ServiceReport] = field(default_factory=list)
     queries: int = 0
+    # Of `queries`, the history's range queries: one per completed minute in steady state.
+    range_queries: int = 0
     api_calls: int = 0
     duration_s: float = 0.0
     metrics_unavailable: bool = False
@@ -192,7 +194,12 @@ class Autoscaler:
         """One loop over every InferenceService (fresh reads)."""
         started = time.perf_counter()
         now = self.clock() if now_s is None else now_s
-        calls_before, queries_before = self.api_calls, self.reader.client.queries_made
+        client = self.reader.client
+        calls_before, queries_before, ranges_before = (
+            self.api_calls,
+            client.queries_made,
+            client.range_queries_made,
+        )
         tick = self._current_tick(now, fresh=True)
         self.api_calls += 1
         bodies = self.cluster.list(labels.API_VERSION, labels.KIND, None, {})
@@ -202,7 +209,8 @@ class Autoscaler:
         self._forget_deleted(
             {(str(b["metadata"].get("namespace")), str(b["metadata"]["name"])) for b in bodies}
         )
-        report.queries = self.reader.client.queries_made - queries_before
+        report.queries = client.queries_made - queries_before
+        report.range_queries = client.range_queries_made - ranges_before
         report.api_calls = self.api_calls - calls_before
         report.duration_s = time.perf_counter() - started
         return report

@@ -69,6 +69,7 @@ class PrometheusClient:
         self.config = config
         self.metrics = metrics
         self.queries_made = 0
+        self.range_queries_made = 0
         # One quick retry for a reset connection; longer waits are SignalReader's
         # backoff, which holds decisions instead of blocking the loop in sleeps.
         retry = Retry(
@@ -95,6 +96,8 @@ class PrometheusClient:
 
     def _call(self, kind: str, run: Callable[[], Any]) -> list[Any]:
         self.queries_made += 1
+        if kind == "range":
+            self.range_queries_made += 1
         started = time.perf_counter()
         try:
             self._connect.headers = self._headers()

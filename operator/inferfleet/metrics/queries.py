@@ -4,11 +4,14 @@ Every query aggregates over *all* InferenceServices at once and groups by the th
 series labels the PodMonitor relabels pod labels into, so the cost of one autoscaler
 loop is a fixed number of queries however many objects exist.
 
-vLLM has renamed some metrics over time, and newer Prometheus client libraries can
-expose `vllm:foo` as `vllm_foo` when a scrape negotiates OpenMetrics with UTF-8
-escaping. A metric is therefore a *family* of names, combined with PromQL's `or`:
-`or` matches series on their labels ignoring `__name__`, so a pod that exposes both an
-old and a new name is counted once (the left-hand, preferred name wins).
+Newer Prometheus client libraries can expose `vllm:foo` as `vllm_foo` when a scrape
+negotiates OpenMetrics with UTF-8 escaping; one scrape carries one form or the other,
+never both, so the two forms are matched by one selector,
+`{__name__=~"vllm:foo|vllm_foo"}` (cheap: no join). vLLM has also renamed metrics
+over time, and a release in the deprecation window exposes the old and the new name
+side by side; renamed metrics are combined with PromQL's `or`, which matches series
+on their labels ignoring `__name__`, so such a pod is counted once (the left-hand,
+current name wins).
 """
 
 from __future__ import annotations
@@ -44,33 +47,29 @@ class Signal(enum.StrEnum):
     ready_replicas = "readyReplicas"
 
 
-def _escaped(name: str) -> str:
+def escaped(name: str) -> str:
     """`vllm:x` → `vllm_x`: the form UTF-8-escaping exposition produces for colons."""
     return name.replace(":", "_")
 
 
-def family(*preferred_first: str) -> tuple[str, ...]:
-    """Each name followed by its escaped twin, preferred names first, no duplicates."""
-    names: list[str] = []
-    for name in preferred_first:
-        for variant in (name, _escaped(name)):
-            if variant not in names:
-                names.append(variant)
-    return tuple(names)
+def selector(name: str) -> str:
+    """Both exposition forms of one metric name, in one selector."""
+    variants = [name] if escaped(name) == name else [name, escaped(name)]
+    return f'{{__name__=~"{"|".join(variants)}"}}'
 
 
 @dataclass(frozen=True)
 class MetricNames:
-    """The vLLM metric names read, each family ordered newest name first."""
+    """The vLLM metric names read; where a metric was renamed, the current name first."""
 
-    waiting: tuple[str, ...] = family("vllm:num_requests_waiting")
-    running: tuple[str, ...] = family("vllm:num_requests_running")
+    waiting: tuple[str, ...] = ("vllm:num_requests_waiting",)
+    running: tuple[str, ...] = ("vllm:num_requests_running",)
     # Renamed in vLLM 0.9.2; the old name was removed in 0.12 but older fleets still run it.
-    kv_cache_usage: tuple[str, ...] = family("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
-    ttft_bucket: tuple[str, ...] = family("vllm:time_to_first_token_seconds_bucket")
+    kv_cache_usage: tuple[str, ...] = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
+    ttft_bucket: tuple[str, ...] = ("vllm:time_to_first_token_seconds_bucket",)
     # Finished requests of every finished_reason: at steady state it equals the arrival
     # rate, and vLLM has exposed it under this name in every release we support.
-    requests_finished: tuple[str, ...] = family("vllm:request_success_total")
+    requests_finished: tuple[str, ...] = ("vllm:request_success_total",)
 
 
 @dataclass(frozen=True)
@@ -111,12 +110,12 @@ def _fresh(name: str, max_age_s: int) -> str:
 
 
 def _fresh_family(names: Sequence[str], max_age_s: int) -> str:
-    return " or ".join(_fresh(name, max_age_s) for name in names)
+    return " or ".join(_fresh(selector(name), max_age_s) for name in names)
 
 
 def _rate_family(names: Sequence[str], window_s: int) -> str:
     window = _duration(window_s)
-    return " or ".join(f"rate({name}[{window}])" for name in names)
+    return " or ".join(f"rate({selector(name)}[{window}])" for name in names)
 
 
 def gauge_sum(names: Sequence[str], max_age_s: int) -> str:

@@ -7,7 +7,7 @@ import re
 import pytest
 
 from inferfleet.metrics import queries
-from inferfleet.metrics.queries import MetricNames, QueryConfig, Signal, align_down, family, signal_queries
+from inferfleet.metrics.queries import MetricNames, QueryConfig, Signal, align_down, selector, signal_queries
 
 BY_CLAUSE = "by (inferfleet_namespace, inferfleet_service, inferfleet_tier"
 
@@ -21,29 +21,25 @@ def test_one_query_per_signal_and_all_grouped_by_series_labels() -> None:
         assert 'inferfleet_service="' not in query
 
 
-def test_family_adds_escaped_twin_after_each_name() -> None:
-    assert family("vllm:a", "vllm:b") == ("vllm:a", "vllm_a", "vllm:b", "vllm_b")
-    assert family("plain_name") == ("plain_name",)
+def test_selector_matches_both_exposition_forms_without_a_join() -> None:
+    assert selector("vllm:a") == '{__name__=~"vllm:a|vllm_a"}'
+    assert selector("plain_name") == '{__name__=~"plain_name"}'
 
 
 def test_kv_usage_prefers_current_name_then_legacy() -> None:
     names = MetricNames().kv_cache_usage
-    assert names == (
-        "vllm:kv_cache_usage_perc",
-        "vllm_kv_cache_usage_perc",
-        "vllm:gpu_cache_usage_perc",
-        "vllm_gpu_cache_usage_perc",
-    )
+    assert names == ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
     query = signal_queries(QueryConfig())[Signal.kv_cache_usage]
-    # `or` keeps the left operand when both exist, so the order in the query matters.
-    positions = [query.index(f"({name} and") for name in names]
-    assert positions == sorted(positions)
+    # `or` keeps the left operand when a pod exposes both names, so the order matters.
+    current = query.index(selector("vllm:kv_cache_usage_perc"))
+    legacy = query.index(selector("vllm:gpu_cache_usage_perc"))
+    assert current < query.index(" or ") < legacy
 
 
 def test_gauges_filter_stale_samples_by_their_own_timestamp() -> None:
     query = signal_queries(QueryConfig(max_sample_age_s=45))[Signal.waiting]
-    assert "(vllm:num_requests_waiting and (time() - timestamp(vllm:num_requests_waiting)) < 45)" in query
-    assert "vllm_num_requests_waiting and" in query
+    waiting = selector("vllm:num_requests_waiting")
+    assert f"({waiting} and (time() - timestamp({waiting})) < 45)" in query
     assert query.startswith("sum by (")
 
 
@@ -51,7 +47,8 @@ def test_ttft_is_a_quantile_over_rate_of_buckets_grouped_with_le() -> None:
     query = signal_queries(QueryConfig(rate_window_s=30, ttft_quantile=0.99))[Signal.ttft_p99]
     assert query.startswith("histogram_quantile(0.99, sum by (")
     assert f"{BY_CLAUSE}, le)" in query
-    assert "rate(vllm:time_to_first_token_seconds_bucket[30s]) or rate(vllm_time_to" in query
+    buckets = selector("vllm:time_to_first_token_seconds_bucket")
+    assert f"rate({buckets}[30s])" in query
 
 
 def test_ready_counts_instances_not_engines() -> None:
@@ -62,9 +59,10 @@ def test_ready_counts_instances_not_engines() -> None:
 
 def test_rate_and_history_use_the_finished_requests_counter() -> None:
     config = QueryConfig(rate_window_s=60, history_rate_window_s=180)
-    assert "rate(vllm:request_success_total[60s])" in signal_queries(config)[Signal.request_rate]
+    finished = selector("vllm:request_success_total")
+    assert f"rate({finished}[60s])" in signal_queries(config)[Signal.request_rate]
     history = queries.history_query(config)
-    assert "rate(vllm:request_success_total[180s])" in history
+    assert f"rate({finished}[180s])" in history
     # The forecaster predicts a service's demand: the history is summed over its tiers.
     assert history.startswith("sum by (inferfleet_namespace, inferfleet_service) (")
 
