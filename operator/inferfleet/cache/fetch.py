@@ -96,6 +96,8 @@ class RetryPolicy:
 class FetchOptions:
     revision: str = DEFAULT_REF
     token: str | None = None
+    # A mounted Secret with one file per AWS_* variable (s3:// sources).
+    credentials_dir: Path | None = None
     allow_patterns: tuple[str, ...] = DEFAULT_ALLOW_PATTERNS
     ignore_patterns: tuple[str, ...] = DEFAULT_IGNORE_PATTERNS
     parallel: int = 4
@@ -150,7 +152,7 @@ def fetch(source_uri: str, dest: Path, options: FetchOptions | None = None, log:
     # 2. One fetcher per model directory.
     with store.model_lock(dest, options.lock_timeout_s, log):
         store.empty_trash(dest)
-        source = open_source(ref, options.token)
+        source = open_source(ref, options.token, options.credentials_dir)
         try:
             resolved = _with_retries(lambda: source.resolve(revision), options.retry, log)
         except SourceUnreachable as error:

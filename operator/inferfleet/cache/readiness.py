@@ -18,7 +18,8 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from inferfleet.api import TierCache
+from inferfleet.api import InferenceService, Plan, TierCache, labels
+from inferfleet.cache import objects
 from inferfleet.cache.errors import REASONS
 from inferfleet.cache.objects import LABEL_CACHE_REVISION
 
@@ -195,3 +196,35 @@ def may_roll_out(report: TierCacheReport, nodes_needed: int) -> bool:
     """Whether a tier's workload may move to the report's revision: enough eligible nodes
     already hold it for the replicas about to start (a fully cached tier always may)."""
     return report.ready or report.nodes_ready >= max(1, min(nodes_needed, report.nodes_eligible))
+
+
+def for_service(
+    service: InferenceService,
+    plan: Plan | None,
+    observed: Sequence[Mapping[str, Any]],
+    pods: Sequence[Mapping[str, Any]],
+    nodes: Collection[str] | None = None,
+) -> CacheCondition:
+    """CacheReady for a whole InferenceService from the objects a reconcile pass observed
+    (its DaemonSets or Job) and the pre-cache pods listed by label."""
+    if not objects.is_cached(service):
+        return condition([], enabled=False)
+    revision = objects.revision_label(service)
+    feasible = (
+        [t.name for t in plan.feasible_tiers] if plan is not None else [t.name for t in service.spec.tiers]
+    )
+    by_name = {(o.get("kind"), (o.get("metadata") or {}).get("name")): o for o in observed}
+    reports: list[TierCacheReport] = []
+    if objects.cache_mode(service) == "pvc":
+        job = by_name.get(("Job", objects.job_name(service)))
+        reports = [job_report(tier, revision, job, pods) for tier in feasible]
+    else:
+        for tier in feasible:
+            daemonset = by_name.get(("DaemonSet", objects.daemonset_name(service.name, tier)))
+            tier_pods = [
+                p
+                for p in pods
+                if ((p.get("metadata") or {}).get("labels") or {}).get(labels.LABEL_TIER) == tier
+            ]
+            reports.append(tier_report(tier, revision, daemonset, tier_pods, nodes))
+    return condition(reports)

@@ -77,11 +77,11 @@ class Source(Protocol):
     def read_into(self, resolved: ResolvedRevision, remote: RemoteFile, offset: int, sink: Sink) -> None: ...
 
 
-def open_source(ref: SourceRef, token: str | None = None) -> Source:
+def open_source(ref: SourceRef, token: str | None = None, credentials_dir: Path | None = None) -> Source:
     if ref.scheme == "hf":
         return HubSource(ref, token)
     if ref.scheme == "s3":
-        return S3Source(ref)
+        return S3Source(ref, credentials_dir)
     if ref.scheme == "gs":
         return GcsSource(ref)
     root = Path(ref.path) if ref.scheme == "file" else _pvc_path(ref)
@@ -242,7 +242,7 @@ class S3Source:
     """s3://BUCKET/PREFIX via boto3. Credentials and endpoint come from the usual AWS chain
     (AWS_ACCESS_KEY_ID/…, IRSA, AWS_ENDPOINT_URL_S3 for S3-compatible stores)."""
 
-    def __init__(self, ref: SourceRef) -> None:
+    def __init__(self, ref: SourceRef, credentials_dir: Path | None = None) -> None:
         try:
             import boto3
             from botocore.config import Config
@@ -258,7 +258,15 @@ class S3Source:
             connect_timeout=CONNECT_TIMEOUT_S,
             read_timeout=READ_TIMEOUT_S,
         )
-        self._client: Any = boto3.session.Session().client("s3", config=config)
+        settings = _aws_files(credentials_dir) if credentials_dir is not None else {}
+        session = boto3.session.Session(
+            aws_access_key_id=settings.get("AWS_ACCESS_KEY_ID"),
+            aws_secret_access_key=settings.get("AWS_SECRET_ACCESS_KEY"),
+            aws_session_token=settings.get("AWS_SESSION_TOKEN"),
+            region_name=settings.get("AWS_REGION") or settings.get("AWS_DEFAULT_REGION"),
+        )
+        endpoint = settings.get("AWS_ENDPOINT_URL_S3") or settings.get("AWS_ENDPOINT_URL")
+        self._client: Any = session.client("s3", config=config, endpoint_url=endpoint)
 
     @contextmanager
     def _errors(self, what: str) -> Iterator[None]:
@@ -339,6 +347,27 @@ class S3Source:
                     sink.write(chunk)
             finally:
                 body.close()
+
+
+_AWS_KEYS: Final = (
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_REGION",
+    "AWS_DEFAULT_REGION",
+    "AWS_ENDPOINT_URL_S3",
+    "AWS_ENDPOINT_URL",
+)
+
+
+def _aws_files(directory: Path) -> dict[str, str]:
+    """AWS settings from a mounted Secret: one file per variable name."""
+    found: dict[str, str] = {}
+    for name in _AWS_KEYS:
+        path = directory / name
+        if path.is_file():
+            found[name] = path.read_text(encoding="utf-8").strip()
+    return found
 
 
 # --- Google Cloud Storage --------------------------------------------------------------

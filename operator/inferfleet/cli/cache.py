@@ -131,6 +131,10 @@ def fetch_command(
     token_file: Annotated[
         Path | None, typer.Option("--token-file", help="File holding the hub token (default: $HF_TOKEN).")
     ] = None,
+    credentials_dir: Annotated[
+        Path | None,
+        typer.Option("--credentials-dir", help="Mounted Secret with AWS_* files (s3:// sources)."),
+    ] = None,
     allow_pattern: Annotated[
         list[str] | None,
         typer.Option(
@@ -171,6 +175,7 @@ def fetch_command(
     options = FetchOptions(
         revision=revision,
         token=token,
+        credentials_dir=credentials_dir,
         allow_patterns=tuple(allow_pattern) if allow_pattern else DEFAULT_ALLOW_PATTERNS,
         parallel=parallel,
         retry=RetryPolicy(attempts=retries, base_s=retry_base_s),

@@ -66,6 +66,9 @@ SERVICE = Resource("v1", "Service", "services")
 POD_DISRUPTION_BUDGET = Resource("policy/v1", "PodDisruptionBudget", "poddisruptionbudgets")
 POD_MONITOR = Resource("monitoring.coreos.com/v1", "PodMonitor", "podmonitors")
 POD = Resource("v1", "Pod", "pods")
+# Weight pre-cache (issue 5): a DaemonSet per tier (cache.mode nvme), a Job (mode pvc).
+DAEMON_SET = Resource("apps/v1", "DaemonSet", "daemonsets")
+JOB = Resource("batch/v1", "Job", "jobs")
 EVENT = Resource("v1", "Event", "events")
 INFERENCE_SERVICE = Resource(labels.API_VERSION, labels.KIND, labels.PLURAL)
 
@@ -80,6 +83,8 @@ PERMISSIONS: dict[Resource, frozenset[Operation]] = {
     SERVICE: _OWNED,
     POD_DISRUPTION_BUDGET: _OWNED,
     POD_MONITOR: _OWNED,
+    DAEMON_SET: _OWNED,
+    JOB: _OWNED,
     # The autoscaler marks the pods it wants removed first (pod-deletion-cost).
     POD: frozenset({Operation.LIST, Operation.ANNOTATE}),
     EVENT: frozenset({Operation.CREATE}),

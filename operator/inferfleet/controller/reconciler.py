@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from inferfleet.api import InferenceService, Plan, SpecInvalid, labels, parse
+from inferfleet.cache import objects as cache_objects
+from inferfleet.cache import readiness as cache_readiness
 from inferfleet.cluster import Cluster, KindNotServed, access
 from inferfleet.config import OperatorSettings
 from inferfleet.controller import executor
@@ -39,6 +41,8 @@ OWNED_KINDS: tuple[access.Resource, ...] = (
     access.POD_MONITOR,
     access.DEPLOYMENT,
     access.LEADER_WORKER_SET,
+    access.DAEMON_SET,
+    access.JOB,
 )
 
 
@@ -136,6 +140,8 @@ class Reconciler:
             skipped=tuple(report.skipped) if report else (),
         )
         status = status_rules.compute(previous, result, now=rfc3339(self.clock()))
+        if service is not None:
+            self._cache_ready(status, service, plan, observed, generation=metadata.get("generation"))
         patch = status_rules.changes(previous, status)
         if patch:
             self.cluster.patch_status(ref, patch, resource_version=metadata.get("resourceVersion"))
@@ -145,6 +151,34 @@ class Reconciler:
         for event in found:
             self.cluster.create_event(body, type_=event.type, reason=event.reason, message=event.message)
         return Outcome(tuple(actions), status, report)
+
+    def _cache_ready(
+        self,
+        status: dict[str, Any],
+        service: InferenceService,
+        plan: Plan | None,
+        observed: list[dict[str, Any]],
+        *,
+        generation: int | None,
+    ) -> None:
+        """status.cache and CacheReady from the pre-cache DaemonSets/Job and their pods (issue 5)."""
+        pods = self.cluster.list(
+            access.POD.api_version,
+            access.POD.kind,
+            service.namespace,
+            {labels.LABEL_SERVICE: service.name, labels.LABEL_COMPONENT: cache_objects.COMPONENT_CACHE},
+        )
+        cache = cache_readiness.for_service(service, plan, observed, pods)
+        status["cache"] = [tier.to_wire() for tier in cache.tiers]
+        status["conditions"] = status_rules.set_condition(
+            status.get("conditions") or [],
+            labels.CONDITION_CACHE_READY,
+            cache.status,
+            cache.reason,
+            cache.message,
+            now=rfc3339(self.clock()),
+            generation=generation,
+        )
 
     @staticmethod
     def _workloads(

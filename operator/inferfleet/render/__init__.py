@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from inferfleet.api import InferenceService, Plan
+from inferfleet.cache import objects as cache_objects
 from inferfleet.config import OperatorSettings
 from inferfleet.render import model_source, names
 from inferfleet.render.objects import (
@@ -36,11 +37,21 @@ from inferfleet.render.pod import PodAdditions, TierContext, extend
 
 ObjectContributor = Callable[[InferenceService, Plan, OperatorSettings], list[dict[str, Any]]]
 
-POD_CONTRIBUTORS: tuple[PodContributor, ...] = ()
-OBJECT_CONTRIBUTORS: tuple[ObjectContributor, ...] = ()
 
-# Apply order: what others point at first (Services, budgets), then the workloads.
-KIND_ORDER = ("Service", "PodDisruptionBudget", "PodMonitor", "Deployment", "LeaderWorkerSet")
+def _weight_cache(ctx: TierContext) -> PodAdditions:
+    """Serving pods wait for, and pin, the node's pre-cached weights (issue 5)."""
+    init = cache_objects.init_containers(ctx.service, ctx.tier.name, ctx.settings)
+    return PodAdditions(init_containers=tuple(init))
+
+
+POD_CONTRIBUTORS: tuple[PodContributor, ...] = (_weight_cache,)
+OBJECT_CONTRIBUTORS: tuple[ObjectContributor, ...] = (cache_objects.precache_objects,)
+
+# Apply order: what others point at first (Services, budgets), the pre-cache (so weights
+# start moving before replicas wait for them), then the workloads.
+KIND_ORDER = (
+    "Service", "PodDisruptionBudget", "PodMonitor", "DaemonSet", "Job", "Deployment", "LeaderWorkerSet",
+)
 
 
 def sort_key(obj: dict[str, Any]) -> tuple[int, str, str]:

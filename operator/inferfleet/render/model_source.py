@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from inferfleet.api import InferenceService
+from inferfleet.cache import objects as cache_objects
 from inferfleet.config import OperatorSettings
 
 # Mount points inside the vLLM container.
@@ -32,6 +33,8 @@ class ModelSource:
     volumes: tuple[dict[str, Any], ...] = ()
     mounts: tuple[dict[str, Any], ...] = ()
     credentials_as_env_from: bool = False
+    # Local paths of LoRA adapters when they are pre-cached (adapter name -> path).
+    lora_paths: tuple[tuple[str, str], ...] = ()
 
 
 def _split(source: str) -> tuple[str, str]:
@@ -69,23 +72,13 @@ def resolve(service: InferenceService, settings: OperatorSettings) -> ModelSourc
     else:  # file://: a path already present in the image or on the node
         model_arg = "/" + location.lstrip("/")
 
-    cache = spec.cache
-    cache_mode = cache.mode if cache is not None else "nvme"
-    if scheme == "hf" and cache_mode in {"nvme", "pvc"}:
-        # Weights are pre-cached (node-local NVMe or a shared claim); vLLM reads that
-        # copy and never reaches out to the hub, so a hub outage cannot stop a start.
-        if cache_mode == "nvme":
-            node_path = settings.cache_node_path
-            if cache is not None and cache.node_path:
-                node_path = cache.node_path
-            host_path = {"path": node_path, "type": "DirectoryOrCreate"}
-            volumes.append({"name": CACHE_VOLUME, "hostPath": host_path})
-        else:
-            cache_claim = {"claimName": cache.pvc_name if cache is not None else None, "readOnly": True}
-            volumes.append({"name": CACHE_VOLUME, "persistentVolumeClaim": cache_claim})
-        mounts.append({"name": CACHE_VOLUME, "mountPath": CACHE_MOUNT_PATH, "readOnly": True})
-        download_dir = CACHE_MOUNT_PATH
-        env.append(("HF_HUB_OFFLINE", "1"))
+    cached = cache_objects.serving(service, settings)
+    if cached is not None:
+        # Weights are pre-cached (node-local NVMe or a shared claim, issue 5): vLLM loads
+        # the verified local revision and never reaches out to a hub or a bucket.
+        model_arg, revision, load_format, credentials_as_env_from = cached.model_path, None, None, False
+        volumes, mounts = list(cached.volumes), list(cached.mounts)
+        env.extend(cached.env)
 
     return ModelSource(
         model_arg=model_arg,
@@ -97,4 +90,5 @@ def resolve(service: InferenceService, settings: OperatorSettings) -> ModelSourc
         volumes=tuple(volumes),
         mounts=tuple(mounts),
         credentials_as_env_from=credentials_as_env_from,
+        lora_paths=tuple(sorted(cached.adapter_paths.items())) if cached is not None else (),
     )

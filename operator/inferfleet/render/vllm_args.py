@@ -46,14 +46,15 @@ def _lora_path(source: str) -> str:
     return rest if scheme == "hf" else ("/" + rest.lstrip("/") if scheme == "file" else source)
 
 
-def _lora_args(service: InferenceService) -> list[str]:
+def _lora_args(service: InferenceService, source: ModelSource) -> list[str]:
     adapters = service.spec.model.adapters or []
     if not adapters:
         return []
     top_rank = max(adapter.rank for adapter in adapters)
     rank = next((r for r in LORA_RANKS if r >= top_rank), LORA_RANKS[-1])
     max_loras = service.spec.model.max_simultaneous_adapters or len(adapters)
-    modules = [f"{adapter.name}={_lora_path(adapter.source)}" for adapter in adapters]
+    cached = dict(source.lora_paths)
+    modules = [f"{a.name}={cached.get(a.name) or _lora_path(a.source)}" for a in adapters]
     return ["--enable-lora", "--max-loras", str(max_loras), "--max-lora-rank", str(rank),
             "--lora-modules", *modules]
 
@@ -114,7 +115,7 @@ def vllm_args(service: InferenceService, tier: TierPlan, source: ModelSource) ->
         args.append("--enforce-eager")
     if tier.nodes_per_replica > 1:
         args += ["--distributed-executor-backend", "ray"]
-    args += _lora_args(service) + _speculative_args(service)
+    args += _lora_args(service, source) + _speculative_args(service)
     if serving is not None and serving.extra_args:
         args += list(serving.extra_args)
     return args

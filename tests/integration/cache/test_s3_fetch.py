@@ -105,6 +105,24 @@ def test_resume_from_a_partial_file(s3: Any, tmp_path: Path) -> None:
     assert store.verify_revision(dest, revision_id, deep=True)
 
 
+def test_credentials_from_a_mounted_secret_directory(
+    s3: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, moto_endpoint: str
+) -> None:
+    _upload(s3, "weights-e", "m", tiny_model_files(seed=6))
+    secret = tmp_path / "secret"
+    secret.mkdir()
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "k",
+        "AWS_SECRET_ACCESS_KEY": "s",
+        "AWS_ENDPOINT_URL_S3": moto_endpoint,
+    }.items():
+        (secret / name).write_text(value + "\n")
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_ENDPOINT_URL_S3"):
+        monkeypatch.delenv(name)
+    result = fetch("s3://weights-e/m", tmp_path / "model", fast_options(credentials_dir=secret))
+    assert result.manifest.hf_config is not None and result.manifest.hf_config["seed"] == 6
+
+
 def test_missing_bucket_and_unreachable_endpoint(
     s3: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

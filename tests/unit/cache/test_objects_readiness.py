@@ -55,9 +55,10 @@ def test_one_daemonset_per_feasible_tier_restricted_to_the_tier() -> None:
     assert (
         "--hold" in args and args[args.index("--budget-gib") + 1] == f"{objects.budget_gib(svc, SETTINGS):g}"
     )
-    # The token is a reference, never a literal.
-    token = next(e for e in container["env"] if e["name"] == "HF_TOKEN")
-    assert token["valueFrom"]["secretKeyRef"] == {"name": "hf-token", "key": "token"}
+    # The token is a mounted file of the user's Secret, never a literal or an env value.
+    assert args[args.index("--token-file") + 1] == "/var/run/secrets/inferfleet/source/token"
+    assert {"name": "source-credentials", "secret": {"secretName": "hf-token"}} in pod["volumes"]
+    assert all("valueFrom" not in e for e in container["env"])
     assert container["readinessProbe"]["exec"]["command"][:3] == ["inferfleet", "cache", "verify"]
     assert pod["volumes"][0]["hostPath"] == {"path": SETTINGS.cache_node_path, "type": "DirectoryOrCreate"}
     assert l4["metadata"]["ownerReferences"][0]["uid"] == "uid-1"
@@ -77,7 +78,7 @@ def test_adapters_get_their_own_fetch_containers_and_serving_paths() -> None:
     names = [c["name"] for c in ds["spec"]["template"]["spec"]["containers"]]
     assert names == ["fetch-model", "fetch-adapter-sql"]
     adapter = ds["spec"]["template"]["spec"]["containers"][1]
-    assert adapter["envFrom"] == [{"secretRef": {"name": "hf-token"}}]  # s3 keys from the secret
+    assert "--credentials-dir" in adapter["args"]  # s3 keys as files of the secret
     validate(ds)
     cache = objects.serving(svc, SETTINGS)
     assert cache is not None

@@ -36,6 +36,7 @@ def owned(control: Control) -> list[str]:
 def test_create_renders_every_object_and_reports_status() -> None:
     control = created()
     assert owned(control) == [
+        "DaemonSet/llama-8b-chat-a100-burst-cache", "DaemonSet/llama-8b-chat-l4-cache",
         "Deployment/llama-8b-chat-a100-burst", "Deployment/llama-8b-chat-l4",
         "PodDisruptionBudget/llama-8b-chat-a100-burst", "PodDisruptionBudget/llama-8b-chat-l4",
         "PodMonitor/llama-8b-chat",
@@ -49,6 +50,8 @@ def test_create_renders_every_object_and_reports_status() -> None:
     assert control.condition("Planned")["status"] == "True"
     assert control.condition("Ready")["status"] == "False"
     assert control.condition("Degraded")["status"] == "False"
+    # Weight pre-cache: no DaemonSet pod has reported yet.
+    assert control.condition("CacheReady")["status"] == "False"
     assert [e["reason"] for e in control.cluster.events] == ["PlanChanged"]
 
 
@@ -94,7 +97,7 @@ def test_model_revision_change_rolls_the_pods_and_keeps_replicas() -> None:
     assert after["spec"]["replicas"] == 5
     assert after["metadata"]["generation"] == before["metadata"]["generation"] + 1
     args = after["spec"]["template"]["spec"]["containers"][0]["args"]
-    assert args[args.index("--revision") + 1] == "0e9e39f"
+    assert args[0].endswith("/refs/0e9e39f")  # vLLM loads the pre-cached revision
     hash_key = labels.ANNOTATION_PLAN_HASH
     assert after["spec"]["template"]["metadata"]["annotations"][hash_key] != (
         before["spec"]["template"]["metadata"]["annotations"][hash_key]

@@ -22,7 +22,8 @@ def test_render_prints_valid_multi_document_yaml() -> None:
     result = RUNNER.invoke(app, ["render", "-f", str(EXAMPLES_DIR / "llama-70b-chat.yaml")])
     assert result.exit_code == 0, result.output
     documents = [d for d in yaml.safe_load_all(result.stdout) if d]
-    assert {d["kind"] for d in documents} == {"Service", "PodDisruptionBudget", "PodMonitor", "Deployment"}
+    assert {d["kind"] for d in documents} == {"Service", "PodDisruptionBudget", "PodMonitor", "Deployment",
+                                              "DaemonSet"}
     for document in documents:
         validate(document)
 

@@ -37,6 +37,7 @@ def test_one_deployment_service_and_budget_per_feasible_tier() -> None:
     objects = render(plans.service(), plans.plan(), SETTINGS)
     kinds = sorted(obj["kind"] for obj in objects)
     expected = ["Service"] * 3 + ["PodDisruptionBudget"] * 2 + ["PodMonitor"] + ["Deployment"] * 2
+    expected += ["DaemonSet"] * 2  # the weight pre-cache of each tier (cache.mode nvme by default)
     assert kinds == sorted(expected)
     assert {d["metadata"]["name"] for d in by_kind(objects, "Deployment")} == {"chat-h100", "chat-l4"}
 
@@ -63,7 +64,8 @@ def test_planned_vllm_arguments() -> None:
                                    "revision": "0e9e39f"})
     deployment = by_kind(render(service, plans.plan(tier), SETTINGS), "Deployment")[0]
     args = container(deployment)["args"]
-    assert args[0] == "meta-llama/Llama-3.1-8B-Instruct"
+    # Pre-cached (cache.mode nvme by default): the local revision path replaces --revision.
+    assert args[0] == "/var/cache/inferfleet/hf--meta-llama--Llama-3.1-8B-Instruct/refs/0e9e39f"
     assert flag(args, "--tensor-parallel-size") == "4"
     assert flag(args, "--pipeline-parallel-size") == "1"
     assert flag(args, "--quantization") == "fp8"
@@ -73,7 +75,7 @@ def test_planned_vllm_arguments() -> None:
     assert flag(args, "--max-num-seqs") == "64"
     assert flag(args, "--max-num-batched-tokens") == "8192"
     assert flag(args, "--served-model-name") == "chat-8b"
-    assert flag(args, "--revision") == "0e9e39f"
+    assert "--revision" not in args
     assert {"--enable-prefix-caching", "--enable-chunked-prefill", "--enforce-eager"} <= set(args)
     assert container(deployment)["resources"]["limits"] == {"nvidia.com/gpu": "4"}
 
@@ -91,7 +93,8 @@ def test_serving_switches_and_lora_and_extra_args() -> None:
     assert {"--no-enable-prefix-caching", "--no-enable-chunked-prefill", "--enable-lora"} <= set(args)
     assert flag(args, "--max-loras") == "1"
     assert flag(args, "--max-lora-rank") == "32"  # 24 rounds up to a rank vLLM accepts
-    assert "sql=org/sql-lora" in args and "doc=org/doc-lora" in args
+    assert "sql=/var/cache/inferfleet/hf--org--sql-lora/refs/main" in args  # pre-cached adapters
+    assert "doc=/var/cache/inferfleet/hf--org--doc-lora/refs/main" in args
     assert flag(args, "--speculative-config") == '{"method":"ngram","num_speculative_tokens":4}'
     assert args[-2:] == ["--seed", "7"]
 
@@ -115,7 +118,7 @@ def test_nvme_cache_mounts_node_path_read_only_and_goes_offline() -> None:
     assert volumes["model-cache"]["hostPath"]["path"] == "/nvme/weights"
     mount = next(m for m in main["volumeMounts"] if m["name"] == "model-cache")
     assert mount["readOnly"] is True
-    assert flag(main["args"], "--download-dir") == mount["mountPath"]
+    assert main["args"][0].startswith(mount["mountPath"] + "/")  # vLLM loads the local revision
     assert {"name": "HF_HUB_OFFLINE", "value": "1"} in main["env"]
 
 
