@@ -8,11 +8,14 @@ defaults here.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Mapping
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from inferfleet.catalog import Catalogs, default_catalogs
 
 ENV_PREFIX = "INFERFLEET_"
 
@@ -70,6 +73,29 @@ class OperatorSettings(BaseModel):
         default=None, description="YAML file with extra GPUs for the hardware catalog."
     )
 
+    # vLLM pod security. The official vLLM image runs as root unless told otherwise; it
+    # also runs fine as any UID once HOME and the caches point at writable volumes, which
+    # the renderer provides, so generated pods run as this non-root UID by default.
+    vllm_run_as_user: int = Field(
+        default=10001,
+        ge=10000,
+        le=2**31 - 1,
+        description=(
+            "UID (and GID, fsGroup) vLLM pods run as; >= 10000 so it never matches a host account."
+        ),
+    )
+    vllm_run_as_root: bool = Field(
+        default=False,
+        description=(
+            "Run vLLM pods as the image's own user (root for the official image). Only for "
+            "custom images that cannot run as an arbitrary UID; never privileged either way."
+        ),
+    )
+
+    def catalogs(self) -> Catalogs:
+        """The catalogs the planner and the renderer share: built-in plus `catalog_file`."""
+        return _catalogs(self.catalog_file)
+
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> OperatorSettings:
         """Read `INFERFLEET_*` variables; raise SettingsInvalid naming the variable."""
@@ -91,3 +117,11 @@ class OperatorSettings(BaseModel):
                 for detail in error.errors(include_url=False)
             )
             raise SettingsInvalid(f"invalid operator settings: {details}") from None
+
+
+@functools.lru_cache(maxsize=8)
+def _catalogs(catalog_file: str | None) -> Catalogs:
+    # Read once per path: settings are fixed for the life of the process, and the render
+    # of every pass must not reopen the file.
+    catalogs = default_catalogs()
+    return catalogs.with_gpu_file(catalog_file) if catalog_file else catalogs

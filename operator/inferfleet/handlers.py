@@ -2,16 +2,22 @@
 
 Every trigger ends in the same call, `Reconciler.reconcile(namespace, name)`:
 - create / update / resume of an InferenceService;
-- a timer (drift correction, and status refresh if a watch event was missed);
 - any change to a Deployment or LeaderWorkerSet the operator manages (a rollout's
-  progress, a human's edit), which re-runs its parent.
+  progress, a human's edit), which re-runs its parent at once;
+- one resync loop for the whole operator (`controller.resync`, started at startup),
+  which re-lists every InferenceService each minute: drift on other kinds, and status
+  if a watch event was missed.
 The reconcile pass turns user errors into conditions and returns normally; the world's
 errors arrive as `TransientApiError` and become `kopf.TemporaryError` with exponential
 backoff. kopf keeps its own bookkeeping in annotations under our group's prefix, and
 the handlers return None so nothing of kopf's lands in status.
 
-Delete needs no handler: every owned object carries an owner reference and the
-garbage collector removes it. kopf still adds a finalizer to stop the timer cleanly.
+No finalizer: delete needs no handler (every owned object carries an owner reference
+and the garbage collector removes it), and nothing here is a kopf timer or daemon on
+InferenceServices, the only handler kinds for which kopf writes a finalizer. So a CR
+is deleted at once even when the operator is not running. `settings.persistence.
+finalizer` keeps the name earlier versions used so kopf takes it off objects that
+still carry it.
 """
 
 from __future__ import annotations
@@ -26,16 +32,17 @@ import kopf
 from inferfleet.api import labels
 from inferfleet.cluster import KubernetesCluster, TransientApiError
 from inferfleet.config import OperatorSettings
-from inferfleet.controller import admission, certificates
+from inferfleet.controller import admission, certificates, resync
 from inferfleet.controller.reconciler import Planner, Reconciler
 
 GVP = (labels.GROUP, labels.VERSION, labels.PLURAL)
 # How often every InferenceService is re-checked even without a watch event.
-DRIFT_INTERVAL_S = 60.0
+DRIFT_INTERVAL_S = resync.DEFAULT_INTERVAL_S
 # Exponential backoff for the world's errors: 5 s, 10 s, 20 s ... at most 5 min.
 RETRY_BASE_S = 5.0
 RETRY_MAX_S = 300.0
-FINALIZER = f"{labels.GROUP}/timers"
+# Written by versions that ran a per-object drift timer; never added any more (see above).
+LEGACY_FINALIZER = f"{labels.GROUP}/timers"
 MANAGED = {labels.LABEL_MANAGED_BY: labels.MANAGED_BY_VALUE}
 
 
@@ -45,11 +52,10 @@ def backoff_s(retry: int) -> float:
 
 def make_planner(settings: OperatorSettings) -> Planner:
     """The planner with the operator's catalogs (built-in plus the optional GPU file)."""
-    from inferfleet import catalog, planner
+    from inferfleet import planner
 
-    catalogs = catalog.default_catalogs()
-    if settings.catalog_file:
-        catalogs = catalogs.with_gpu_file(settings.catalog_file)
+    # The same catalogs the renderer reads GPU resource names from (settings.catalogs()).
+    catalogs = settings.catalogs()
 
     def plan(service: Any) -> Any:
         return planner.plan_service(service, catalogs)
@@ -80,7 +86,7 @@ def _configure_webhook(settings: kopf.OperatorSettings, memo: Any, port: int) ->
 @kopf.on.startup()
 def configure(*, settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
     operator_settings: OperatorSettings = memo.get("settings") or OperatorSettings.from_env()
-    settings.persistence.finalizer = FINALIZER
+    settings.persistence.finalizer = LEGACY_FINALIZER
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=labels.GROUP)
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
         prefix=labels.GROUP, key="last-handled-configuration"
@@ -91,6 +97,22 @@ def configure(*, settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
         memo["reconciler"] = Reconciler(
             KubernetesCluster.from_environment(), operator_settings, make_planner(operator_settings)
         )
+    if memo.get("resync") is None:
+        namespaces = memo.get("namespaces")
+        loop = resync.Resync(
+            memo["reconciler"],
+            namespaces=operator_settings.namespaces if namespaces is None else namespaces,
+            interval_s=DRIFT_INTERVAL_S,
+        )
+        loop.start()
+        memo["resync"] = loop
+
+
+@kopf.on.cleanup()
+def stop_resync(*, memo: Any, **_: Any) -> None:
+    loop: resync.Resync | None = memo.get("resync")
+    if loop is not None:
+        loop.stop()
 
 
 Logger = logging.Logger | logging.LoggerAdapter[Any]
@@ -118,13 +140,6 @@ def reconcile_on_change(
     _run(memo, namespace, name, retry, logger)
 
 
-@kopf.timer(*GVP, interval=DRIFT_INTERVAL_S, initial_delay=DRIFT_INTERVAL_S)
-def reconcile_on_timer(
-    *, name: str, namespace: str | None, memo: Any, logger: Logger, **kwargs: Any
-) -> None:
-    _run(memo, namespace, name, int(kwargs.get("retry", 0)), logger)
-
-
 @kopf.on.event("apps", "v1", "deployments", labels=MANAGED)
 @kopf.on.event("leaderworkerset.x-k8s.io", "v1", "leaderworkersets", labels=MANAGED)
 def reconcile_parent(*, type: str | None, body: kopf.Body, memo: Any, logger: Logger, **_: Any) -> None:
@@ -136,7 +151,7 @@ def reconcile_parent(*, type: str | None, body: kopf.Body, memo: Any, logger: Lo
     try:
         _run(memo, body.metadata.namespace, parent, 0, logger)
     except kopf.TemporaryError as error:
-        logger.warning("parent %s not reconciled now (the timer retries): %s", parent, error)
+        logger.warning("parent %s not reconciled now (the resync loop retries): %s", parent, error)
 
 
 @kopf.on.validate(*GVP, id="plan", operations=["CREATE", "UPDATE"])

@@ -15,6 +15,7 @@ import yaml
 
 from inferfleet.api import labels
 from inferfleet.api.base import CEL_KEY
+from inferfleet.api.resource import NAME_RULES
 from inferfleet.api.spec import InferenceServiceSpec
 from inferfleet.api.status import InferenceServiceStatus
 
@@ -107,6 +108,8 @@ def openapi_schema() -> dict[str, Any]:
         "description": "An LLM served by vLLM from one or more GPU tiers, sized, rendered and "
         "autoscaled by the inferfleet operator.",
         "required": ["spec"],
+        # Rules on the name need the root: only there can CEL read metadata.name.
+        CEL_KEY: [dict(rule) for rule in NAME_RULES],
         "properties": {
             "apiVersion": {"type": "string"},
             "kind": {"type": "string"},

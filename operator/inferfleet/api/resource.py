@@ -2,15 +2,44 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from inferfleet.api import labels
+from inferfleet.api.base import cel
 from inferfleet.api.spec import InferenceServiceSpec
 from inferfleet.api.status import InferenceServiceStatus
+
+# Every object the operator creates is named after the InferenceService, so its name must
+# be valid wherever it goes: Services need a DNS-1035 label (a letter first, not a digit),
+# and `<name>-<tier>` names the workload, whose LeaderWorkerSet controller appends pod
+# suffixes and whose `-api`/`-cache` siblings must still fit 63 characters.
+NAME_PATTERN = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
+WORKLOAD_NAME_MAX_CHARS = 52
+NAME_MAX_CHARS = WORKLOAD_NAME_MAX_CHARS - 2  # room for "-" and a one-character tier
+NAME_MESSAGE = (
+    "metadata.name must start with a lowercase letter and hold only lowercase letters, "
+    "digits and '-' (the operator names Services after it: DNS-1035)"
+)
+NAME_LENGTH_MESSAGE = f"metadata.name must be at most {NAME_MAX_CHARS} characters"
+DERIVED_LENGTH_MESSAGE = (
+    f"metadata.name plus each tier name must be at most {WORKLOAD_NAME_MAX_CHARS - 1} characters, "
+    f"so the workload `<name>-<tier>` fits {WORKLOAD_NAME_MAX_CHARS}"
+)
+
+# Root-level CRD rules mirroring the validators below (api.crd puts them on the schema).
+NAME_RULES = (
+    cel(f"self.metadata.name.matches('{NAME_PATTERN}')", NAME_MESSAGE),
+    cel(f"size(self.metadata.name) <= {NAME_MAX_CHARS}", NAME_LENGTH_MESSAGE),
+    cel(
+        f"self.spec.tiers.all(t, size(self.metadata.name) + size(t.name) <= {WORKLOAD_NAME_MAX_CHARS - 1})",
+        DERIVED_LENGTH_MESSAGE,
+    ),
+)
 
 
 class ObjectMeta(BaseModel):
@@ -18,13 +47,22 @@ class ObjectMeta(BaseModel):
 
     model_config = ConfigDict(extra="allow", populate_by_name=True)
 
-    name: str = Field(min_length=1, max_length=63, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+    name: str = Field(min_length=1)
     namespace: str | None = None
     uid: str | None = None
     generation: int | None = None
     resource_version: str | None = Field(default=None, alias="resourceVersion")
     labels: dict[str, str] | None = None
     annotations: dict[str, str] | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _name_fits_every_derived_object(cls, name: str) -> str:
+        if re.fullmatch(NAME_PATTERN, name) is None:
+            raise ValueError(NAME_MESSAGE)
+        if len(name) > NAME_MAX_CHARS:
+            raise ValueError(NAME_LENGTH_MESSAGE)
+        return name
 
 
 class InferenceService(BaseModel):
@@ -37,6 +75,13 @@ class InferenceService(BaseModel):
     metadata: ObjectMeta
     spec: InferenceServiceSpec
     status: InferenceServiceStatus | None = None
+
+    @model_validator(mode="after")
+    def _workload_names_fit(self) -> InferenceService:
+        limit = WORKLOAD_NAME_MAX_CHARS - 1
+        if any(len(self.metadata.name) + len(tier.name) > limit for tier in self.spec.tiers):
+            raise ValueError(DERIVED_LENGTH_MESSAGE)
+        return self
 
     @property
     def name(self) -> str:

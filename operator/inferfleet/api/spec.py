@@ -34,6 +34,16 @@ DnsLabel = Annotated[
     str,
     StringConstraints(min_length=1, max_length=40, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"),
 ]
+# Tier names go into object names (`<service>-<tier>`, `-api`, `-cache`) and label
+# values; 24 characters keeps a 27-character service name and any tier within the
+# workload-name budget the root rule checks (api.resource).
+TIER_NAME_MAX_CHARS = 24
+TierName = Annotated[
+    str,
+    StringConstraints(
+        min_length=1, max_length=TIER_NAME_MAX_CHARS, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+    ),
+]
 SourceUri = Annotated[
     str,
     StringConstraints(min_length=6, max_length=1024, pattern=r"^(hf|s3|gs|pvc|file)://[^\s]+$"),
@@ -283,7 +293,7 @@ class TierSpec(ApiModel):
 
     model_config = ApiModel.model_config | {"json_schema_extra": _tier_schema_extra()}
 
-    name: DnsLabel = Field(description="Tier name, unique in the service; used in object names.")
+    name: TierName = Field(description="Tier name, unique in the service; used in object names.")
     gpu: str | InlineGpu = Field(
         description="Catalog GPU name (e.g. `H100-SXM-80GB`, `L4`) or an inline GPU object.",
         json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},

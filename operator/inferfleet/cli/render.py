@@ -10,6 +10,7 @@ from typing import Annotated, Any
 import typer
 import yaml
 
+from inferfleet.catalog import CatalogInvalid
 from inferfleet.cli.app import OutputFormat, app, fail, load_services, stderr
 from inferfleet.config import OperatorSettings, SettingsInvalid
 
@@ -38,7 +39,7 @@ def render_file(path: Path, settings: OperatorSettings) -> list[dict[str, Any]]:
     objects: list[dict[str, Any]] = []
     for service in load_services(path):
         try:
-            plan = planner.plan_service(service)
+            plan = planner.plan_service(service, settings.catalogs())
         except ValueError as error:
             fail(f"{path}: {service.name}: {error}")
         for tier in plan.tiers:
@@ -62,7 +63,8 @@ def render_command(
     """Print the Deployments/LeaderWorkerSets, Services, PDBs and PodMonitor for each service."""
     try:
         settings = OperatorSettings.from_env()
-    except SettingsInvalid as error:
+        settings.catalogs()  # a bad INFERFLEET_CATALOG_FILE fails here, with its name
+    except (SettingsInvalid, CatalogInvalid, OSError) as error:
         fail(str(error))
     objects = render_file(file, settings)
     if output is OutputFormat.json:

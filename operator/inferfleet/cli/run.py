@@ -77,7 +77,11 @@ def start(options: RunOptions, settings: OperatorSettings) -> None:
     for module in HANDLER_MODULES:
         importlib.import_module(module)
     memo = kopf.Memo(
-        settings=settings, webhook_host=options.webhook_host, webhook_cert_dir=options.webhook_cert_dir
+        settings=settings,
+        webhook_host=options.webhook_host,
+        webhook_cert_dir=options.webhook_cert_dir,
+        # The resync loop lists InferenceServices where kopf watches them.
+        namespaces=options.namespaces,
     )
     kopf.run(
         clusterwide=options.clusterwide,

@@ -104,6 +104,53 @@ def liveness_probe(port_name: str) -> dict[str, Any]:
     }
 
 
+# A LeaderWorkerSet worker runs only a Ray node (`ray start --block`). It is alive while
+# its raylet process is; it is ready once the leader's Ray head (GCS) answers, which is
+# when the leader can place this node's vLLM workers.
+RAYLET_ALIVE_SCRIPT = """\
+import os, sys
+def cmdline(pid):
+    try:
+        with open("/proc/%s/cmdline" % pid, "rb") as f:
+            return f.read()
+    except OSError:
+        return b""
+sys.exit(0 if any(b"raylet" in cmdline(p) for p in os.listdir("/proc") if p.isdigit()) else 1)
+"""
+RAY_HEAD_READY = 'exec ray health-check --address "${LWS_LEADER_ADDRESS}:6379"'
+RAY_PROBE_TIMEOUT_S = 15
+# Ray starts in seconds once the image is there; a few minutes covers a slow node.
+WORKER_STARTUP_BUDGET_S = 300
+
+
+def worker_startup_probe() -> dict[str, Any]:
+    return {
+        "exec": {"command": ["python3", "-c", RAYLET_ALIVE_SCRIPT]},
+        "periodSeconds": PROBE_PERIOD_S,
+        "timeoutSeconds": PROBE_TIMEOUT_S,
+        "failureThreshold": WORKER_STARTUP_BUDGET_S // PROBE_PERIOD_S,
+    }
+
+
+def worker_liveness_probe() -> dict[str, Any]:
+    return {
+        "exec": {"command": ["python3", "-c", RAYLET_ALIVE_SCRIPT]},
+        "periodSeconds": 15,
+        "timeoutSeconds": PROBE_TIMEOUT_S,
+        "failureThreshold": 4,
+    }
+
+
+def worker_readiness_probe() -> dict[str, Any]:
+    return {
+        "exec": {"command": ["bash", "-c", RAY_HEAD_READY]},
+        "periodSeconds": PROBE_PERIOD_S,
+        "timeoutSeconds": RAY_PROBE_TIMEOUT_S,
+        "failureThreshold": 3,
+        "successThreshold": 1,
+    }
+
+
 def pre_stop(service: InferenceService, port: int) -> dict[str, Any]:
     command = ["python3", "-c", DRAIN_SCRIPT, str(port), str(drain_budget_s(service)),
                str(ENDPOINT_PROPAGATION_S)]

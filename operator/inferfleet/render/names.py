@@ -10,12 +10,14 @@ from __future__ import annotations
 import hashlib
 
 from inferfleet.api import labels
+from inferfleet.api.resource import WORKLOAD_NAME_MAX_CHARS
 
 # DNS-1035 label limit for Service names; also what a pod hostname may hold.
 DNS_LABEL_MAX = 63
 # Workload names leave room for the suffixes controllers add to pod names
-# (Deployment: -<hash>-<rand>; LeaderWorkerSet: -<group>-<index>).
-WORKLOAD_NAME_MAX = 52
+# (Deployment: -<hash>-<rand>; LeaderWorkerSet: -<group>-<index>). The API refuses
+# names that would not fit, so the hash truncation below is only a safety net.
+WORKLOAD_NAME_MAX = WORKLOAD_NAME_MAX_CHARS
 
 COMPONENT_SERVER = "vllm"
 COMPONENT_WORKER = "vllm-worker"

@@ -9,7 +9,7 @@ from typing import Any
 
 from inferfleet.api import InferenceService, TierSpec, labels
 from inferfleet.render import names, templating
-from inferfleet.render.pod import PodAdditions, TierContext, extend, pod_spec, progress_deadline_s
+from inferfleet.render.pod import PodAdditions, TierContext, extend, harden, pod_spec, progress_deadline_s
 from inferfleet.render.vllm_args import HTTP_PORT
 
 SCRAPE_INTERVAL = "15s"
@@ -105,7 +105,8 @@ def workload(ctx: TierContext, contributors: Sequence[PodContributor]) -> dict[s
         pod = pod_spec(ctx, role)
         for addition in additions:
             pod = extend(pod, addition)
-        return pod
+        # Last, so what contributors added is held to the same restrictions.
+        return harden(pod, ctx.settings)
 
     tier_labels = names.tier_labels(service.name, tier.name)
     multi_node = plan.nodes_per_replica > 1

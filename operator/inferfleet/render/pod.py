@@ -14,9 +14,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from inferfleet import catalog
 from inferfleet.api import InferenceService, TierPlan, TierSpec
 from inferfleet.api.spec import InlineGpu
+from inferfleet.catalog import Catalogs
 from inferfleet.config import OperatorSettings
 from inferfleet.render import lifecycle, templating
 from inferfleet.render.model_source import ModelSource
@@ -25,6 +25,21 @@ from inferfleet.render.vllm_args import HTTP_PORT, served_model_name, vllm_args
 CONTAINER_NAME = "vllm"
 PORT_NAME = "http"
 SHM_VOLUME = "dshm"
+# The root filesystem is read-only; vLLM, torch, Triton, Ray and the HF hub write only
+# under HOME (caches, config, a hub download when weights are not pre-cached) and /tmp
+# (Ray's session, torch inductor). Both are emptyDirs without a size limit: a hub
+# download may be the whole model.
+HOME_VOLUME = "home"
+HOME_PATH = "/home/vllm"
+TMP_VOLUME = "tmp"
+# The hub token is a read-only file, never an environment variable (huggingface_hub
+# reads HF_TOKEN_PATH); 0440 so only the pod's user and group can read it.
+HF_TOKEN_VOLUME = "hf-token"
+HF_TOKEN_DIR = "/var/run/secrets/inferfleet/hf"
+HF_TOKEN_FILE = "token"
+SECRET_FILE_MODE = 0o440
+# Variables the hardening owns; a user's serving.env cannot point them elsewhere.
+RESERVED_ENV = frozenset({"HF_TOKEN", "HF_TOKEN_PATH"})
 DEFAULT_GPU_RESOURCE = "nvidia.com/gpu"
 # Resource name an inline GPU may give to mean "no accelerator" (CPU-only test tiers).
 NO_ACCELERATOR = "none"
@@ -75,12 +90,13 @@ def extend(pod: dict[str, Any], additions: PodAdditions) -> dict[str, Any]:
     return out
 
 
-def gpu_resource_name(tier: TierSpec) -> str:
+def gpu_resource_name(tier: TierSpec, catalogs: Catalogs) -> str:
     """The extended resource the device plugin advertises for the tier's GPU."""
     if isinstance(tier.gpu, InlineGpu):
         return tier.gpu.resource_name
-    # The built-in catalog (loaded once, immutable) knows each vendor's resource name.
-    known = catalog.default_catalogs().gpu(tier.gpu)
+    # The catalogs the planner sized with (built-in plus the operator's catalog_file),
+    # so a GPU added there also gets its vendor's resource name here.
+    known = catalogs.gpu(tier.gpu)
     return known.resource_name if known is not None else DEFAULT_GPU_RESOURCE
 
 
@@ -88,44 +104,167 @@ def gpus_per_pod(plan: TierPlan) -> int:
     return max(1, plan.gpus_per_replica // max(1, plan.nodes_per_replica))
 
 
-def _resources(service: InferenceService, tier: TierSpec, plan: TierPlan) -> dict[str, Any]:
+def memory_request_gib(plan: TierPlan) -> int:
+    return MEMORY_BASE_GIB + MEMORY_PER_GPU_GIB * gpus_per_pod(plan)
+
+
+def memory_limit_gib(plan: TierPlan) -> int:
+    """Default memory limit: the request plus one host-side copy of this pod's weights.
+
+    Loading streams each worker's shard through host memory (and online quantization,
+    e.g. fp8 from a bf16 checkpoint, holds the unquantized tensors there first), so the
+    pod's share of the weights on top of the steady-state request bounds the peak.
+    """
+    weights_gib = plan.memory_gi_b.weights * gpus_per_pod(plan)
+    return memory_request_gib(plan) + math.ceil(weights_gib)
+
+
+_BINARY_SUFFIXES = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+_DECIMAL_SUFFIXES = {"k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18}
+
+
+def quantity_bytes(quantity: str) -> float | None:
+    """A memory quantity in bytes, None when it is not one we can read."""
+    text = quantity.strip()
+    for suffixes in (_BINARY_SUFFIXES, _DECIMAL_SUFFIXES):
+        for suffix, factor in suffixes.items():
+            if text.endswith(suffix):
+                number = text.removesuffix(suffix)
+                return float(number) * factor if _is_number(number) else None
+    return float(text) if _is_number(text) else None
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _resources(service: InferenceService, plan: TierPlan, resource: str) -> dict[str, Any]:
     gpus = gpus_per_pod(plan)
-    requests = {"cpu": str(CPU_PER_GPU * gpus), "memory": f"{MEMORY_BASE_GIB + MEMORY_PER_GPU_GIB * gpus}Gi"}
+    requests = {"cpu": str(CPU_PER_GPU * gpus), "memory": f"{memory_request_gib(plan)}Gi"}
     limits: dict[str, str] = {}
-    resource = gpu_resource_name(tier)
     if resource != NO_ACCELERATOR:
         limits[resource] = str(gpus)
     user = service.spec.serving.resources if service.spec.serving else None
     if user is not None:
         requests.update(user.requests or {})
         limits.update(user.limits or {})
-    out: dict[str, Any] = {"requests": dict(sorted(requests.items()))}
-    if limits:
-        out["limits"] = dict(sorted(limits.items()))
-    return out
+    if "memory" not in limits:
+        # Always a memory limit: a leaking or runaway pod is OOM-killed on its own
+        # instead of pushing the node (and its other GPU pods) into memory pressure.
+        # Never below the request, or the API server refuses the pod.
+        default_gib = memory_limit_gib(plan)
+        requested = quantity_bytes(str(requests["memory"]))
+        if requested is not None and requested > default_gib * 2**30:
+            limits["memory"] = str(requests["memory"])
+        else:
+            limits["memory"] = f"{default_gib}Gi"
+    return {"requests": dict(sorted(requests.items())), "limits": dict(sorted(limits.items()))}
+
+
+def _needs_hub_token(service: InferenceService, source: ModelSource) -> bool:
+    # Pre-cached weights load offline (HF_HUB_OFFLINE=1): the pod never talks to the
+    # hub, so it gets no token at all.
+    offline = dict(source.env).get("HF_HUB_OFFLINE") == "1"
+    return service.spec.model.credentials_secret_ref is not None and source.scheme == "hf" and not offline
+
+
+def _hub_token_volume(service: InferenceService) -> dict[str, Any]:
+    credentials = service.spec.model.credentials_secret_ref
+    assert credentials is not None
+    # Only the one key, under a fixed file name: the rest of the Secret stays out of the pod.
+    return {
+        "name": HF_TOKEN_VOLUME,
+        "secret": {
+            "secretName": credentials.name,
+            "items": [{"key": credentials.key, "path": HF_TOKEN_FILE}],
+            "defaultMode": SECRET_FILE_MODE,
+        },
+    }
+
+
+def _writable_env() -> dict[str, str]:
+    """Point every cache vLLM and its libraries write at the writable HOME volume."""
+    cache = f"{HOME_PATH}/.cache"
+    return {
+        "HOME": HOME_PATH,
+        # An arbitrary UID has no passwd entry; getpass.getuser() (torch, triton) reads USER.
+        "USER": "vllm",
+        "XDG_CACHE_HOME": cache,
+        "XDG_CONFIG_HOME": f"{HOME_PATH}/.config",
+        "VLLM_CACHE_ROOT": f"{cache}/vllm",
+        "TRITON_CACHE_DIR": f"{cache}/triton",
+        "TORCHINDUCTOR_CACHE_DIR": f"{cache}/torchinductor",
+        # numba caches next to its sources in site-packages by default: read-only here.
+        "NUMBA_CACHE_DIR": f"{cache}/numba",
+        "CUDA_CACHE_PATH": f"{cache}/nv",
+    }
 
 
 def _env(service: InferenceService, source: ModelSource) -> list[dict[str, Any]]:
-    env: dict[str, dict[str, Any]] = {}
-    credentials = service.spec.model.credentials_secret_ref
-    if credentials is not None and source.scheme == "hf":
-        # Always a reference: the token never appears in an object the operator writes.
-        env["HF_TOKEN"] = {
-            "name": "HF_TOKEN",
-            "valueFrom": {"secretKeyRef": {"name": credentials.name, "key": credentials.key}},
-        }
+    env: dict[str, dict[str, Any]] = {
+        name: {"name": name, "value": value} for name, value in _writable_env().items()
+    }
+    if _needs_hub_token(service, source):
+        path = f"{HF_TOKEN_DIR}/{HF_TOKEN_FILE}"
+        env["HF_TOKEN_PATH"] = {"name": "HF_TOKEN_PATH", "value": path}
     for name, value in source.env:
         env[name] = {"name": name, "value": value}
     serving = service.spec.serving
     for user in (serving.env if serving is not None else None) or []:
-        if user.name != "HF_TOKEN":  # the secret reference wins over a literal
+        if user.name not in RESERVED_ENV:  # the mounted secret wins over a literal token
             env[user.name] = {"name": user.name, "value": user.value}
     return list(env.values())
 
 
-def _tolerations(tier: TierSpec) -> list[dict[str, Any]]:
+def pod_security_context(settings: OperatorSettings) -> dict[str, Any]:
+    """Pod-level: a non-root UID unless root was asked for explicitly; seccomp always."""
+    context: dict[str, Any] = {"seccompProfile": {"type": "RuntimeDefault"}}
+    if not settings.vllm_run_as_root:
+        uid = settings.vllm_run_as_user
+        # fsGroup makes the mounted token and the emptyDirs readable by that group.
+        context.update(runAsNonRoot=True, runAsUser=uid, runAsGroup=uid, fsGroup=uid)
+    return context
+
+
+def container_security_context() -> dict[str, Any]:
+    """Container-level: never privileged, no escalation, no capabilities, read-only root.
+
+    GPUs reach the container through the device plugin (device nodes, no capability),
+    and NCCL/Ray need none of NET_RAW, SYS_ADMIN or IPC_LOCK to run over TCP or NVLink.
+    """
+    return {
+        "allowPrivilegeEscalation": False,
+        "privileged": False,
+        "readOnlyRootFilesystem": True,
+        "capabilities": {"drop": ["ALL"]},
+    }
+
+
+def harden(pod: dict[str, Any], settings: OperatorSettings) -> dict[str, Any]:
+    """A copy of `pod` where every container gets the restricted defaults it lacks.
+
+    Applied after contributors extend the pod, so their init containers and sidecars
+    are covered too; a key a contributor set itself is left as it is.
+    """
+    out = copy.deepcopy(pod)
+    out.setdefault("automountServiceAccountToken", False)
+    security = out.setdefault("securityContext", {})
+    for key, value in pod_security_context(settings).items():
+        security.setdefault(key, value)
+    for group in ("initContainers", "containers"):
+        for container in out.get(group, []):
+            context = container.setdefault("securityContext", {})
+            for key, value in container_security_context().items():
+                context.setdefault(key, value)
+    return out
+
+
+def _tolerations(tier: TierSpec, resource: str) -> list[dict[str, Any]]:
     tolerations = [t.to_wire() for t in tier.tolerations or []]
-    resource = gpu_resource_name(tier)
     # GPU node pools are commonly tainted with the device's resource name.
     if resource != NO_ACCELERATOR and not any(t.get("key") == resource for t in tolerations):
         tolerations.append({"key": resource, "operator": "Exists", "effect": "NoSchedule"})
@@ -137,6 +276,24 @@ def _shm_volume(plan: TierPlan) -> dict[str, Any]:
     return {"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": f"{size_gib}Gi"}}
 
 
+def _volumes(service: InferenceService, plan: TierPlan, source: ModelSource) -> list[dict[str, Any]]:
+    volumes = [_shm_volume(plan), {"name": HOME_VOLUME, "emptyDir": {}}, {"name": TMP_VOLUME, "emptyDir": {}}]
+    if _needs_hub_token(service, source):
+        volumes.append(_hub_token_volume(service))
+    return [*volumes, *source.volumes]
+
+
+def _mounts(service: InferenceService, source: ModelSource) -> list[dict[str, Any]]:
+    mounts: list[dict[str, Any]] = [
+        {"name": SHM_VOLUME, "mountPath": "/dev/shm"},
+        {"name": HOME_VOLUME, "mountPath": HOME_PATH},
+        {"name": TMP_VOLUME, "mountPath": "/tmp"},
+    ]
+    if _needs_hub_token(service, source):
+        mounts.append({"name": HF_TOKEN_VOLUME, "mountPath": HF_TOKEN_DIR, "readOnly": True})
+    return [*mounts, *source.mounts]
+
+
 @dataclass(frozen=True)
 class TierContext:
     """Everything a tier's objects are rendered from (also what contributors receive)."""
@@ -146,6 +303,20 @@ class TierContext:
     plan: TierPlan
     settings: OperatorSettings
     source: ModelSource
+
+
+def _probes(plan: TierPlan, served_name: str, *, server: bool) -> dict[str, Any]:
+    if not server:  # a LeaderWorkerSet worker: a Ray node, no HTTP server
+        return {
+            "startup_probe": lifecycle.worker_startup_probe(),
+            "readiness_probe": lifecycle.worker_readiness_probe(),
+            "liveness_probe": lifecycle.worker_liveness_probe(),
+        }
+    return {
+        "startup_probe": lifecycle.startup_probe(plan, PORT_NAME),
+        "readiness_probe": lifecycle.readiness_probe(HTTP_PORT, served_name),
+        "liveness_probe": lifecycle.liveness_probe(PORT_NAME),
+    }
 
 
 def pod_spec(ctx: TierContext, role: str = "server") -> dict[str, Any]:
@@ -162,13 +333,14 @@ def pod_spec(ctx: TierContext, role: str = "server") -> dict[str, Any]:
         command, args = ["bash", "-c", LEADER_SCRIPT, "vllm-leader"], vllm_args(service, plan, source)
     else:
         command, args = ["bash", "-c", WORKER_SCRIPT], []
+    resource = gpu_resource_name(tier, settings.catalogs())
     env_from = []
     if source.credentials_as_env_from and service.spec.model.credentials_secret_ref is not None:
         env_from.append({"secretRef": {"name": service.spec.model.credentials_secret_ref.name}})
     context = {
         "termination_grace_s": lifecycle.termination_grace_s(service),
         "node_selector": dict(sorted((tier.node_selector or {}).items())),
-        "tolerations": _tolerations(tier),
+        "tolerations": _tolerations(tier, resource),
         "affinity": tier.affinity,
         "container_name": CONTAINER_NAME,
         "image": image,
@@ -177,13 +349,13 @@ def pod_spec(ctx: TierContext, role: str = "server") -> dict[str, Any]:
         "env": _env(service, source),
         "env_from": env_from,
         "ports": [{"name": PORT_NAME, "containerPort": HTTP_PORT, "protocol": "TCP"}] if server else [],
-        "resources": _resources(service, tier, plan),
-        "mounts": [{"name": SHM_VOLUME, "mountPath": "/dev/shm"}, *source.mounts],
-        "volumes": [_shm_volume(plan), *source.volumes],
-        "startup_probe": lifecycle.startup_probe(plan, PORT_NAME) if server else None,
-        "readiness_probe": lifecycle.readiness_probe(HTTP_PORT, served_name) if server else None,
-        "liveness_probe": lifecycle.liveness_probe(PORT_NAME) if server else None,
+        "resources": _resources(service, plan, resource),
+        "mounts": _mounts(service, source),
+        "volumes": _volumes(service, plan, source),
+        **_probes(plan, served_name, server=server),
         "pre_stop": lifecycle.pre_stop(service, HTTP_PORT) if server else None,
+        "pod_security": pod_security_context(settings),
+        "container_security": container_security_context(),
     }
     return templating.render_json("pod.json.j2", pod=context)
 

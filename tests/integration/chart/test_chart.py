@@ -216,6 +216,8 @@ def test_values_become_the_operators_settings(full_objects: list[dict[str, Any]]
     assert settings.forecast_window_hours == scaling["forecastWindowHours"]
     assert settings.cold_start_margin_s == scaling["coldStartMarginSeconds"]
     assert settings.vllm_image == values["serving"]["vllmImage"]
+    assert settings.vllm_run_as_user == values["serving"]["runAsUser"]
+    assert settings.vllm_run_as_root is True
     assert settings.operator_image == operator_container(full_objects)["image"]
     assert settings.operator_image.endswith("@" + values["image"]["digest"])
     assert settings.cache_node_path == values["cache"]["nodePath"]

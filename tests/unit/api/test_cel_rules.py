@@ -8,7 +8,10 @@ from typing import Any
 import pytest
 
 from inferfleet.api import SpecInvalid, parse
-from tests.unit.api.cel_eval import cel_failures_for_spec
+from inferfleet.api.crd import openapi_schema
+from inferfleet.api.resource import WORKLOAD_NAME_MAX_CHARS
+from inferfleet.render import names
+from tests.unit.api.cel_eval import apply_defaults, cel_failures_for_spec, failed_rules
 from tests.unit.api.samples import base_spec, document
 
 Mutation = Callable[[dict[str, Any]], None]
@@ -105,3 +108,56 @@ def test_routing_shares_must_sum_to_at_most_one() -> None:
     spec["workload"]["routing"] = {"l4": 0.7, "a100": 0.6}
     with pytest.raises(SpecInvalid, match="sum to at most 1"):
         parse(document(spec))
+
+
+# (id, metadata.name, tier names, message both sides must give, or None when valid)
+NAME_CASES: list[tuple[str, str, list[str], str | None]] = [
+    ("plain", "llama-8b-chat", ["l4", "a100"], None),
+    ("starts-with-digit", "8b-chat", ["l4"], "must start with a lowercase letter"),
+    ("upper-case", "Llama", ["l4"], "must start with a lowercase letter"),
+    ("ends-with-dash", "llama-", ["l4"], "must start with a lowercase letter"),
+    ("dot", "llama.chat", ["l4"], "must start with a lowercase letter"),
+    ("longest-name", "a" * 50, ["x"], None),
+    ("name-too-long", "a" * 51, ["x"], "at most 50 characters"),
+    ("name-and-tier-fit", "a" * 27, ["t" * 24], None),
+    ("name-and-tier-too-long", "a" * 30, ["l4", "t" * 22], "plus each tier name"),
+]
+
+
+def _root_failures(body: dict[str, Any]) -> list[str]:
+    schema = openapi_schema()
+    return failed_rules(schema, apply_defaults(schema, body))
+
+
+@pytest.mark.parametrize(
+    ("case_id", "name", "tiers", "message"), NAME_CASES, ids=[case[0] for case in NAME_CASES]
+)
+def test_names_that_cannot_be_applied_are_refused_on_both_sides(
+    case_id: str, name: str, tiers: list[str], message: str | None
+) -> None:
+    spec = base_spec()
+    spec["tiers"] = [{**spec["tiers"][0], "name": tier} for tier in tiers]
+    body = document(spec, name=name)
+    failures = _root_failures(body)
+    if message is None:
+        service = parse(body)
+        assert failures == []
+        for tier in tiers:
+            # Every derived name fits as is: no hash truncation needed.
+            assert names.workload_name(service.name, tier) == f"{name}-{tier}"
+            assert len(names.workload_name(service.name, tier)) <= WORKLOAD_NAME_MAX_CHARS
+            assert names.tier_service_name(service.name, tier) == f"{name}-{tier}-api"
+    else:
+        with pytest.raises(SpecInvalid) as raised:
+            parse(body)
+        assert any(message in problem.message for problem in raised.value.problems), raised.value
+        assert any(message in failure for failure in failures), failures
+
+
+def test_tier_names_are_bounded_in_the_schema_too() -> None:
+    tier_schema = openapi_schema()["properties"]["spec"]["properties"]["tiers"]["items"]
+    assert tier_schema["properties"]["name"]["maxLength"] == 24
+    spec = base_spec()
+    spec["tiers"][0]["name"] = "t" * 25
+    with pytest.raises(SpecInvalid, match="at most 24 characters"):
+        parse(document(spec, name="llm"))

@@ -19,7 +19,8 @@ def test_cpu_only_tier_is_feasible_and_requests_no_accelerator() -> None:
     (deployment,) = [obj for obj in objects if obj["kind"] == "Deployment"]
     main = deployment["spec"]["template"]["spec"]["containers"][0]
     assert main["image"] == "inferfleet/vllm-standin:e2e"
-    assert "limits" not in main["resources"]
+    # No accelerator resource; only the memory limit every vLLM container gets.
+    assert set(main["resources"]["limits"]) == {"memory"}
     assert main["resources"]["requests"] == {"cpu": "50m", "memory": "64Mi"}
     for obj in objects:
         validate(obj)

@@ -77,7 +77,8 @@ def test_planned_vllm_arguments() -> None:
     assert flag(args, "--served-model-name") == "chat-8b"
     assert "--revision" not in args
     assert {"--enable-prefix-caching", "--enable-chunked-prefill", "--enforce-eager"} <= set(args)
-    assert container(deployment)["resources"]["limits"] == {"nvidia.com/gpu": "4"}
+    # Memory limit by default: the 48 GiB request plus 4 GPUs x 8 GiB of weights.
+    assert container(deployment)["resources"]["limits"] == {"memory": "80Gi", "nvidia.com/gpu": "4"}
 
 
 def test_serving_switches_and_lora_and_extra_args() -> None:
@@ -99,15 +100,32 @@ def test_serving_switches_and_lora_and_extra_args() -> None:
     assert args[-2:] == ["--seed", "7"]
 
 
-def test_hub_token_is_a_secret_reference_never_a_literal() -> None:
-    service = plans.service(serving={"env": [{"name": "HF_TOKEN", "value": "hf_leaked"},
+def test_hub_token_is_a_read_only_secret_file_never_an_env_value() -> None:
+    service = plans.service(cache={"mode": "none"},
+                            serving={"env": [{"name": "HF_TOKEN", "value": "hf_leaked"},
+                                             {"name": "HF_TOKEN_PATH", "value": "/elsewhere"},
                                              {"name": "VLLM_LOGGING_LEVEL", "value": "DEBUG"}]})
     for deployment in by_kind(render(service, plans.plan(), SETTINGS), "Deployment"):
-        env = {entry["name"]: entry for entry in container(deployment)["env"]}
-        assert env["HF_TOKEN"] == {"name": "HF_TOKEN",
-                                   "valueFrom": {"secretKeyRef": {"name": "hf", "key": "token"}}}
+        pod = deployment["spec"]["template"]["spec"]
+        main = container(deployment)
+        env = {entry["name"]: entry for entry in main["env"]}
+        assert "HF_TOKEN" not in env
+        assert not any("valueFrom" in entry for entry in main["env"])
+        assert env["HF_TOKEN_PATH"]["value"] == "/var/run/secrets/inferfleet/hf/token"
+        volume = next(v for v in pod["volumes"] if v["name"] == "hf-token")
+        assert volume["secret"] == {"secretName": "hf", "items": [{"key": "token", "path": "token"}],
+                                    "defaultMode": 0o440}
+        mount = next(m for m in main["volumeMounts"] if m["name"] == "hf-token")
+        assert mount == {"name": "hf-token", "mountPath": "/var/run/secrets/inferfleet/hf", "readOnly": True}
         assert env["VLLM_LOGGING_LEVEL"]["value"] == "DEBUG"
         assert "hf_leaked" not in str(deployment)
+
+
+def test_pre_cached_pods_get_no_hub_token_at_all() -> None:
+    for deployment in by_kind(render(plans.service(), plans.plan(), SETTINGS), "Deployment"):
+        pod = deployment["spec"]["template"]["spec"]
+        assert all(v["name"] != "hf-token" for v in pod["volumes"])
+        assert all(e["name"] not in {"HF_TOKEN", "HF_TOKEN_PATH"} for e in container(deployment)["env"])
 
 
 def test_nvme_cache_mounts_node_path_read_only_and_goes_offline() -> None:
@@ -166,8 +184,13 @@ def test_multi_node_tier_is_a_leader_worker_set() -> None:
     leader, worker = container(lws, "leaderTemplate"), container(lws, "workerTemplate")
     assert flag(leader["args"], "--pipeline-parallel-size") == "2"
     assert flag(leader["args"], "--distributed-executor-backend") == "ray"
-    assert leader["resources"]["limits"] == worker["resources"]["limits"] == {"nvidia.com/gpu": "8"}
-    assert "readinessProbe" in leader and "readinessProbe" not in worker
+    assert leader["resources"]["limits"] == worker["resources"]["limits"]
+    assert leader["resources"]["limits"]["nvidia.com/gpu"] == "8"
+    assert "/v1/models" in leader["readinessProbe"]["exec"]["command"][2]
+    # A worker is only a Ray node: alive while its raylet is, ready when the head answers.
+    assert "ray health-check" in worker["readinessProbe"]["exec"]["command"][2]
+    assert "raylet" in worker["livenessProbe"]["exec"]["command"][2]
+    assert "raylet" in worker["startupProbe"]["exec"]["command"][2]
     template_labels = lws["spec"]["leaderWorkerTemplate"]["workerTemplate"]["metadata"]["labels"]
     assert template_labels[labels.LABEL_COMPONENT] == names.COMPONENT_WORKER
 
@@ -235,7 +258,7 @@ def test_cpu_only_tier_requests_no_accelerator() -> None:
     service = plans.service(tiers=[cpu_tier])
     deployment = by_kind(render(service, plans.plan(plans.tier_plan("cpu", gpusPerReplica=1)), SETTINGS),
                          "Deployment")[0]
-    assert "limits" not in container(deployment)["resources"]
+    assert set(container(deployment)["resources"]["limits"]) == {"memory"}
     assert not deployment["spec"]["template"]["spec"].get("tolerations")
 
 
@@ -256,17 +279,102 @@ def test_pod_contributors_extend_every_pod(monkeypatch: pytest.MonkeyPatch) -> N
         validate(deployment)
 
 
-def test_long_names_stay_within_limits() -> None:
-    body = plans.service_body(tiers=[{"name": "t" * 40, "gpu": "L4"}])
-    body["metadata"]["name"] = "s" * 63
+def test_longest_names_the_api_accepts_fit_without_truncation() -> None:
+    service_name, tier = "s" * 27, "t" * 24  # 27 + 24 = the API's bound on the pair
+    body = plans.service_body(tiers=[{"name": tier, "gpu": "L4"}])
+    body["metadata"]["name"] = service_name
     from inferfleet.api import parse
 
-    objects = render(parse(body), plans.plan(plans.tier_plan("t" * 40), name="s" * 63), SETTINGS)
+    objects = render(parse(body), plans.plan(plans.tier_plan(tier), name=service_name), SETTINGS)
     for obj in objects:
         limit = names.WORKLOAD_NAME_MAX if obj["kind"] == "Deployment" else names.DNS_LABEL_MAX
         assert len(obj["metadata"]["name"]) <= limit
+        assert obj["metadata"]["name"].startswith(service_name)
         validate(obj)
+    assert by_kind(objects, "Deployment")[0]["metadata"]["name"] == f"{service_name}-{tier}"
     assert len({o["metadata"]["name"] for o in by_kind(objects, "Service")}) == 2
+
+
+def test_truncation_stays_a_safety_net_for_names_built_outside_the_api() -> None:
+    long = names.workload_name("s" * 63, "t" * 40)
+    assert len(long) <= names.WORKLOAD_NAME_MAX
+    assert long != names.workload_name("s" * 63, "t" * 39)  # the hash keeps them apart
+
+
+def _pods(workload: dict[str, Any]) -> list[dict[str, Any]]:
+    spec = workload["spec"]
+    if "template" in spec:
+        return [spec["template"]["spec"]]
+    templates = spec["leaderWorkerTemplate"]
+    return [templates["leaderTemplate"]["spec"], templates["workerTemplate"]["spec"]]
+
+
+def test_every_vllm_pod_is_non_root_unprivileged_and_read_only() -> None:
+    multi = plans.tier_plan("h100", tensorParallelSize=8, pipelineParallelSize=2, gpusPerReplica=16,
+                            nodesPerReplica=2)
+    for plan in (plans.plan(), plans.plan(multi)):
+        objects = render(plans.service(), plan, SETTINGS)
+        workloads = by_kind(objects, "Deployment") + by_kind(objects, "LeaderWorkerSet")
+        assert workloads
+        for pod in (pod for workload in workloads for pod in _pods(workload)):
+            assert pod["securityContext"] == {
+                "runAsNonRoot": True, "runAsUser": 10001, "runAsGroup": 10001, "fsGroup": 10001,
+                "seccompProfile": {"type": "RuntimeDefault"},
+            }
+            assert pod["automountServiceAccountToken"] is False
+            # The vLLM container and whatever the weight cache adds (verify, hold sidecar).
+            for box in [*pod.get("initContainers", []), *pod["containers"]]:
+                context = box["securityContext"]
+                assert context["allowPrivilegeEscalation"] is False
+                assert context.get("privileged", False) is False
+                assert context["readOnlyRootFilesystem"] is True
+                assert context["capabilities"] == {"drop": ["ALL"]}
+                assert "memory" in box["resources"]["limits"]
+            main = pod["containers"][0]
+            env = {e["name"]: e.get("value") for e in main["env"]}
+            mounts = {m["mountPath"]: m["name"] for m in main["volumeMounts"]}
+            volumes = {v["name"]: v for v in pod["volumes"]}
+            # Everything vLLM writes lands on a writable emptyDir.
+            for path in ("/tmp", env["HOME"]):
+                assert "emptyDir" in volumes[mounts[path]], path
+            for cache in ("XDG_CACHE_HOME", "VLLM_CACHE_ROOT", "TRITON_CACHE_DIR", "NUMBA_CACHE_DIR"):
+                assert env[cache].startswith(env["HOME"] + "/"), cache
+
+
+def test_root_only_when_asked_for_and_never_privileged() -> None:
+    settings = SETTINGS.model_copy(update={"vllm_run_as_root": True})
+    for deployment in by_kind(render(plans.service(), plans.plan(), settings), "Deployment"):
+        pod = deployment["spec"]["template"]["spec"]
+        assert pod["securityContext"] == {"seccompProfile": {"type": "RuntimeDefault"}}
+        assert container(deployment)["securityContext"]["allowPrivilegeEscalation"] is False
+    uid = SETTINGS.model_copy(update={"vllm_run_as_user": 20000})
+    pod = by_kind(render(plans.service(), plans.plan(), uid), "Deployment")[0]["spec"]["template"]["spec"]
+    assert pod["securityContext"]["runAsUser"] == 20000
+
+
+def test_memory_limit_from_the_spec_or_never_below_the_request() -> None:
+    tier = plans.tier_plan("h100")
+    pinned = plans.service(serving={"resources": {"limits": {"memory": "300Gi"}}})
+    deployment = by_kind(render(pinned, plans.plan(tier), SETTINGS), "Deployment")[0]
+    assert container(deployment)["resources"]["limits"]["memory"] == "300Gi"
+    big_request = plans.service(serving={"resources": {"requests": {"memory": "500Gi"}}})
+    deployment = by_kind(render(big_request, plans.plan(tier), SETTINGS), "Deployment")[0]
+    assert container(deployment)["resources"]["limits"]["memory"] == "500Gi"
+
+
+def test_gpu_resource_name_comes_from_the_operators_catalog_file(tmp_path: Any) -> None:
+    catalog_file = tmp_path / "gpus.yaml"
+    catalog_file.write_text(
+        "gpus:\n"
+        "  - {name: MI300X, family: cdna3, memoryGiB: 192, bandwidthTBs: 5.3, bf16Tflops: 1307,\n"
+        "     fp8Tflops: 2615, interconnect: infinity-fabric, gpusPerNode: 8, resourceName: amd.com/gpu}\n"
+    )
+    settings = SETTINGS.model_copy(update={"catalog_file": str(catalog_file)})
+    service = plans.service(tiers=[{"name": "mi300", "gpu": "MI300X"}])
+    deployment = by_kind(render(service, plans.plan(plans.tier_plan("mi300", gpu="MI300X")), settings),
+                         "Deployment")[0]
+    assert container(deployment)["resources"]["limits"]["amd.com/gpu"] == "2"
+    assert deployment["spec"]["template"]["spec"]["tolerations"][0]["key"] == "amd.com/gpu"
 
 
 def test_render_is_deterministic_and_pure() -> None:

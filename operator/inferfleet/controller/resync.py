@@ -1,0 +1,115 @@
+"""Periodic resync: every InferenceService is reconciled again every few tens of seconds.
+
+This is what corrects drift a watch cannot see (a deleted Service, an edited budget)
+and refreshes status if a watch event was missed. It is one loop for the whole
+operator, started at startup, rather than a kopf timer per object: kopf protects every
+object that has a timer or daemon with a finalizer, so deleting an InferenceService
+would hang whenever the operator is not running. The loop needs nothing on the object;
+owner references alone take the children away on delete.
+
+The loop lists InferenceServices through the cluster port (the same `list` the RBAC
+table already grants) and runs the ordinary, idempotent reconcile pass on each. On a
+standby replica (kopf peering) the pass is harmless: server-side apply of identical
+objects changes nothing, and status is patched only when it changed, conditional on
+the resourceVersion read, so two replicas never both record (or announce) one change.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import logging
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from inferfleet.api import labels
+from inferfleet.cluster import TransientApiError
+from inferfleet.controller.reconciler import Reconciler
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_INTERVAL_S = 60.0
+_GLOB_CHARACTERS = frozenset("*?[")
+
+
+@dataclass(frozen=True)
+class PassSummary:
+    """What one resync pass did, for logs and tests."""
+
+    reconciled: int
+    failed: int
+
+
+def _is_glob(pattern: str) -> bool:
+    return any(character in _GLOB_CHARACTERS for character in pattern)
+
+
+class Resync:
+    """Reconciles every InferenceService in the watched namespaces, every `interval_s`."""
+
+    def __init__(
+        self, reconciler: Reconciler, namespaces: Iterable[str] = (), interval_s: float = DEFAULT_INTERVAL_S
+    ) -> None:
+        self.reconciler = reconciler
+        self.namespaces = tuple(namespaces)
+        self.interval_s = interval_s
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def targets(self) -> list[tuple[str, str]]:
+        """(namespace, name) of every InferenceService the operator watches."""
+        cluster = self.reconciler.cluster
+        version, kind = labels.API_VERSION, labels.KIND
+        if self.namespaces and not any(_is_glob(ns) for ns in self.namespaces):
+            # Per namespace: in namespaced-Role mode the operator cannot list cluster-wide.
+            items = [item for ns in self.namespaces for item in cluster.list(version, kind, ns, {})]
+        else:
+            items = cluster.list(version, kind, None, {})
+            if self.namespaces:
+                items = [item for item in items if self._watched(item["metadata"].get("namespace", ""))]
+        found = {(str(i["metadata"].get("namespace", "default")), str(i["metadata"]["name"])) for i in items}
+        return sorted(found)
+
+    def _watched(self, namespace: str) -> bool:
+        return any(fnmatch.fnmatchcase(namespace, pattern) for pattern in self.namespaces)
+
+    def run_once(self) -> PassSummary:
+        """One pass over every InferenceService; the world's errors wait for the next pass."""
+        try:
+            targets = self.targets()
+        except TransientApiError as error:
+            logger.warning("resync: cannot list InferenceServices now: %s", error)
+            return PassSummary(reconciled=0, failed=1)
+        reconciled = failed = 0
+        for namespace, name in targets:
+            if self._stop.is_set():
+                break
+            try:
+                self.reconciler.reconcile(namespace, name)
+            except TransientApiError as error:
+                failed += 1
+                logger.warning("resync: %s/%s not reconciled now: %s", namespace, name, error)
+            except Exception:  # one broken object must not stop the loop for the others
+                failed += 1
+                logger.exception("resync: %s/%s failed", namespace, name)
+            else:
+                reconciled += 1
+        return PassSummary(reconciled=reconciled, failed=failed)
+
+    def _loop(self) -> None:
+        # The first pass waits one interval: kopf's resume handlers cover startup.
+        while not self._stop.wait(self.interval_s):
+            summary = self.run_once()
+            logger.debug("resync: %d reconciled, %d failed", summary.reconciled, summary.failed)
+
+    def start(self) -> None:
+        if self._thread is not None:
+            return
+        self._thread = threading.Thread(target=self._loop, name="inferfleet-resync", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+            self._thread = None
