@@ -101,5 +101,7 @@ def place(demand_rps: float, base_rps: float, tiers: Sequence[TierSlot]) -> Plac
         )
         for tier in tiers
     }
-    needed = {tier.name: min(tier.max_replicas, replicas_for(alloc[tier.name], tier.usable_rps)) for tier in tiers}
+    needed = {
+        tier.name: min(tier.max_replicas, replicas_for(alloc[tier.name], tier.usable_rps)) for tier in tiers
+    }
     return Placement(rps=alloc, replicas=replicas, unplaced_rps=max(0.0, burst), needed=needed)

@@ -126,7 +126,7 @@ class SimResult:
     last_reason: str = ""
 
 
-class _Prefix(Sequence[float]):
+class HistoryView(Sequence[float]):
     """The first `size` entries of a list (the minutes completed so far), without a copy."""
 
     __slots__ = ("_base", "size")
@@ -494,7 +494,7 @@ def simulate(trace: Trace, config: SimConfig, policy: PolicyFunction, policy_nam
             now_s=trace.epoch_s + now,
             policy=policy_config,
             tiers=tuple(tier_contexts),
-            rate_history_rps=_Prefix(minute_rates, minutes_done),
+            rate_history_rps=HistoryView(minute_rates, minutes_done),
         )
         recommendation, state = policy(ctx, state)
         last_reason = recommendation.reason
