@@ -61,3 +61,9 @@ REASON_APPLY_FAILED: Final = "ApplyFailed"
 REASON_METRICS_UNAVAILABLE: Final = "MetricsUnavailable"
 REASON_AVAILABLE: Final = "Available"
 REASON_PROGRESSING: Final = "Progressing"
+
+# Degraded is shared by the reconciler and the autoscaler. A Degraded whose message
+# starts with this prefix is the autoscaler's (metrics unavailable): the reconciler
+# leaves it alone while it has no failure of its own, and the autoscaler clears only
+# the ones it raised.
+AUTOSCALER_MESSAGE_PREFIX: Final = "autoscaler: "

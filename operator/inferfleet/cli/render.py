@@ -44,8 +44,8 @@ def render_file(path: Path, settings: OperatorSettings) -> list[dict[str, Any]]:
             fail(f"{path}: {service.name}: {error}")
         for tier in plan.tiers:
             if not tier.feasible:
-                reason = tier.reasons[-1] if tier.reasons else "infeasible"
-                stderr.print(f"{service.name}: tier {tier.name} is infeasible, not rendered: {reason}",
+                stderr.print(f"{service.name}: tier {tier.name} is infeasible, not rendered: "
+                             f"{tier.infeasible_reason}",
                              highlight=False, markup=False)
         if not plan.feasible_tiers:
             fail(f"{path}: {service.name}: no tier can serve the model")

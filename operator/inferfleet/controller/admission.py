@@ -25,10 +25,6 @@ class Verdict:
     warnings: tuple[str, ...] = ()
 
 
-def _reason(reasons: list[str]) -> str:
-    return reasons[-1] if reasons else "infeasible"
-
-
 def review(body: Mapping[str, Any], planner: Planner) -> Verdict:
     try:
         service = parse({**body, "status": None}, source=str((body.get("metadata") or {}).get("name", "")))
@@ -39,10 +35,10 @@ def review(body: Mapping[str, Any], planner: Planner) -> Verdict:
         return Verdict(f"the planner rejected the spec: {error}")
     infeasible = [tier for tier in plan.tiers if not tier.feasible]
     if infeasible and len(infeasible) == len(plan.tiers):
-        words = "; ".join(f"tier {tier.name}: {_reason(tier.reasons)}" for tier in infeasible)
+        words = "; ".join(f"tier {tier.name}: {tier.infeasible_reason}" for tier in infeasible)
         return Verdict(f"no tier can serve {service.spec.model.name}: {words}")
     return Verdict(
         None,
-        tuple(f"tier {tier.name} is infeasible and will not be deployed: {_reason(tier.reasons)}"
+        tuple(f"tier {tier.name} is infeasible and will not be deployed: {tier.infeasible_reason}"
               for tier in infeasible),
     )

@@ -21,7 +21,7 @@ class Event:
 
 def describe_tier(tier: TierPlan) -> str:
     if not tier.feasible:
-        return f"{tier.name}: infeasible ({' '.join(tier.reasons[-1:])})"
+        return f"{tier.name}: infeasible ({tier.infeasible_reason})"
     return (
         f"{tier.name}: {tier.gpus_per_replica}x {tier.gpu} TP{tier.tensor_parallel_size}"
         f" PP{tier.pipeline_parallel_size} {tier.quantization}, max-model-len {tier.max_model_len},"

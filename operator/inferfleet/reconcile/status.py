@@ -1,8 +1,14 @@
 """Status from what one reconcile pass observed and did (pure).
 
-The reconciler owns the conditions Planned, Ready and Degraded and the plan/replica
-fields; other conditions (CacheReady, Scaling) and fields (the autoscaler's state) are
-carried over untouched, because the status patch replaces the whole conditions list.
+The reconciler owns the conditions Planned, Ready and the plan/replica fields; other
+conditions (CacheReady, Scaling) and fields (the autoscaler's state) are carried over
+untouched, because the status patch replaces the whole conditions list.
+
+Degraded is shared with the autoscaler, under one rule: a failure of the reconciler's
+own always wins; without one, a Degraded=True the autoscaler raised (its message starts
+with `labels.AUTOSCALER_MESSAGE_PREFIX`) is kept as it is. Resetting it to False on
+every pass would flap the condition (and its events) against the autoscaler's next
+decision for as long as metrics stay away.
 """
 
 from __future__ import annotations
@@ -103,7 +109,7 @@ def _planned(result: PassResult) -> tuple[str, str, str]:
     infeasible = [tier for tier in result.plan.tiers if not tier.feasible]
     if not infeasible:
         return "True", labels.REASON_PLANNED, f"{len(result.plan.tiers)} tier(s) planned"
-    words = "; ".join(f"{tier.name}: {' '.join(tier.reasons[-1:]) or 'infeasible'}" for tier in infeasible)
+    words = "; ".join(f"{tier.name}: {tier.infeasible_reason}" for tier in infeasible)
     if len(infeasible) == len(result.plan.tiers):
         return "False", labels.REASON_NO_FEASIBLE_TIER, f"no tier can serve the model: {words}"
     return "False", labels.REASON_INFEASIBLE_TIER, words
@@ -133,6 +139,19 @@ def _degraded(result: PassResult, planned: tuple[str, str, str]) -> tuple[str, s
     return "False", REASON_AS_PLANNED, "every tier is deployed as planned"
 
 
+def raised_by_autoscaler(condition: Mapping[str, Any] | None) -> bool:
+    """A Degraded=True the autoscaler set (metrics unavailable), not the reconciler."""
+    return (
+        condition is not None
+        and condition.get("status") == "True"
+        and str(condition.get("message", "")).startswith(labels.AUTOSCALER_MESSAGE_PREFIX)
+    )
+
+
+def _find(conditions: Sequence[Mapping[str, Any]], type_: str) -> Mapping[str, Any] | None:
+    return next((c for c in conditions if c.get("type") == type_), None)
+
+
 def compute(previous: Mapping[str, Any], result: PassResult, *, now: str) -> dict[str, Any]:
     """The whole new status (fields this reconciler owns merged over `previous`)."""
     status = dict(previous)
@@ -148,11 +167,11 @@ def compute(previous: Mapping[str, Any], result: PassResult, *, now: str) -> dic
     status["tierSummary"] = ",".join(f"{e['tier']}:{e['ready']}/{e['desired']}" for e in replicas)
     planned = _planned(result)
     conditions: list[dict[str, Any]] = list(previous.get("conditions") or [])
-    for type_, (value, reason, message) in (
-        (labels.CONDITION_PLANNED, planned),
-        (labels.CONDITION_READY, _ready(result, replicas)),
-        (labels.CONDITION_DEGRADED, _degraded(result, planned)),
-    ):
+    updates = [(labels.CONDITION_PLANNED, planned), (labels.CONDITION_READY, _ready(result, replicas))]
+    degraded = _degraded(result, planned)
+    if degraded[0] == "True" or not raised_by_autoscaler(_find(conditions, labels.CONDITION_DEGRADED)):
+        updates.append((labels.CONDITION_DEGRADED, degraded))
+    for type_, (value, reason, message) in updates:
         conditions = set_condition(
             conditions, type_, value, reason, message[:32_768], now=now, generation=result.generation
         )

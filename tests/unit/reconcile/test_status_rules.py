@@ -1,0 +1,93 @@
+"""Pure status and event rules: infeasibility reasons and the shared Degraded condition."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from inferfleet.api import Plan, TierPlan, labels
+from inferfleet.autoscaler import testkit as tk
+from inferfleet.controller import admission
+from inferfleet.reconcile import events, status
+from inferfleet.reconcile.status import PassResult
+
+NOW = "2027-01-01T00:00:00Z"
+LATER = "2027-01-01T00:05:00Z"
+WHY = "70B at BF16 does not fit one L4 node: needs 140 GiB, has 24 GiB"
+
+
+def infeasible(name: str) -> TierPlan:
+    wire = tk.tier_plan(name)
+    # The planner puts the reason the tier cannot serve first; later reasons explain
+    # the choices it tried on the way.
+    wire.update(feasible=False, reasons=[WHY, "tried fp8 weights", "tried tensor-parallel 4"])
+    return TierPlan.model_validate(wire)
+
+
+def test_every_consumer_names_the_first_reason_not_the_last() -> None:
+    tier = infeasible("l4")
+    assert tier.infeasible_reason == WHY
+    plan = Plan(name="chat", tiers=[TierPlan.model_validate(tk.tier_plan("h100")), tier])
+
+    planned = status.compute({}, PassResult(generation=1, plan=plan, plan_hash="h"), now=NOW)
+    (condition,) = [c for c in planned["conditions"] if c["type"] == labels.CONDITION_PLANNED]
+    assert condition["message"] == f"l4: {WHY}"
+    assert events.describe_tier(tier) == f"l4: infeasible ({WHY})"
+
+    def planner(_: Any) -> Plan:
+        return plan
+
+    verdict = admission.review(tk.service_body("chat"), planner)
+    assert verdict.rejection is None and verdict.warnings == (
+        f"tier l4 is infeasible and will not be deployed: {WHY}",
+    )
+
+
+def degraded_of(current: dict[str, Any]) -> dict[str, Any]:
+    return next(c for c in current["conditions"] if c["type"] == labels.CONDITION_DEGRADED)
+
+
+def autoscaler_degraded() -> dict[str, Any]:
+    return {
+        "type": labels.CONDITION_DEGRADED,
+        "status": "True",
+        "reason": labels.REASON_METRICS_UNAVAILABLE,
+        "message": labels.AUTOSCALER_MESSAGE_PREFIX + "metrics unavailable, holding replica counts",
+        "lastTransitionTime": NOW,
+    }
+
+
+def feasible_plan() -> Plan:
+    return Plan(name="chat", tiers=[TierPlan.model_validate(tk.tier_plan("l4"))])
+
+
+def test_reconciler_without_failure_keeps_the_autoscalers_degraded() -> None:
+    previous = {"conditions": [autoscaler_degraded()]}
+    result = PassResult(generation=2, plan=feasible_plan(), plan_hash="h")
+    new = status.compute(previous, result, now=LATER)
+    assert degraded_of(new) == autoscaler_degraded()
+    # Nothing changed, so no event is announced either.
+    assert events.condition_transitions(previous["conditions"], new["conditions"]) == []
+
+
+def test_reconcilers_own_failure_wins_over_the_autoscalers_degraded() -> None:
+    previous = {"conditions": [autoscaler_degraded()]}
+    result = PassResult(
+        generation=2,
+        plan=feasible_plan(),
+        plan_hash="h",
+        failures=("apply Deployment/team/chat-l4: forbidden",),
+    )
+    degraded = degraded_of(status.compute(previous, result, now=LATER))
+    assert (degraded["status"], degraded["reason"]) == ("True", labels.REASON_APPLY_FAILED)
+
+
+def test_a_cleared_autoscaler_degraded_is_the_reconcilers_to_rewrite() -> None:
+    cleared = {**autoscaler_degraded(), "status": "False", "reason": "MetricsAvailable",
+               "message": labels.AUTOSCALER_MESSAGE_PREFIX + "metrics are available again"}
+    previous = {"conditions": [cleared]}
+    result = PassResult(generation=2, plan=feasible_plan(), plan_hash="h")
+    new = status.compute(previous, result, now=LATER)
+    degraded = degraded_of(new)
+    assert (degraded["status"], degraded["reason"]) == ("False", status.REASON_AS_PLANNED)
+    assert degraded["lastTransitionTime"] == NOW  # False stays False: no transition
+    assert events.condition_transitions(previous["conditions"], new["conditions"]) == []
