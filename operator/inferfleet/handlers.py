@@ -2,8 +2,9 @@
 
 Every trigger ends in the same call, `Reconciler.reconcile(namespace, name)`:
 - create / update / resume of an InferenceService;
-- any change to a Deployment or LeaderWorkerSet the operator manages (a rollout's
-  progress, a human's edit), which re-runs its parent at once;
+- any change to a Deployment, LeaderWorkerSet, pre-cache DaemonSet or Job the operator
+  manages (a rollout's progress, a node's fetch finishing, a human's edit), which re-runs
+  its parent at once;
 - one resync loop for the whole operator (`controller.resync`, started at startup),
   which re-lists every InferenceService each minute: drift on other kinds, and status
   if a watch event was missed.
@@ -142,6 +143,11 @@ def reconcile_on_change(
 
 @kopf.on.event("apps", "v1", "deployments", labels=MANAGED)
 @kopf.on.event("leaderworkerset.x-k8s.io", "v1", "leaderworkersets", labels=MANAGED)
+# Pre-cache DaemonSets (nvme) and Jobs (pvc): their status is what CacheReady counts, so a
+# node finishing its fetch, or a revision becoming ready for a waiting rollout, reaches the
+# parent at once instead of at the next resync.
+@kopf.on.event("apps", "v1", "daemonsets", labels=MANAGED)
+@kopf.on.event("batch", "v1", "jobs", labels=MANAGED)
 def reconcile_parent(*, type: str | None, body: kopf.Body, memo: Any, logger: Logger, **_: Any) -> None:
     if type is None:
         return  # the initial listing; resume handlers cover the parents

@@ -101,13 +101,14 @@ resources and always live in the ClusterRole. Peering rules appear only with pee
 - apiGroups: [monitoring.coreos.com]
   resources: [podmonitors]
   verbs: [get, list, create, patch, delete]
-# Weight pre-cache: a DaemonSet per tier (node-local NVMe) or a Job (shared claim).
+# Weight pre-cache: a DaemonSet per tier (node-local NVMe) or a Job (shared claim),
+# watched so CacheReady follows their status.
 - apiGroups: [apps]
   resources: [daemonsets]
-  verbs: [get, list, create, patch, delete]
+  verbs: [get, list, watch, create, patch, delete]
 - apiGroups: [batch]
   resources: [jobs]
-  verbs: [get, list, create, patch, delete]
+  verbs: [get, list, watch, create, patch, delete]
 # The autoscaler marks the pods to remove first (pod-deletion-cost annotation).
 - apiGroups: [""]
   resources: [pods]

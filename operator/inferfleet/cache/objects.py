@@ -40,7 +40,6 @@ import re
 from dataclasses import dataclass
 from typing import Any, Final
 
-from inferfleet import catalog
 from inferfleet.api import InferenceService, Plan, TierSpec, labels
 from inferfleet.api.spec import InlineGpu
 from inferfleet.cache.layout import DEFAULT_REF, SourceRef, model_key, parse_source, ref_name
@@ -49,6 +48,9 @@ from inferfleet.config import OperatorSettings
 COMPONENT_CACHE: Final = "cache"
 LABEL_CACHE_REVISION: Final = f"{labels.GROUP}/cache-revision"
 CACHE_VOLUME: Final = "model-cache"
+# The serving pod's first init container; its --revision says what the pod loads
+# (reconcile.rollout reads it back to hold a rollout until the new revision is cached).
+VERIFY_CONTAINER: Final = "cache-verify"
 CACHE_MOUNT_PATH: Final = "/var/cache/inferfleet"
 TMP_VOLUME: Final = "tmp"
 SOURCES_ROOT: Final = "/mnt/sources"
@@ -258,7 +260,7 @@ def init_containers(service: InferenceService, tier: str, settings: OperatorSett
     for index, model in enumerate(cached):
         out.append(
             {
-                "name": _bounded("cache-verify" if index == 0 else f"cache-verify-{model.role}"),
+                "name": _bounded(VERIFY_CONTAINER if index == 0 else f"{VERIFY_CONTAINER}-{model.role}"),
                 "image": settings.operator_image,
                 "command": ["inferfleet", "cache", "verify"],
                 "args": [
@@ -409,15 +411,19 @@ def _pod_volumes(
     return volumes
 
 
-def _gpu_resource(tier: TierSpec) -> str:
-    """The device plugin's resource name: GPU node pools are usually tainted with it."""
+def _gpu_resource(tier: TierSpec, settings: OperatorSettings) -> str:
+    """The device plugin's resource name: GPU node pools are usually tainted with it.
+
+    Read from the operator's catalogs (built-in plus `catalog_file`), the same ones the
+    serving pods' GPU limits come from, so a GPU added there gets a pre-cache pod that
+    tolerates its vendor's taint (amd.com/gpu, ...) and lands on the same nodes."""
     if isinstance(tier.gpu, InlineGpu):
         return tier.gpu.resource_name
-    known = catalog.default_catalogs().gpu(tier.gpu)
+    known = settings.catalogs().gpu(tier.gpu)
     return known.resource_name if known is not None else "nvidia.com/gpu"
 
 
-def _tier_placement(tier: TierSpec) -> dict[str, Any]:
+def _tier_placement(tier: TierSpec, settings: OperatorSettings) -> dict[str, Any]:
     """The tier's node placement (selector, node affinity, tolerations), not its pod affinities."""
     placement: dict[str, Any] = {}
     if tier.node_selector:
@@ -426,7 +432,7 @@ def _tier_placement(tier: TierSpec) -> dict[str, Any]:
     if node_affinity:
         placement["affinity"] = {"nodeAffinity": node_affinity}
     tolerations = [t.to_wire() for t in tier.tolerations or []]
-    resource = _gpu_resource(tier)
+    resource = _gpu_resource(tier, settings)
     if resource != "none" and not any(t.get("key") == resource for t in tolerations):
         tolerations.append({"key": resource, "operator": "Exists", "effect": "NoSchedule"})
     if tolerations:
@@ -481,7 +487,7 @@ def daemonset(service: InferenceService, tier: TierSpec, settings: OperatorSetti
             "template": {
                 "metadata": {"labels": pod_labels},
                 "spec": {
-                    **_tier_placement(tier),
+                    **_tier_placement(tier, settings),
                     "automountServiceAccountToken": False,
                     "securityContext": dict(POD_SECURITY),
                     "terminationGracePeriodSeconds": 30,

@@ -25,6 +25,8 @@ from inferfleet.cache.objects import LABEL_CACHE_REVISION
 
 REASON_READY: Final = "CacheReady"
 REASON_FETCHING: Final = "Fetching"
+# A new revision is being fetched and at least one tier's rollout waits for it.
+REASON_FETCHING_REVISION: Final = "FetchingRevision"
 REASON_NO_NODES: Final = "NoEligibleNodes"
 REASON_DISABLED: Final = "CacheDisabled"
 REASON_PENDING: Final = "PreCachePending"
@@ -161,8 +163,14 @@ class CacheCondition:
     tiers: tuple[TierCache, ...]
 
 
-def condition(reports: Sequence[TierCacheReport], enabled: bool = True) -> CacheCondition:
-    """The service-wide CacheReady condition and `status.cache` from per-tier reports."""
+def condition(
+    reports: Sequence[TierCacheReport], enabled: bool = True, held: Sequence[str] = ()
+) -> CacheCondition:
+    """The service-wide CacheReady condition and `status.cache` from per-tier reports.
+
+    `held` describes the tiers whose rollout waits for a new revision (reconcile.rollout):
+    the condition is then False with FetchingRevision, unless a fetcher is failing, whose
+    reason says better what to fix."""
     if not enabled:
         return CacheCondition(
             "True", REASON_DISABLED, "weight pre-caching is off (cache.mode none or a local path)", ()
@@ -171,7 +179,8 @@ def condition(reports: Sequence[TierCacheReport], enabled: bool = True) -> Cache
     if not reports:
         return CacheCondition("False", REASON_PENDING, "no tier to cache for yet", tiers)
     summary = "; ".join(report.describe() for report in reports)
-    if all(report.ready for report in reports):
+    waiting = f"; rollout held: {'; '.join(held)}" if held else ""
+    if all(report.ready for report in reports) and not held:
         return CacheCondition(
             "True", REASON_READY, f"weights cached on every eligible node: {summary}", tiers
         )
@@ -181,7 +190,11 @@ def condition(reports: Sequence[TierCacheReport], enabled: bool = True) -> Cache
     if failures:
         reason = failures.most_common(1)[0][0]
         example = next(r.example for r in reports if r.failures and r.example)
-        return CacheCondition("False", reason, f"{summary}. {example}", tiers)
+        return CacheCondition("False", reason, f"{summary}. {example}{waiting}", tiers)
+    if held:
+        return CacheCondition(
+            "False", REASON_FETCHING_REVISION, f"fetching a new revision: {summary}{waiting}", tiers
+        )
     if all(report.nodes_eligible == 0 for report in reports):
         return CacheCondition(
             "False",
@@ -204,9 +217,11 @@ def for_service(
     observed: Sequence[Mapping[str, Any]],
     pods: Sequence[Mapping[str, Any]],
     nodes: Collection[str] | None = None,
+    *,
+    held: Sequence[str] = (),
 ) -> CacheCondition:
     """CacheReady for a whole InferenceService from the objects a reconcile pass observed
-    (its DaemonSets or Job) and the pre-cache pods listed by label."""
+    (its DaemonSets or Job) and the pre-cache pods listed by label; `held` as in `condition`."""
     if not objects.is_cached(service):
         return condition([], enabled=False)
     revision = objects.revision_label(service)
@@ -227,4 +242,4 @@ def for_service(
                 if ((p.get("metadata") or {}).get("labels") or {}).get(labels.LABEL_TIER) == tier
             ]
             reports.append(tier_report(tier, revision, daemonset, tier_pods, nodes))
-    return condition(reports)
+    return condition(reports, held=held)

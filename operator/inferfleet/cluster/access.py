@@ -83,8 +83,9 @@ PERMISSIONS: dict[Resource, frozenset[Operation]] = {
     SERVICE: _OWNED,
     POD_DISRUPTION_BUDGET: _OWNED,
     POD_MONITOR: _OWNED,
-    DAEMON_SET: _OWNED,
-    JOB: _OWNED,
+    # Pre-cache: watched (handlers.reconcile_parent) so CacheReady follows their status.
+    DAEMON_SET: _OWNED | {Operation.WATCH},
+    JOB: _OWNED | {Operation.WATCH},
     # The autoscaler marks the pods it wants removed first (pod-deletion-cost).
     POD: frozenset({Operation.LIST, Operation.ANNOTATE}),
     EVENT: frozenset({Operation.CREATE}),

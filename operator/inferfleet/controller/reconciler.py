@@ -22,7 +22,7 @@ from inferfleet.cache import readiness as cache_readiness
 from inferfleet.cluster import Cluster, KindNotServed, access
 from inferfleet.config import OperatorSettings
 from inferfleet.controller import executor
-from inferfleet.reconcile import diff
+from inferfleet.reconcile import diff, rollout
 from inferfleet.reconcile import events as event_rules
 from inferfleet.reconcile import status as status_rules
 from inferfleet.reconcile.actions import Action, Delete
@@ -120,10 +120,14 @@ class Reconciler:
             invalid = str(error)
 
         observed = self.observe(namespace, name, uid)
+        pods = self._cache_pods(service) if service is not None else []
         actions: list[Action] = []
         report = None
+        held: tuple[rollout.RolloutHold, ...] = ()
         if service is not None and plan is not None:
             desired = render(service, plan, self.settings)
+            held = rollout.holds(service, plan, observed, pods)
+            desired = self._hold_rollouts(desired, service, plan, held)
             infeasible = frozenset(tier.name for tier in plan.tiers if not tier.feasible)
             actions = diff(desired, observed, keep_tiers=infeasible)
             report = executor.execute(self.cluster, actions)
@@ -141,7 +145,9 @@ class Reconciler:
         )
         status = status_rules.compute(previous, result, now=rfc3339(self.clock()))
         if service is not None:
-            self._cache_ready(status, service, plan, observed, generation=metadata.get("generation"))
+            self._cache_ready(
+                status, service, plan, observed, pods=pods, held=held, generation=metadata.get("generation")
+            )
         patch = status_rules.changes(previous, status)
         if patch:
             self.cluster.patch_status(ref, patch, resource_version=metadata.get("resourceVersion"))
@@ -152,6 +158,32 @@ class Reconciler:
             self.cluster.create_event(body, type_=event.type, reason=event.reason, message=event.message)
         return Outcome(tuple(actions), status, report)
 
+    def _cache_pods(self, service: InferenceService) -> list[dict[str, Any]]:
+        """The pre-cache pods (their readiness per revision is what CacheReady counts)."""
+        if not cache_objects.is_cached(service):
+            return []
+        return self.cluster.list(
+            access.POD.api_version,
+            access.POD.kind,
+            service.namespace,
+            {labels.LABEL_SERVICE: service.name, labels.LABEL_COMPONENT: cache_objects.COMPONENT_CACHE},
+        )
+
+    def _hold_rollouts(
+        self,
+        desired: list[dict[str, Any]],
+        service: InferenceService,
+        plan: Plan,
+        held: tuple[rollout.RolloutHold, ...],
+    ) -> list[dict[str, Any]]:
+        """Held tiers keep the workload rendered at the revision they serve (one render per
+        distinct revision); the new DaemonSets go out in this same pass."""
+        for revision in sorted({hold.serving_revision for hold in held}):
+            tiers = {hold.tier for hold in held if hold.serving_revision == revision}
+            previous = render(rollout.at_revision(service, revision), plan, self.settings)
+            desired = rollout.keep_workloads(desired, previous, tiers)
+        return desired
+
     def _cache_ready(
         self,
         status: dict[str, Any],
@@ -159,16 +191,14 @@ class Reconciler:
         plan: Plan | None,
         observed: list[dict[str, Any]],
         *,
+        pods: list[dict[str, Any]],
+        held: tuple[rollout.RolloutHold, ...],
         generation: int | None,
     ) -> None:
         """status.cache and CacheReady from the pre-cache DaemonSets/Job and their pods (issue 5)."""
-        pods = self.cluster.list(
-            access.POD.api_version,
-            access.POD.kind,
-            service.namespace,
-            {labels.LABEL_SERVICE: service.name, labels.LABEL_COMPONENT: cache_objects.COMPONENT_CACHE},
+        cache = cache_readiness.for_service(
+            service, plan, observed, pods, held=[hold.describe() for hold in held]
         )
-        cache = cache_readiness.for_service(service, plan, observed, pods)
         status["cache"] = [tier.to_wire() for tier in cache.tiers]
         status["conditions"] = status_rules.set_condition(
             status.get("conditions") or [],

@@ -67,6 +67,22 @@ def test_one_daemonset_per_feasible_tier_restricted_to_the_tier() -> None:
     ] == objects.revision_label(svc)
 
 
+def test_daemonset_tolerates_the_gpu_taint_named_in_the_operators_catalog_file(tmp_path: Any) -> None:
+    catalog_file = tmp_path / "gpus.yaml"
+    catalog_file.write_text(
+        "gpus:\n"
+        "  - {name: MI300X, family: cdna3, memoryGiB: 192, bandwidthTBs: 5.3, bf16Tflops: 1307,\n"
+        "     fp8Tflops: 2615, interconnect: infinity-fabric, gpusPerNode: 8, resourceName: amd.com/gpu}\n"
+    )
+    settings = SETTINGS.model_copy(update={"catalog_file": str(catalog_file)})
+    svc = service(tiers=[{"name": "mi300", "gpu": "MI300X", "gpusPerNode": 8}], scaling={})
+    plan = plan_service(svc, settings.catalogs())
+    (daemonset,) = objects.precache_objects(svc, plan, settings)
+    tolerations = daemonset["spec"]["template"]["spec"]["tolerations"]
+    # The vendor's taint from the catalog file, not the built-in catalog's nvidia default.
+    assert tolerations == [{"key": "amd.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+
+
 def test_revision_change_changes_the_pod_template_label() -> None:
     assert objects.revision_label(service()) != objects.revision_label(service(model__revision="v2"))
 

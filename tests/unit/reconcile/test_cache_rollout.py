@@ -1,0 +1,161 @@
+"""Pre-cache on the in-memory cluster: CacheReady follows the DaemonSets' events, and a
+revision change rolls the serving pods only once the new revision is on the nodes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import kopf
+
+from inferfleet import handlers
+from inferfleet.api import labels
+from inferfleet.cache import objects as cache_objects
+from inferfleet.reconcile import rollout
+from inferfleet.reconcile.objects import ObjectRef
+from tests.unit.reconcile.fixtures import LOGGER, NAME, NAMESPACE, Control, example
+
+NODES_PER_TIER = 2
+
+
+def daemonset(control: Control, tier: str) -> dict[str, Any]:
+    ref = ObjectRef("apps/v1", "DaemonSet", NAMESPACE, cache_objects.daemonset_name(NAME, tier))
+    return control.cluster.objects[ref]
+
+
+def fetch_done(control: Control, tier: str, nodes: int = NODES_PER_TIER) -> None:
+    """What the DaemonSet controller and kubelets report once `nodes` pre-cache pods of the
+    DaemonSet's current template are Ready (its readiness probe is `cache verify`)."""
+    ds = daemonset(control, tier)
+    revision = ds["spec"]["template"]["metadata"]["labels"][cache_objects.LABEL_CACHE_REVISION]
+    for index in range(nodes):
+        pod_name = f"{ds['metadata']['name']}-{revision[:6]}-{index}"
+        control.cluster.user_apply(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {
+                    "name": pod_name,
+                    "namespace": NAMESPACE,
+                    "labels": ds["spec"]["template"]["metadata"]["labels"],
+                },
+                "spec": {"nodeName": f"{tier}-node-{index}"},
+            }
+        )
+        pod_ref = ObjectRef("v1", "Pod", NAMESPACE, pod_name)
+        control.cluster.set_status(pod_ref, {"conditions": [{"type": "Ready", "status": "True"}]})
+    ds_ref = ObjectRef("apps/v1", "DaemonSet", NAMESPACE, ds["metadata"]["name"])
+    ds_status = {"desiredNumberScheduled": NODES_PER_TIER, "numberReady": nodes}
+    control.cluster.set_status(ds_ref, ds_status)
+
+
+def daemonset_event(control: Control, tier: str) -> None:
+    """The watch event kopf delivers for the DaemonSet's status change."""
+    body = kopf.Body(daemonset(control, tier))
+    handlers.reconcile_parent(type="MODIFIED", body=body, memo=control.memo, logger=LOGGER)
+
+
+def verified_revision(control: Control, tier: str) -> str | None:
+    return rollout.serving_revision(control.workloads()[tier])
+
+
+def set_revision(revision: str) -> Any:
+    def change(body: dict[str, Any]) -> None:
+        body["spec"]["model"]["revision"] = revision
+
+    return change
+
+
+def test_kopf_watches_the_pre_cache_daemonsets_and_jobs() -> None:
+    selectors = [
+        h.selector
+        for h in kopf.get_default_registry()._watching.get_all_handlers()
+        if h.fn is handlers.reconcile_parent and h.selector is not None
+    ]
+    for group, plural, kind in (("apps", "daemonsets", "DaemonSet"), ("batch", "jobs", "Job")):
+        resource = kopf.Resource(group, "v1", plural, kind=kind, namespaced=True)
+        assert any(selector.check(resource) for selector in selectors), plural
+
+
+def test_a_daemonset_event_updates_cache_ready_at_once() -> None:
+    control = Control()
+    control.submit(example())
+    control.reconcile()
+    assert control.condition("CacheReady")["status"] == "False"
+    fetch_done(control, "l4")
+    fetch_done(control, "a100-burst")
+    # No InferenceService change and no resync: only the DaemonSet's event.
+    daemonset_event(control, "l4")
+    ready = control.condition("CacheReady")
+    assert (ready["status"], ready["reason"]) == ("True", "CacheReady")
+    assert {t["tier"]: t["nodesReady"] for t in control.status()["cache"]} == {"l4": 2, "a100-burst": 2}
+
+
+def test_a_revision_change_fetches_first_then_rolls() -> None:
+    control = Control()
+    control.submit(example())
+    control.reconcile()
+    fetch_done(control, "l4")
+    fetch_done(control, "a100-burst")
+    control.reconcile()
+    old_template = control.workloads()["l4"]["spec"]["template"]
+    old_label = daemonset(control, "l4")["spec"]["template"]["metadata"]["labels"][
+        cache_objects.LABEL_CACHE_REVISION
+    ]
+
+    control.edit(set_revision("v2"))
+    control.reconcile()
+    # The DaemonSet moved to the new revision at once ...
+    ds = daemonset(control, "l4")
+    assert ds["spec"]["template"]["metadata"]["labels"][cache_objects.LABEL_CACHE_REVISION] != old_label
+    assert "v2" in ds["spec"]["template"]["spec"]["containers"][0]["args"]
+    # ... the l4 serving pods (2 replicas) stay on the revision they serve ...
+    assert control.workloads()["l4"]["spec"]["template"] == old_template
+    assert verified_revision(control, "l4") == "main"
+    # ... while a tier with no replicas has nothing to protect and rolls now.
+    assert verified_revision(control, "a100-burst") == "v2"
+    waiting = control.condition("CacheReady")
+    assert (waiting["status"], waiting["reason"]) == ("False", "FetchingRevision")
+    assert "l4 keeps serving revision main until v2" in waiting["message"]
+
+    # One of the two nodes the replicas need has it: still held.
+    fetch_done(control, "l4", nodes=1)
+    daemonset_event(control, "l4")
+    assert verified_revision(control, "l4") == "main"
+
+    fetch_done(control, "l4")
+    daemonset_event(control, "l4")
+    deployment = control.workloads()["l4"]
+    assert verified_revision(control, "l4") == "v2"
+    args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert any(str(a).endswith("/refs/v2") for a in args)  # vLLM loads the new revision
+    fetch_done(control, "a100-burst")
+    control.reconcile()
+    assert control.condition("CacheReady")["status"] == "True"
+
+
+def test_no_hold_when_the_tier_has_no_eligible_nodes() -> None:
+    control = Control()
+    control.submit(example())
+    control.reconcile()
+    control.edit(set_revision("v2"))
+    control.reconcile()
+    # No DaemonSet status yet (no GPU node exists): an old-revision pod could never start
+    # anywhere either, so the workload moves to the revision the nodes will be given.
+    assert verified_revision(control, "l4") == "v2"
+    assert control.condition("CacheReady")["reason"] != "FetchingRevision"
+
+
+def test_serving_revision_reads_leader_worker_sets_too() -> None:
+    lws = {
+        "kind": "LeaderWorkerSet",
+        "metadata": {"name": "x", "labels": {labels.LABEL_TIER: "h100"}},
+        "spec": {
+            "leaderWorkerTemplate": {
+                "workerTemplate": {
+                    "spec": {"initContainers": [{"name": "cache-verify", "args": ["--revision", "abc"]}]}
+                }
+            }
+        },
+    }
+    assert rollout.serving_revision(lws) == "abc"
+    assert rollout.serving_revision({"kind": "Deployment", "spec": {"template": {"spec": {}}}}) is None
