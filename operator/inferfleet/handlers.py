@@ -7,7 +7,9 @@ Every trigger ends in the same call, `Reconciler.reconcile(namespace, name)`:
   its parent at once;
 - one resync loop for the whole operator (`controller.resync`, started at startup),
   which re-lists every InferenceService each minute: drift on other kinds, and status
-  if a watch event was missed.
+  if a watch event was missed. With several replicas it runs on the holder of the
+  leader Lease only (`controller.leader`, shared with the autoscaler loop).
+Each pass is counted and timed in the operator's metrics (`controller.passes`).
 The reconcile pass turns user errors into conditions and returns normally; the world's
 errors arrive as `TransientApiError` and become `kopf.TemporaryError` with exponential
 backoff. kopf keeps its own bookkeeping in annotations under our group's prefix, and
@@ -33,8 +35,11 @@ import kopf
 from inferfleet.api import labels
 from inferfleet.cluster import KubernetesCluster, TransientApiError
 from inferfleet.config import OperatorSettings
-from inferfleet.controller import admission, certificates, resync
+from inferfleet.controller import admission, certificates, leader, resync
+from inferfleet.controller.passes import run_pass
 from inferfleet.controller.reconciler import Planner, Reconciler
+from inferfleet.metrics import operator_metrics
+from inferfleet.metrics.operator_metrics import OperatorMetrics
 
 GVP = (labels.GROUP, labels.VERSION, labels.PLURAL)
 # How often every InferenceService is re-checked even without a watch event.
@@ -49,6 +54,15 @@ MANAGED = {labels.LABEL_MANAGED_BY: labels.MANAGED_BY_VALUE}
 
 def backoff_s(retry: int) -> float:
     return float(min(RETRY_MAX_S, RETRY_BASE_S * 2 ** max(0, retry)))
+
+
+def metrics_of(memo: Any) -> OperatorMetrics:
+    """The operator's metrics: the process-wide ones unless a test put its own in the memo."""
+    metrics: OperatorMetrics | None = memo.get("metrics")
+    if metrics is None:
+        metrics = operator_metrics.default_metrics()
+        memo["metrics"] = metrics
+    return metrics
 
 
 def make_planner(settings: OperatorSettings) -> Planner:
@@ -95,15 +109,16 @@ def configure(*, settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
     settings.posting.level = logging.WARNING  # our own events say what happened
     _configure_webhook(settings, memo, operator_settings.webhook_port)
     if memo.get("reconciler") is None:
-        memo["reconciler"] = Reconciler(
-            KubernetesCluster.from_environment(), operator_settings, make_planner(operator_settings)
-        )
+        cluster = memo.get("cluster") or KubernetesCluster.from_environment()
+        memo["reconciler"] = Reconciler(cluster, operator_settings, make_planner(operator_settings))
     if memo.get("resync") is None:
         namespaces = memo.get("namespaces")
         loop = resync.Resync(
             memo["reconciler"],
             namespaces=operator_settings.namespaces if namespaces is None else namespaces,
             interval_s=DRIFT_INTERVAL_S,
+            is_leader=leader.gate_of(leader.from_memo(memo)),
+            metrics=metrics_of(memo),
         )
         loop.start()
         memo["resync"] = loop
@@ -114,6 +129,10 @@ def stop_resync(*, memo: Any, **_: Any) -> None:
     loop: resync.Resync | None = memo.get("resync")
     if loop is not None:
         loop.stop()
+    # Released here or by the autoscaler's cleanup, whichever runs first (idempotent).
+    elector: leader.LeaderElector | None = memo.get("leader")
+    if elector is not None:
+        elector.stop()
 
 
 Logger = logging.Logger | logging.LoggerAdapter[Any]
@@ -122,7 +141,7 @@ Logger = logging.Logger | logging.LoggerAdapter[Any]
 def _run(memo: Any, namespace: str | None, name: str, retry: int, logger: Logger) -> None:
     reconciler: Reconciler = memo["reconciler"]
     try:
-        outcome = reconciler.reconcile(namespace or "default", name)
+        outcome = run_pass(reconciler, namespace or "default", name, metrics_of(memo))
     except TransientApiError as error:
         delay = backoff_s(retry)
         message = f"API server error, retrying in {delay:.0f}s: {error}"

@@ -67,7 +67,9 @@ RBAC rules: exactly the API calls the operator makes, inferfleet.cluster.API_CAL
 cluster port's access table plus kopf's own calls); tests/integration/chart/test_rbac.py
 fails when the two drift. No wildcards. "namespacedRules" are granted per watched
 namespace (Role) or cluster-wide (ClusterRole); "clusterRules" cover cluster-scoped
-resources and always live in the ClusterRole. Peering rules appear only with peering.
+resources and always live in the ClusterRole; "leaderElectionRules" are granted in the
+release namespace only (a Role), where the Lease lives. Peering and leader-election
+rules appear only with peering (more than one replica).
 */}}
 {{- define "inferfleet.namespacedRules" -}}
 # The InferenceService: read, plus kopf's progress annotations (never spec).
@@ -123,6 +125,13 @@ resources and always live in the ClusterRole. Peering rules appear only with pee
   resources: [kopfpeerings]
   verbs: [get, list, watch, patch]
 {{- end }}
+{{- end }}
+
+{{- define "inferfleet.leaderElectionRules" -}}
+# Leader election: the replica holding this Lease runs the autoscaler and resync loops.
+- apiGroups: [coordination.k8s.io]
+  resources: [leases]
+  verbs: [get, create, update]
 {{- end }}
 
 {{- define "inferfleet.clusterRules" -}}

@@ -1,9 +1,10 @@
-"""kopf wiring for the autoscaler: a timer per InferenceService, one shared reader.
+"""kopf wiring for the autoscaler: one background loop for all InferenceServices.
 
-A timer (not a free-running task) so kopf's peering pauses the autoscaler on standby
-replicas and its namespace filter applies. The timer fires every few seconds; each
-object is decided only when its own sync period has passed, and all timers of one
-tick share one batched Prometheus read and one workload listing (`Autoscaler`).
+No kopf timer or daemon per object (kopf would put a finalizer on every
+InferenceService, and deleting one would hang while the operator is down): the startup
+handler starts `AutoscalerLoop`, the cleanup handler stops it. With several replicas
+the loop acts only on the holder of the leader Lease (`controller.leader`), the same
+Lease that gates the resync loop.
 """
 
 from __future__ import annotations
@@ -13,16 +14,14 @@ from typing import Any
 
 import kopf
 
-from inferfleet.api import labels
+from inferfleet.autoscaler.loop import AutoscalerLoop
 from inferfleet.autoscaler.runner import Autoscaler
 from inferfleet.cluster import KubernetesCluster
 from inferfleet.config import OperatorSettings
+from inferfleet.controller import leader
 from inferfleet.metrics import operator_metrics
 
 Logger = logging.Logger | logging.LoggerAdapter[Any]
-GVP = (labels.GROUP, labels.VERSION, labels.PLURAL)
-# The shortest sync period the API allows; objects with longer periods skip ticks.
-TICK_S = 5.0
 
 _metrics_served = False
 
@@ -31,29 +30,35 @@ _metrics_served = False
 def start_autoscaler(*, memo: Any, logger: Logger, **_: Any) -> None:
     global _metrics_served  # noqa: PLW0603 - one HTTP server per process
     settings: OperatorSettings = memo.get("settings") or OperatorSettings.from_env()
-    metrics = operator_metrics.default_metrics()
+    metrics = memo.get("metrics") or operator_metrics.default_metrics()
+    memo["metrics"] = metrics
     if not _metrics_served:
         operator_metrics.serve(settings.metrics_port)
         _metrics_served = True
     if memo.get("autoscaler") is None:
         cluster = memo.get("cluster") or KubernetesCluster.from_environment()
-        memo["autoscaler"] = Autoscaler.from_settings(cluster, settings, metrics=metrics)
+        namespaces = memo.get("namespaces")
+        memo["autoscaler"] = Autoscaler.from_settings(
+            cluster, settings, metrics=metrics, namespaces=None if namespaces is None else tuple(namespaces)
+        )
+    if memo.get("autoscaler_loop") is None:
+        autoscaler: Autoscaler = memo["autoscaler"]
+        loop = AutoscalerLoop(
+            autoscaler, tick_s=autoscaler.tick_s, is_leader=leader.gate_of(leader.from_memo(memo))
+        )
+        loop.start()
+        memo["autoscaler_loop"] = loop
     logger.info("autoscaler reads %s every %.0fs", settings.prometheus_url, settings.sync_period_s)
 
 
 @kopf.on.cleanup()
 def stop_autoscaler(*, memo: Any, **_: Any) -> None:
+    loop: AutoscalerLoop | None = memo.get("autoscaler_loop")
+    if loop is not None:
+        loop.stop()
     autoscaler: Autoscaler | None = memo.get("autoscaler")
     if autoscaler is not None:
         autoscaler.close()
-
-
-@kopf.timer(*GVP, id="autoscaler", interval=TICK_S, initial_delay=TICK_S)
-def autoscale(*, body: kopf.Body, memo: Any, logger: Logger, **_: Any) -> None:
-    autoscaler: Autoscaler = memo["autoscaler"]
-    report = autoscaler.run_service(dict(body))
-    if report.error:
-        # The world's error (API server): logged here, retried on the next tick.
-        logger.warning("autoscaler: %s", report.error)
-    elif report.scaled:
-        logger.info("autoscaler scaled %d tier(s)", report.scaled)
+    elector: leader.LeaderElector | None = memo.get("leader")
+    if elector is not None:
+        elector.stop()

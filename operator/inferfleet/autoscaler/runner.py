@@ -1,14 +1,18 @@
 """The autoscaler's I/O shell: read, call the pure step, write.
 
-Per tick it reads the signals of *every* InferenceService with one fixed set of
-Prometheus queries and lists the managed workloads with one call per kind; both are
-cached for the tick, so a kopf timer per object (`run_service`) and a loop over all
-objects (`run_once`, used by tests and the benchmark) cost the same queries.
+Per tick (`run_once`, called by `autoscaler.loop` on the leader replica) it lists the
+InferenceServices in the watched namespaces, reads the signals of *all* of them with
+one fixed set of Prometheus queries, and lists the managed workloads with one call per
+kind (per watched namespace); then it decides each object whose own sync period has
+passed.
 
 Writes, in order: status (policy state, last decision, conditions) with an optimistic
 resourceVersion, then the scale subresource, then events. Status goes first so a
 crash between the two leaves a recorded state the next tick reconciles, never a
-scale nobody remembers.
+scale nobody remembers. A decision that changes nothing a reader acts on is not
+written (`step.should_write`): its policy state is kept in memory and the next
+decision starts from it, as long as the stored status is still the one it was derived
+from. A heartbeat write every few minutes bounds how old the stored state can be.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from typing import Any
 
 from inferfleet.api import SpecInvalid, TierPlan, labels, parse
 from inferfleet.autoscaler.step import (
+    STATUS_HEARTBEAT_S,
     ConditionUpdate,
     Observation,
     ServiceInput,
@@ -29,10 +34,12 @@ from inferfleet.autoscaler.step import (
     Workload,
     deletion_costs,
     rfc3339,
+    should_write,
     step,
 )
 from inferfleet.cluster import ApiError, Cluster, Conflict, KindNotServed, NotFound
 from inferfleet.config import OperatorSettings
+from inferfleet.controller.watched import Watched
 from inferfleet.metrics.operator_metrics import OperatorMetrics
 from inferfleet.metrics.parse import ServiceKey, TierKey
 from inferfleet.metrics.prometheus import PrometheusClient, PrometheusConfig, QueryFailed, SignalReader
@@ -63,6 +70,8 @@ class ServiceReport:
     due: bool = False
     skipped: str | None = None
     scaled: int = 0
+    # Whether the decision was written to status (see step.should_write).
+    wrote_status: bool = False
     error: str | None = None
     result: StepResult | None = None
 
@@ -88,6 +97,10 @@ class LoopReport:
         return sum(report.scaled for report in self.services)
 
     @property
+    def status_writes(self) -> int:
+        return sum(1 for report in self.services if report.wrote_status)
+
+    @property
     def errors(self) -> list[str]:
         return [f"{r.namespace}/{r.name}: {r.error}" for r in self.services if r.error]
 
@@ -98,6 +111,15 @@ class _Tick:
     snapshot: SignalSnapshot
     workloads: dict[tuple[str, str], dict[str, dict[str, Any]]]
     pod_load: dict[TierKey, dict[str, float]] | None = None
+
+
+@dataclass(frozen=True)
+class _Unwritten:
+    """A policy state decided but not yet written, and the stored state it follows."""
+
+    uid: str | None
+    based_on: Any
+    state: Mapping[str, Any]
 
 
 class Autoscaler:
@@ -112,6 +134,8 @@ class Autoscaler:
         metrics: OperatorMetrics | None = None,
         clock: Callable[[], float] = time.time,
         tick_s: float = 5.0,
+        namespaces: tuple[str, ...] = (),
+        heartbeat_s: float = STATUS_HEARTBEAT_S,
     ) -> None:
         if reader.config.history_step_s != HISTORY_STEP_S:
             raise ValueError(f"the policy reads per-minute history: history_step_s must be {HISTORY_STEP_S}")
@@ -121,8 +145,11 @@ class Autoscaler:
         self.metrics = metrics
         self.clock = clock
         self.tick_s = tick_s
+        self.watched = Watched(namespaces)
+        self.heartbeat_s = heartbeat_s
         self._tick: _Tick | None = None
         self._lock = threading.Lock()
+        self._unwritten: dict[tuple[str, str], _Unwritten] = {}
         self.api_calls = 0
 
     @classmethod
@@ -133,6 +160,7 @@ class Autoscaler:
         *,
         metrics: OperatorMetrics | None = None,
         query_config: QueryConfig | None = None,
+        namespaces: tuple[str, ...] | None = None,
     ) -> Autoscaler:
         client = PrometheusClient(PrometheusConfig.from_settings(settings), metrics)
         reader = SignalReader(
@@ -140,10 +168,21 @@ class Autoscaler:
             query_config or QueryConfig(),
             history_retention_s=settings.forecast_window_hours * 3600.0,
         )
-        return cls(cluster, reader, settings, metrics=metrics, tick_s=min(5.0, settings.sync_period_s / 2))
+        return cls(
+            cluster,
+            reader,
+            settings,
+            metrics=metrics,
+            tick_s=min(5.0, settings.sync_period_s / 2),
+            namespaces=settings.namespaces if namespaces is None else namespaces,
+        )
 
     def close(self) -> None:
         self.reader.close()
+
+    def forget_unwritten(self) -> None:
+        """Drop states kept in memory; called while another replica leads, which writes its own."""
+        self._unwritten.clear()
 
     # --- the tick's shared reads ------------------------------------------------------
 
@@ -153,7 +192,7 @@ class Autoscaler:
         for api_version, kind in (DEPLOYMENT, LEADER_WORKER_SET):
             try:
                 self.api_calls += 1
-                objects = self.cluster.list(api_version, kind, None, MANAGED)
+                objects = self.watched.list(self.cluster, api_version, kind, MANAGED)
             except KindNotServed:
                 continue  # no LeaderWorkerSet CRD: no multi-node tiers to scale
             for obj in objects:
@@ -164,19 +203,15 @@ class Autoscaler:
                     found.setdefault((str(meta["namespace"]), str(service)), {})[str(tier)] = obj
         return found
 
-    def _current_tick(self, now_s: float, *, fresh: bool) -> _Tick:
-        with self._lock:
-            tick = self._tick
-            if fresh or tick is None or not (0 <= now_s - tick.time_s < self.tick_s):
-                started = time.perf_counter()
-                snapshot = self.reader.read(now_s)
-                tick = _Tick(now_s, snapshot, self._list_workloads())
-                self._tick = tick
-                if self.metrics is not None:
-                    self.metrics.loop_queries.set(snapshot.queries)
-                    self.metrics.metrics_available.set(0 if snapshot.unavailable else 1)
-                    self.metrics.loop_duration_s.observe(time.perf_counter() - started)
-            return tick
+    def _read_tick(self, now_s: float) -> _Tick:
+        started = time.perf_counter()
+        snapshot = self.reader.read(now_s)
+        tick = _Tick(now_s, snapshot, self._list_workloads())
+        if self.metrics is not None:
+            self.metrics.loop_queries.set(snapshot.queries)
+            self.metrics.metrics_available.set(0 if snapshot.unavailable else 1)
+            self.metrics.loop_duration_s.observe(time.perf_counter() - started)
+        return tick
 
     def _pod_load(self, tick: _Tick) -> dict[TierKey, dict[str, float]]:
         with self._lock:
@@ -200,9 +235,10 @@ class Autoscaler:
             client.queries_made,
             client.range_queries_made,
         )
-        tick = self._current_tick(now, fresh=True)
+        # The objects first: if the API server is away there is nothing to read signals for.
         self.api_calls += 1
-        bodies = self.cluster.list(labels.API_VERSION, labels.KIND, None, {})
+        bodies = self.watched.list(self.cluster, labels.API_VERSION, labels.KIND, {})
+        tick = self._read_tick(now)
         report = LoopReport(metrics_unavailable=tick.snapshot.unavailable)
         for body in bodies:
             report.services.append(self._run(body, tick, now, force=force))
@@ -214,11 +250,6 @@ class Autoscaler:
         report.api_calls = self.api_calls - calls_before
         report.duration_s = time.perf_counter() - started
         return report
-
-    def run_service(self, body: Mapping[str, Any], now_s: float | None = None) -> ServiceReport:
-        """One InferenceService (the kopf timer's entry); shares the tick's reads."""
-        now = self.clock() if now_s is None else now_s
-        return self._run(body, self._current_tick(now, fresh=False), now)
 
     # --- one service --------------------------------------------------------------------
 
@@ -232,6 +263,14 @@ class Autoscaler:
         except SpecInvalid as error:
             return f"invalid spec: {error}"
         status: Mapping[str, Any] = body.get("status") or {}
+        unwritten = self._unwritten.get((namespace, name))
+        if unwritten is not None:
+            if unwritten.uid == meta.get("uid") and unwritten.based_on == status.get("autoscalerState"):
+                # Decide from the newer state kept in memory; all else comes from status.
+                status = {**status, "autoscalerState": unwritten.state}
+            else:
+                # Someone wrote a state since (another replica, a re-created object).
+                del self._unwritten[(namespace, name)]
         try:
             plan = [TierPlan.model_validate(entry) for entry in status.get("plan") or []]
         except ValueError as error:
@@ -288,7 +327,16 @@ class Autoscaler:
             report.due = result.due
             if not result.due:
                 return report
-            self._write_status(body, result, now_s)
+            key = (report.namespace, report.name)
+            written: Mapping[str, Any] = body.get("status") or {}
+            if should_write(written, result, now_s, self.heartbeat_s):
+                self._unwritten.pop(key, None)
+                self._write_status(body, result, now_s)
+                report.wrote_status = True
+            else:
+                self._unwritten[key] = _Unwritten(
+                    meta.get("uid"), written.get("autoscalerState"), result.status["autoscalerState"]
+                )
             report.scaled = self._scale(service, result, tick)
             for event in result.events:
                 self.api_calls += 1
@@ -382,6 +430,8 @@ class Autoscaler:
             )
 
     def _forget_deleted(self, alive: set[tuple[str, str]]) -> None:
+        for key in set(self._unwritten) - alive:
+            del self._unwritten[key]
         if self.metrics is None:
             return
         for namespace, service in self.metrics.known_services() - alive:

@@ -45,6 +45,13 @@ DEGRADED_PREFIX = labels.AUTOSCALER_MESSAGE_PREFIX
 # A timer tick a little early still counts as due: ticks jitter by a fraction of a second.
 DUE_SLACK = 0.9
 REASON_MAX_CHARS = 1024
+# Status is written when something a reader acts on changed (see `should_write`), and
+# at least this often otherwise, so lastScalingDecision.time says the loop is alive and
+# a restarted or newly elected operator resumes from a state at most this old.
+STATUS_HEARTBEAT_S = 300.0
+# Per-tier state fields that move on every decision without changing what the policy
+# will do next: comparing them would make every decision a status write.
+_VOLATILE_TIER_STATE = frozenset({"lastWaiting"})
 
 EventType = Literal["Normal", "Warning"]
 
@@ -138,6 +145,74 @@ def is_due(status: Mapping[str, Any], sync_period_s: float, now_s: float) -> boo
     state = ScalingState.from_dict(status.get("autoscalerState"))
     last = state.last_decision_s
     return last is None or now_s - last >= sync_period_s * DUE_SLACK or now_s < last
+
+
+def parse_rfc3339(text: object) -> float | None:
+    if not isinstance(text, str):
+        return None
+    try:
+        return dt.datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.UTC).timestamp()
+    except ValueError:
+        return None
+
+
+def material_state(state: Mapping[str, Any] | None) -> Any:
+    """`status.autoscalerState` without what changes on every decision.
+
+    The decision time goes, and so do the times in the scale-down window: a steady
+    target re-enters the window with a new time each decision. The window's targets
+    stay, so a target that rises, falls or leaves the window is a change to record.
+    """
+    if not state:
+        return None
+    tiers = {}
+    for name, tier in (state.get("tiers") or {}).items():
+        kept = {key: value for key, value in tier.items() if key not in _VOLATILE_TIER_STATE}
+        kept["recentTargets"] = [entry[1] for entry in tier.get("recentTargets") or []]
+        tiers[name] = kept
+    return (state.get("version"), tiers)
+
+
+def _decision_key(decision: Mapping[str, Any] | None) -> Any:
+    # What a decision *is*; reason text, queue depth, TTFT and forecast are its
+    # measurements, refreshed with the heartbeat.
+    if not decision:
+        return None
+    return (decision.get("replicas"), decision.get("signal"), decision.get("applied", True))
+
+
+def should_write(
+    written: Mapping[str, Any], result: StepResult, now_s: float, heartbeat_s: float = STATUS_HEARTBEAT_S
+) -> bool:
+    """Whether a due decision must be written to status, given the status as stored.
+
+    Yes when it scales or announces something, when the decision, the policy state or
+    one of the autoscaler's conditions changed, or when the last write is older than
+    the heartbeat. Otherwise the runner keeps the new state in memory and decides from
+    it next time: at 500 objects and a 15 s period, writing every decision would be
+    some 33 status PATCHes a second for nothing.
+    """
+    if not result.due:
+        return False
+    if result.scales or result.events:
+        return True
+    decision = written.get("lastScalingDecision") or {}
+    last_s = parse_rfc3339(decision.get("time"))
+    if last_s is None or now_s < last_s or now_s - last_s >= heartbeat_s:
+        return True
+    if _decision_key(decision) != _decision_key(result.status.get("lastScalingDecision")):
+        return True
+    if material_state(written.get("autoscalerState")) != material_state(result.status.get("autoscalerState")):
+        return True
+    for update in result.conditions:
+        current = _find_condition(written, update.type)
+        if current is None or (current.get("status"), current.get("reason"), current.get("message")) != (
+            update.status,
+            update.reason,
+            update.message,
+        ):
+            return True
+    return False
 
 
 def _history_tail(history: Sequence[float] | None, hours: float) -> Sequence[float] | None:

@@ -1,4 +1,10 @@
-"""`inferfleet run`: the operator itself (kopf), with HA peering and JSON logs."""
+"""`inferfleet run`: the operator itself (kopf), with HA peering and JSON logs.
+
+With peering (not `--standalone`) two mechanisms share the work between replicas:
+kopf's peering pauses kopf's handlers on all but one replica, and a Lease named like
+the peering object, in the pod's namespace, elects the one replica whose background
+loops (autoscaler, resync) act (`controller.leader`).
+"""
 
 from __future__ import annotations
 
@@ -74,14 +80,18 @@ def start(options: RunOptions, settings: OperatorSettings) -> None:
         log_format=kopf.LogFormat.JSON if options.json_logs else kopf.LogFormat.FULL,
         log_refkey="k8s" if options.json_logs else None,
     )
+    from inferfleet.controller.leader import LeaseConfig
+
     for module in HANDLER_MODULES:
         importlib.import_module(module)
     memo = kopf.Memo(
         settings=settings,
         webhook_host=options.webhook_host,
         webhook_cert_dir=options.webhook_cert_dir,
-        # The resync loop lists InferenceServices where kopf watches them.
+        # The resync and autoscaler loops list InferenceServices where kopf watches them.
         namespaces=options.namespaces,
+        # One replica alone needs no election; otherwise the Lease shares the peering name.
+        leader_election=None if options.standalone else LeaseConfig.from_environment(options.peering_name),
     )
     kopf.run(
         clusterwide=options.clusterwide,

@@ -29,6 +29,7 @@ class Operation(enum.Enum):
     PATCH_STATUS = "patch_status"
     ANNOTATE = "annotate"
     CREATE = "create"
+    UPDATE = "update"
 
 
 # (subresource suffix, verbs) per operation. Server-side apply is a PATCH, and one
@@ -43,6 +44,8 @@ _OPERATION_VERBS: dict[Operation, tuple[str, tuple[str, ...]]] = {
     Operation.PATCH_STATUS: ("/status", ("patch",)),
     Operation.ANNOTATE: ("", ("patch",)),
     Operation.CREATE: ("", ("create",)),
+    # A whole-object PUT, conditional on the resourceVersion it carries.
+    Operation.UPDATE: ("", ("update",)),
 }
 
 
@@ -71,6 +74,8 @@ DAEMON_SET = Resource("apps/v1", "DaemonSet", "daemonsets")
 JOB = Resource("batch/v1", "Job", "jobs")
 EVENT = Resource("v1", "Event", "events")
 INFERENCE_SERVICE = Resource(labels.API_VERSION, labels.KIND, labels.PLURAL)
+# Leader election among the operator's replicas (controller.leader), in its own namespace.
+LEASE = Resource("coordination.k8s.io/v1", "Lease", "leases")
 
 _OWNED = frozenset({Operation.APPLY, Operation.GET, Operation.LIST, Operation.DELETE})
 _WORKLOAD = _OWNED | {Operation.SCALE, Operation.WATCH}
@@ -89,6 +94,7 @@ PERMISSIONS: dict[Resource, frozenset[Operation]] = {
     # The autoscaler marks the pods it wants removed first (pod-deletion-cost).
     POD: frozenset({Operation.LIST, Operation.ANNOTATE}),
     EVENT: frozenset({Operation.CREATE}),
+    LEASE: frozenset({Operation.GET, Operation.CREATE, Operation.UPDATE}),
 }
 
 _BY_KIND: dict[tuple[str, str], Resource] = {(r.api_version, r.kind): r for r in PERMISSIONS}

@@ -113,6 +113,19 @@ class KubernetesCluster:
         except NotFound:
             return None
 
+    def create(self, obj: Mapping[str, Any]) -> dict[str, Any]:
+        ref = ref_of(obj)
+        resource = access.check(ref.api_version, ref.kind, Operation.CREATE)
+        query = {"fieldManager": labels.FIELD_MANAGER}
+        return self._call("POST", _path(resource, ref.namespace), query=query, body=dict(obj), kind=ref.kind)
+
+    def replace(self, obj: Mapping[str, Any]) -> dict[str, Any]:
+        ref = ref_of(obj)
+        resource = access.check(ref.api_version, ref.kind, Operation.UPDATE)
+        query = {"fieldManager": labels.FIELD_MANAGER}
+        path = _path(resource, ref.namespace, ref.name)
+        return self._call("PUT", path, query=query, body=dict(obj), kind=ref.kind)
+
     def list(
         self, api_version: str, kind: str, namespace: str | None, selector: Mapping[str, str]
     ) -> list[dict[str, Any]]:

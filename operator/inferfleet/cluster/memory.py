@@ -215,6 +215,35 @@ class InMemoryCluster:
         found = self.objects.get(ref)
         return _copy(found) if found is not None else None
 
+    def create(self, obj: Mapping[str, Any]) -> dict[str, Any]:
+        ref = ref_of(obj)
+        self._enter(Operation.CREATE, ref)
+        if ref.namespace is None:
+            raise PermanentApiError(f"{ref}: namespaced objects need metadata.namespace", 422)
+        if ref in self.objects:
+            raise Conflict(f"{ref} already exists", 409)
+        self._check_owners(ref, obj)
+        body = _clone(dict(obj))
+        for key in _SERVER_SET - {"name", "namespace"}:
+            body["metadata"].pop(key, None)
+        self._store(ref, body, spec_changed=True)
+        return _copy(self.objects[ref])
+
+    def replace(self, obj: Mapping[str, Any]) -> dict[str, Any]:
+        ref = ref_of(obj)
+        self._enter(Operation.UPDATE, ref)
+        current = self.objects.get(ref)
+        if current is None:
+            raise NotFound(f"{ref} not found", 404)
+        self._check_rv(ref, current, obj["metadata"].get("resourceVersion"))
+        body = _clone(dict(obj))
+        # What the server owns survives a PUT whatever the client sent.
+        for key in ("uid", "generation", "creationTimestamp"):
+            if key in current["metadata"]:
+                body["metadata"][key] = current["metadata"][key]
+        self._store(ref, body, spec_changed=current.get("spec") != body.get("spec"))
+        return _copy(self.objects[ref])
+
     def list(
         self, api_version: str, kind: str, namespace: str | None, selector: Mapping[str, str]
     ) -> list[dict[str, Any]]:

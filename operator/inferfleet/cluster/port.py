@@ -35,6 +35,18 @@ class Cluster(Protocol):
         """The object, or None when it does not exist."""
         ...
 
+    def create(self, obj: Mapping[str, Any]) -> dict[str, Any]:
+        """Create `obj` (POST); 409 Conflict when it already exists. Returns the stored object."""
+        ...
+
+    def replace(self, obj: Mapping[str, Any]) -> dict[str, Any]:
+        """Replace the whole object (PUT), conditional on its `metadata.resourceVersion`.
+
+        For objects several writers race on (the leader-election Lease): a stale
+        resourceVersion answers 409 Conflict, so exactly one of two writers wins.
+        """
+        ...
+
     def list(
         self, api_version: str, kind: str, namespace: str | None, selector: Mapping[str, str]
     ) -> list[dict[str, Any]]:

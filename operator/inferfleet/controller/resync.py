@@ -8,15 +8,19 @@ would hang whenever the operator is not running. The loop needs nothing on the o
 owner references alone take the children away on delete.
 
 The loop lists InferenceServices through the cluster port (the same `list` the RBAC
-table already grants) and runs the ordinary, idempotent reconcile pass on each. On a
-standby replica (kopf peering) the pass is harmless: server-side apply of identical
-objects changes nothing, and status is patched only when it changed, conditional on
-the resourceVersion read, so two replicas never both record (or announce) one change.
+table already grants) and runs the ordinary, idempotent reconcile pass on each. With
+several replicas it runs only on the one holding the leader Lease (`controller.leader`,
+the same Lease that gates the autoscaler), so a standby does not double the read load.
+Were two passes to overlap anyway (a lease handover mid-pass, or a kopf handler on the
+other replica), they stay harmless: server-side apply of identical objects changes
+nothing, and status is patched only when it changed, conditional on the resourceVersion
+read, so two replicas never both record (or announce) one change.
+
+Each pass is counted and timed in the operator's metrics (`passes.run_pass`).
 """
 
 from __future__ import annotations
 
-import fnmatch
 import logging
 import threading
 from collections.abc import Iterable
@@ -24,12 +28,15 @@ from dataclasses import dataclass
 
 from inferfleet.api import labels
 from inferfleet.cluster import TransientApiError
+from inferfleet.controller.leader import Gate
+from inferfleet.controller.passes import run_pass
 from inferfleet.controller.reconciler import Reconciler
+from inferfleet.controller.watched import Watched
+from inferfleet.metrics.operator_metrics import OperatorMetrics
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_INTERVAL_S = 60.0
-_GLOB_CHARACTERS = frozenset("*?[")
 
 
 @dataclass(frozen=True)
@@ -38,43 +45,44 @@ class PassSummary:
 
     reconciled: int
     failed: int
-
-
-def _is_glob(pattern: str) -> bool:
-    return any(character in _GLOB_CHARACTERS for character in pattern)
+    # True when another replica holds the leader Lease and this one did nothing.
+    standby: bool = False
 
 
 class Resync:
     """Reconciles every InferenceService in the watched namespaces, every `interval_s`."""
 
     def __init__(
-        self, reconciler: Reconciler, namespaces: Iterable[str] = (), interval_s: float = DEFAULT_INTERVAL_S
+        self,
+        reconciler: Reconciler,
+        namespaces: Iterable[str] = (),
+        interval_s: float = DEFAULT_INTERVAL_S,
+        *,
+        is_leader: Gate | None = None,
+        metrics: OperatorMetrics | None = None,
     ) -> None:
         self.reconciler = reconciler
-        self.namespaces = tuple(namespaces)
+        self.watched = Watched(namespaces)
         self.interval_s = interval_s
+        self.is_leader = is_leader
+        self.metrics = metrics
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
+    @property
+    def namespaces(self) -> tuple[str, ...]:
+        return self.watched.namespaces
+
     def targets(self) -> list[tuple[str, str]]:
         """(namespace, name) of every InferenceService the operator watches."""
-        cluster = self.reconciler.cluster
-        version, kind = labels.API_VERSION, labels.KIND
-        if self.namespaces and not any(_is_glob(ns) for ns in self.namespaces):
-            # Per namespace: in namespaced-Role mode the operator cannot list cluster-wide.
-            items = [item for ns in self.namespaces for item in cluster.list(version, kind, ns, {})]
-        else:
-            items = cluster.list(version, kind, None, {})
-            if self.namespaces:
-                items = [item for item in items if self._watched(item["metadata"].get("namespace", ""))]
+        items = self.watched.list(self.reconciler.cluster, labels.API_VERSION, labels.KIND, {})
         found = {(str(i["metadata"].get("namespace", "default")), str(i["metadata"]["name"])) for i in items}
         return sorted(found)
 
-    def _watched(self, namespace: str) -> bool:
-        return any(fnmatch.fnmatchcase(namespace, pattern) for pattern in self.namespaces)
-
     def run_once(self) -> PassSummary:
         """One pass over every InferenceService; the world's errors wait for the next pass."""
+        if self.is_leader is not None and not self.is_leader():
+            return PassSummary(reconciled=0, failed=0, standby=True)
         try:
             targets = self.targets()
         except TransientApiError as error:
@@ -85,7 +93,7 @@ class Resync:
             if self._stop.is_set():
                 break
             try:
-                self.reconciler.reconcile(namespace, name)
+                run_pass(self.reconciler, namespace, name, self.metrics)
             except TransientApiError as error:
                 failed += 1
                 logger.warning("resync: %s/%s not reconciled now: %s", namespace, name, error)

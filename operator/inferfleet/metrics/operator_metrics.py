@@ -38,7 +38,7 @@ class OperatorMetrics:
         )
         self.reconcile_errors_total = Counter(
             "inferfleet_reconcile_errors_total",
-            "Reconcile errors, by kind (spec: the user's; transient: the world's).",
+            "Reconcile errors, by kind (spec: the user's; transient: the world's; internal: a bug).",
             ["kind"],
             registry=registry,
         )

@@ -3,7 +3,9 @@
 `inferfleet.cluster.API_CALLS` is derived from the cluster port's access table (every
 call the code makes goes through it) plus kopf's own calls. The chart grants exactly
 that set; the only calls it leaves out are the peering kinds of the mode not in use
-(no peering object at all with one replica).
+(no peering object at all with one replica) and, with one replica, the leader-election
+Lease. The Lease lives in the release namespace, so its rule is a Role there, never a
+cluster-wide grant.
 """
 
 from __future__ import annotations
@@ -29,7 +31,9 @@ CLUSTER_SCOPED = {
 }
 CLUSTER_PEERING = ("kopf.dev", "clusterkopfpeerings")
 NAMESPACED_PEERING = ("kopf.dev", "kopfpeerings")
+LEASES = ("coordination.k8s.io", "leases")
 WATCHED = ["ml-serving", "ml-batch"]
+LEADER_ELECTION_ROLE = "inferfleet-leader-election"
 
 
 def expand(calls: Iterable[Any]) -> set[Call]:
@@ -50,6 +54,41 @@ def without(calls: set[Call], *resources: tuple[str, str]) -> set[Call]:
     return {c for c in calls if (c[0], c[1]) not in resources}
 
 
+def only(calls: set[Call], *resources: tuple[str, str]) -> set[Call]:
+    return {c for c in calls if (c[0], c[1]) in resources}
+
+
+def split_roles(objects: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(the leader-election Role, if any; the per-watched-namespace Roles)."""
+    roles = by_kind(objects, "Role")
+    leader = [r for r in roles if r["metadata"]["name"] == LEADER_ELECTION_ROLE]
+    return leader, [r for r in roles if r["metadata"]["name"] != LEADER_ELECTION_ROLE]
+
+
+def check_leader_election(objects: list[dict[str, Any]], peering: bool) -> set[Call]:
+    """The Lease rule: a Role in the release namespace with peering, nothing without."""
+    leader, _ = split_roles(objects)
+    bindings = [b for b in by_kind(objects, "RoleBinding") if b["metadata"]["name"] == LEADER_ELECTION_ROLE]
+    if not peering:
+        assert leader == [] and bindings == []
+        return set()
+    (role,) = leader
+    (binding,) = bindings
+    assert role["metadata"]["namespace"] == binding["metadata"]["namespace"] == NAMESPACE
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "Role",
+        "name": LEADER_ELECTION_ROLE,
+    }
+    (account,) = by_kind(objects, "ServiceAccount")
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": account["metadata"]["name"], "namespace": NAMESPACE}
+    ]
+    calls = rule_calls(role["rules"])
+    assert calls == only(EXPECTED, LEASES)
+    return calls
+
+
 EXPECTED = expand(API_CALLS)
 
 
@@ -68,7 +107,7 @@ def test_operator_can_never_read_secrets(values: dict[str, Any] | None) -> None:
 @pytest.mark.parametrize(
     ("values", "unused"),
     [
-        (None, [CLUSTER_PEERING, NAMESPACED_PEERING]),
+        (None, [CLUSTER_PEERING, NAMESPACED_PEERING, LEASES]),
         ({"replicaCount": 2}, [NAMESPACED_PEERING]),
     ],
     ids=["standalone", "peering"],
@@ -77,9 +116,11 @@ def test_cluster_mode_grants_exactly_the_api_calls(
     values: dict[str, Any] | None, unused: list[tuple[str, str]]
 ) -> None:
     objects = render(values)
-    assert by_kind(objects, "Role") == [] and by_kind(objects, "RoleBinding") == []
+    leases = check_leader_election(objects, peering=LEASES not in unused)
+    assert split_roles(objects)[1] == []
     (role,) = by_kind(objects, "ClusterRole")
-    assert rule_calls(role["rules"]) == without(EXPECTED, *unused)
+    assert rule_calls(role["rules"]) == without(EXPECTED, *unused, LEASES)
+    assert rule_calls(role["rules"]) | leases == without(EXPECTED, *unused)
     (binding,) = by_kind(objects, "ClusterRoleBinding")
     assert binding["roleRef"] == {
         "apiGroup": "rbac.authorization.k8s.io",
@@ -94,7 +135,7 @@ def test_cluster_mode_grants_exactly_the_api_calls(
 
 @pytest.mark.parametrize(
     ("replicas", "unused"),
-    [(1, [CLUSTER_PEERING, NAMESPACED_PEERING]), (2, [CLUSTER_PEERING])],
+    [(1, [CLUSTER_PEERING, NAMESPACED_PEERING, LEASES]), (2, [CLUSTER_PEERING])],
     ids=["standalone", "peering"],
 )
 def test_namespaced_mode_grants_roles_only_in_watched_namespaces(
@@ -102,17 +143,19 @@ def test_namespaced_mode_grants_roles_only_in_watched_namespaces(
 ) -> None:
     objects = render({"replicaCount": replicas, "watchNamespaces": WATCHED})
     expected = without(EXPECTED, *unused)
+    leases = check_leader_election(objects, peering=LEASES not in unused)
     (cluster_role,) = by_kind(objects, "ClusterRole")
     cluster_calls = rule_calls(cluster_role["rules"])
     # Only cluster-scoped resources stay cluster-wide.
     assert {(g, r) for g, r, _ in cluster_calls} <= CLUSTER_SCOPED
-    roles = by_kind(objects, "Role")
+    roles = split_roles(objects)[1]
     assert sorted(r["metadata"]["namespace"] for r in roles) == sorted(WATCHED)
     for role in roles:
         namespaced_calls = rule_calls(role["rules"])
         assert not {(g, r) for g, r, _ in namespaced_calls} & CLUSTER_SCOPED
-        assert namespaced_calls | cluster_calls == expected
-    bindings = by_kind(objects, "RoleBinding")
+        assert not only(namespaced_calls, LEASES)  # the Lease is granted in one namespace only
+        assert namespaced_calls | cluster_calls | leases == expected
+    bindings = [b for b in by_kind(objects, "RoleBinding") if b["metadata"]["name"] != LEADER_ELECTION_ROLE]
     assert sorted(b["metadata"]["namespace"] for b in bindings) == sorted(WATCHED)
     for binding in bindings:
         assert binding["roleRef"]["kind"] == "Role"

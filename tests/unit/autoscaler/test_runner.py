@@ -248,19 +248,6 @@ def test_query_count_is_independent_of_object_count(
     assert [decided for _, decided in counts] == [10, 30, 60]
 
 
-def test_timer_path_shares_one_read_per_tick(
-    cluster: InMemoryCluster, reader: ScriptedReader, autoscaler: Autoscaler
-) -> None:
-    for index in range(5):
-        tk.install(cluster, tk.service_body(f"svc-{index}", NS))
-    bodies = cluster.kinds(labels.KIND)
-    for offset, body in enumerate(bodies):
-        autoscaler.run_service(body, T0 + offset * 0.1)
-    assert reader.reads == 1
-    autoscaler.run_service(bodies[0], T0 + 30)
-    assert reader.reads == 2
-
-
 @pytest.mark.parametrize("mode", ["active", "advisory"])
 def test_decision_records_mode(cluster: InMemoryCluster, reader: ScriptedReader, mode: str) -> None:
     tk.install(cluster, tk.service_body("chat", NS, scaling={"mode": mode}))

@@ -7,11 +7,15 @@ from typing import Any
 
 import kopf
 import pytest
+from prometheus_client import CollectorRegistry
 
 from inferfleet import handlers
 from inferfleet.cli.run import HANDLER_MODULES
 from inferfleet.cluster import TransientApiError
-from inferfleet.controller.resync import Resync
+from inferfleet.controller import leader
+from inferfleet.controller.leader import LeaseConfig
+from inferfleet.controller.resync import PassSummary, Resync
+from inferfleet.metrics.operator_metrics import OperatorMetrics
 from inferfleet.reconcile.objects import ObjectRef
 from tests.unit.reconcile.fixtures import NAMESPACE, Control, example
 
@@ -100,7 +104,6 @@ def test_the_reconcile_handlers_make_kopf_add_no_finalizer() -> None:
 
 
 @pytest.mark.parametrize("module", [m for m in HANDLER_MODULES if m != "inferfleet.handlers"])
-@pytest.mark.xfail(reason="the autoscaler still registers a per-object kopf timer (finalizer)", strict=False)
 def test_other_handler_modules_make_kopf_add_no_finalizer(module: str) -> None:
     assert _finalizer_handlers(module) == []
 
@@ -122,3 +125,64 @@ def test_startup_starts_one_resync_loop_and_cleanup_stops_it() -> None:
         handlers.stop_resync(memo=memo)
     assert loop._thread is None
 
+
+
+def test_a_standby_replica_resyncs_nothing() -> None:
+    control = created()
+    control.cluster.calls.clear()
+    loop = Resync(control.memo["reconciler"], interval_s=3600, is_leader=lambda: False)
+    assert loop.run_once() == PassSummary(reconciled=0, failed=0, standby=True)
+    assert control.cluster.calls == []  # not even the listing
+
+
+def test_startup_shares_one_lease_between_resync_and_autoscaler() -> None:
+    control = created()
+    memo = control.memo
+    memo.update(
+        settings=control.settings,
+        cluster=control.cluster,
+        leader_election=LeaseConfig("ops", "inferfleet", "replica-a"),
+    )
+    handlers.configure(settings=kopf.OperatorSettings(), memo=memo)
+    try:
+        elector = memo["leader"]
+        assert memo["resync"].is_leader == elector.is_leader
+        assert leader.from_memo(memo) is elector
+    finally:
+        handlers.stop_resync(memo=memo)
+    assert not elector.is_leader()
+
+
+# --- the operator's own reconcile metrics ---------------------------------------------------
+
+
+def sample(metrics: OperatorMetrics, name: str, **labels: str) -> float:
+    return metrics.registry.get_sample_value(name, labels) or 0.0
+
+
+def test_every_pass_is_counted_and_timed_by_kind_of_outcome() -> None:
+    control = Control()
+    metrics = OperatorMetrics(CollectorRegistry())
+    control.memo["metrics"] = metrics
+    control.submit(example())
+    control.reconcile()
+    assert sample(metrics, "inferfleet_reconcile_total", result="success") == 1
+    assert sample(metrics, "inferfleet_reconcile_duration_seconds_count") == 1
+
+    # The user's error: the pass succeeds, and counts as a spec error.
+    control.edit(lambda body: body["spec"]["tiers"][0].__setitem__("minReplicas", -3))
+    control.reconcile()
+    assert sample(metrics, "inferfleet_reconcile_total", result="success") == 2
+    assert sample(metrics, "inferfleet_reconcile_errors_total", kind="spec") == 1
+
+    # The world's error: the pass fails, is retried by kopf, and counts as transient.
+    control.cluster.inject("get", TransientApiError("apiserver away", 503), kind="InferenceService")
+    with pytest.raises(kopf.TemporaryError):
+        control.reconcile()
+    assert sample(metrics, "inferfleet_reconcile_total", result="error") == 1
+    assert sample(metrics, "inferfleet_reconcile_errors_total", kind="transient") == 1
+
+    # The resync loop's passes count the same way.
+    Resync(control.memo["reconciler"], interval_s=3600, metrics=metrics).run_once()
+    assert sample(metrics, "inferfleet_reconcile_total", result="success") == 3
+    assert sample(metrics, "inferfleet_reconcile_duration_seconds_count") == 4
