@@ -42,7 +42,7 @@ EVENT_SCALING_ADVISED = "ScalingAdvised"
 # Degraded is shared with the reconciler; the autoscaler only clears a Degraded it set,
 # recognised by this message prefix (the reconciler also uses MetricsUnavailable).
 DEGRADED_PREFIX = labels.AUTOSCALER_MESSAGE_PREFIX
-# A timer tick a little early still counts as due: ticks jitter by a fraction of a second.
+# A loop tick a little early still counts as due: ticks jitter by a fraction of a second.
 DUE_SLACK = 0.9
 REASON_MAX_CHARS = 1024
 # Status is written when something a reader acts on changed (see `should_write`), and
