@@ -91,6 +91,7 @@ def measure(url: str, services: int, loops: int) -> dict[str, Any]:
     queries: list[int] = []
     ranges: list[int] = []
     decided: list[int] = []
+    writes: list[int] = []
     scaled = 0
     first: dict[str, Any] = {}
     try:
@@ -115,6 +116,7 @@ def measure(url: str, services: int, loops: int) -> dict[str, Any]:
             queries.append(report.queries - report.range_queries)
             ranges.append(report.range_queries)
             decided.append(report.decided)
+            writes.append(report.status_writes)
             scaled += report.scaled
     finally:
         autoscaler.close()
@@ -132,6 +134,8 @@ def measure(url: str, services: int, loops: int) -> dict[str, Any]:
         # History: one small range query when a minute has completed since the last loop.
         "historyRangeQueriesPerLoop": sorted(set(ranges)),
         "servicesDecidedPerLoop": sorted(set(decided)),
+        # Status PATCHes: only decisions that changed something (or the 5-minute heartbeat).
+        "statusWritesPerLoop": sorted(set(writes)),
         "scaleCalls": scaled,
     }
 

@@ -2,9 +2,23 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from inferfleet.api import TierPlan, labels, parse
 from inferfleet.autoscaler import testkit as tk
-from inferfleet.autoscaler.step import Observation, ServiceInput, Workload, deletion_costs, is_due, step
+from inferfleet.autoscaler.step import (
+    ConditionUpdate,
+    Observation,
+    ServiceInput,
+    StepResult,
+    Workload,
+    deletion_costs,
+    is_due,
+    material_state,
+    rfc3339,
+    should_write,
+    step,
+)
 from inferfleet.config import OperatorSettings
 from inferfleet.metrics.signals import TierSignals
 
@@ -84,3 +98,51 @@ def test_pure_modules_import_no_io_libraries() -> None:
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "", f"pure modules pulled in: {result.stdout}"
+
+
+# --- when a decision is worth a status write --------------------------------------------
+
+
+def _written(time_s: float, *, replicas: int = 2, targets: list[list[float]] | None = None) -> dict[str, Any]:
+    return {
+        "lastScalingDecision": {"time": rfc3339(time_s), "replicas": {"l4": replicas}, "signal": "reactive",
+                                "reason": "queue 0.0 waiting", "applied": True},
+        "autoscalerState": {"version": 1, "lastDecisionS": time_s,
+                            "tiers": {"l4": {"recentTargets": targets or [[time_s, 2]], "lastWaiting": 0.0}}},
+        "conditions": [{"type": "Scaling", "status": "False", "reason": "Stable",
+                        "message": "every tier has its replicas ready"}],
+    }
+
+
+def _result(time_s: float, **kwargs: Any) -> StepResult:
+    status = _written(time_s, **kwargs)
+    status["lastScalingDecision"]["reason"] = "queue 0.4 waiting"  # measurements move
+    status["autoscalerState"]["tiers"]["l4"]["lastWaiting"] = 0.4
+    conditions = (ConditionUpdate("Scaling", "False", "Stable", "every tier has its replicas ready"),)
+    return StepResult(due=True, status={k: v for k, v in status.items() if k != "conditions"},
+                      conditions=conditions)
+
+
+def test_only_changes_and_the_heartbeat_are_written() -> None:
+    written = _written(T0)
+    assert not should_write(written, _result(T0 + 15), T0 + 15)
+    assert not should_write(written, _result(T0 + 299), T0 + 299)
+    assert should_write(written, _result(T0 + 300), T0 + 300)  # heartbeat
+    assert should_write(written, _result(T0 + 15, replicas=3), T0 + 15)  # the decision changed
+    # A lower target entering the scale-down window is state a successor must see.
+    assert should_write(written, _result(T0 + 15, targets=[[T0, 2], [T0 + 15, 1]]), T0 + 15)
+    stale_clock = _result(T0 - 60)
+    assert should_write(written, stale_clock, T0 - 60)  # the clock went back: write
+    changed = _result(T0 + 15)
+    changed = StepResult(due=True, status=changed.status,
+                         conditions=(ConditionUpdate("Scaling", "True", "WaitingForReplicas", "l4: 1/2"),))
+    assert should_write(written, changed, T0 + 15)
+    assert not should_write(written, StepResult(due=False), T0 + 600)
+
+
+def test_material_state_ignores_what_moves_every_decision() -> None:
+    one = _written(T0)["autoscalerState"]
+    two = {**one, "lastDecisionS": T0 + 15,
+           "tiers": {"l4": {"recentTargets": [[T0 + 15, 2]], "lastWaiting": 3.0}}}
+    assert material_state(one) == material_state(two)
+    assert material_state(None) is None
