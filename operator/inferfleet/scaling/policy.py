@@ -75,6 +75,13 @@ CAPACITY_MIN = 0.8
 CAPACITY_MAX = 2.0
 CAPACITY_HEALTHY_TTFT = 0.5
 CAPACITY_EVIDENCE_LOAD = 0.7
+# TTFT stays flat until the batch slots fill and then jumps (queueing), so low latency
+# alone does not show room to spare: the factor only grows while the Ready replicas'
+# busy slots are at most this share of their concurrency, and slots this full while
+# carrying no more than the estimate count as a breach (the estimate is too high).
+CAPACITY_SLOT_ROOM = 0.5
+CAPACITY_SLOT_FULL = 0.8
+CAPACITY_SLOT_AVG_S = 180.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,7 +164,17 @@ def _learn_capacity(
     p99 = signals.ttft_p99_ms
     slo_s = config.ttft_target_ms / 1000.0
     allowance = max(1.0, min(config.queue_depth_per_replica, slo_s * usable * factor))
-    breach = (p99 is not None and p99 > config.ttft_target_ms) or signals.waiting > allowance * ready
+    slot_use = state.slot_use_avg
+    if signals.running is not None and tier.figures.max_concurrency > 0:
+        sample = signals.running / (ready * tier.figures.max_concurrency)
+        weight = min(1.0, dt_s / CAPACITY_SLOT_AVG_S) if slot_use is not None else 1.0
+        slot_use = sample if slot_use is None else slot_use + weight * (sample - slot_use)
+        state.slot_use_avg = slot_use
+    breach = (
+        (p99 is not None and p99 > config.ttft_target_ms)
+        or signals.waiting > allowance * ready
+        or (slot_use is not None and slot_use >= CAPACITY_SLOT_FULL)
+    )
     state.breach_streak = state.breach_streak + 1 if breach else 0
     if state.breach_streak >= 2 and CAPACITY_EVIDENCE_LOAD <= load <= 1.0:
         # A sustained breach while carrying about what the estimate says a replica can:
@@ -169,6 +186,7 @@ def _learn_capacity(
         not breach
         and load >= CAPACITY_EVIDENCE_LOAD
         and (p99 is None or p99 <= CAPACITY_HEALTHY_TTFT * config.ttft_target_ms)
+        and (slot_use is None or slot_use <= CAPACITY_SLOT_ROOM)
     ):
         factor = min(CAPACITY_MAX, factor * (1.0 + CAPACITY_GROWTH_PER_MIN * min(dt_s, 300.0) / 60.0))
     state.capacity_factor = factor

@@ -175,6 +175,9 @@ class TierState:
     # Learned correction of the plan's usable RPS (1 = trust the plan).
     capacity_factor: float = 1.0
     breach_streak: int = 0
+    # Busy slots / (Ready replicas x concurrency), averaged over a few minutes: one
+    # scrape of running requests is too noisy to tell room from saturation.
+    slot_use_avg: float | None = None
 
     def copy(self) -> TierState:
         return TierState(
@@ -189,6 +192,7 @@ class TierState:
             last_waiting=self.last_waiting,
             capacity_factor=self.capacity_factor,
             breach_streak=self.breach_streak,
+            slot_use_avg=self.slot_use_avg,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -210,6 +214,8 @@ class TierState:
             data["capacityFactor"] = self.capacity_factor
         if self.breach_streak:
             data["breachStreak"] = self.breach_streak
+        if self.slot_use_avg is not None:
+            data["slotUseAvg"] = self.slot_use_avg
         return data
 
     @classmethod
@@ -231,6 +237,7 @@ class TierState:
             last_waiting=opt_float("lastWaiting"),
             capacity_factor=float(data.get("capacityFactor", 1.0)),
             breach_streak=int(data.get("breachStreak", 0)),
+            slot_use_avg=opt_float("slotUseAvg"),
         )
 
 

@@ -334,3 +334,21 @@ def test_capacity_factor_learns_from_latency_within_bounds() -> None:
             ctx(T0 + tick * PERIOD, policy, signals(10, rate=26.0, ttft_ms=2600.0), flat(20.0)), state
         )
     assert state.tiers["h100"].capacity_factor < grown
+
+
+def test_capacity_factor_does_not_grow_while_slots_are_busy() -> None:
+    # Low TTFT but the batch slots are mostly full: latency is flat until the knee,
+    # so this is no evidence of spare capacity and the factor must not creep up.
+    policy = config()
+    state = None
+    for tick in range(120):
+        busy = TierSignals(
+            ready_replicas=10, desired_replicas=10, waiting=0.0, running=0.75 * 10 * 32,
+            ttft_p99_ms=200.0, request_rate_rps=20.0,
+        )  # fmt: skip
+        _, state = decide(ctx(T0 + tick * PERIOD, policy, busy, flat(20.0)), state)
+    assert state is not None
+    assert state.tiers["h100"].capacity_factor <= 1.0
+    # and the averaged slot use survives a restart through status
+    restored = ScalingState.from_dict(json.loads(json.dumps(state.to_dict())))
+    assert restored.tiers["h100"].slot_use_avg == pytest.approx(state.tiers["h100"].slot_use_avg)
