@@ -9,7 +9,7 @@ from inferfleet.cache.manifest import ChecksumKind
 
 
 class Hasher(Protocol):
-    def update(self, data: bytes, /) -> None: ...
+    def update(self, data: bytes | memoryview, /) -> None: ...
 
     def hexdigest(self) -> str: ...
 
@@ -18,7 +18,7 @@ class _Crc32c:
     def __init__(self, impl: Any) -> None:
         self._impl = impl
 
-    def update(self, data: bytes, /) -> None:
+    def update(self, data: bytes | memoryview, /) -> None:
         self._impl.update(data)
 
     def hexdigest(self) -> str:

@@ -412,13 +412,20 @@ def _ensure_space(dest: Path, needed: int, options: FetchOptions, log: Log) -> N
 class _PartWriter:
     """A `.part` file opened at the resume offset; hashes what it writes.
 
-    Network reads arrive in small pieces (64 KiB from httpx). They are copied into one
-    of two preallocated 8 MiB blocks; a full block is written by a helper thread while
-    the other fills, so receiving and hashing overlap the disk write instead of waiting
-    for it. A block is also handed off after HAND_OFF_S on a slow link, so a killed
-    fetcher loses at most about that much transfer time on resume."""
+    Received bytes land in one of a few preallocated blocks: a backend either copies
+    its chunks in (`write`) or, cheaper, reads straight from its socket into the free
+    part of the current block (`receive_buffer` + `received`: one copy from the kernel,
+    none in Python). A full block goes to a helper thread that hashes it and then
+    writes it, in order, while the caller fills the next one; hashlib and pwrite both
+    release the GIL, so receiving, hashing and the disk write run on different cores
+    instead of one after the other. A block is also handed off after HAND_OFF_S on a
+    slow link, so a killed fetcher loses at most about that much transfer on resume.
+
+    No preallocation (posix_fallocate): it sets the file's size, and the size of a
+    `.part` file is what resume trusts as the valid prefix."""
 
     BLOCK_BYTES = 8 * 1024 * 1024
+    BLOCKS = 3
     HAND_OFF_S = 1.0
 
     def __init__(
@@ -430,12 +437,15 @@ class _PartWriter:
         self._hasher = hasher
         self._fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
         os.ftruncate(self._fd, offset)
-        self._blocks = [bytearray(self.BLOCK_BYTES), bytearray(self.BLOCK_BYTES)]
+        # Blocks no bigger than what is left to receive: a config.json needs no 24 MiB.
+        self._block_bytes = max(1, min(self.BLOCK_BYTES, remote.size_bytes - offset))
+        self._blocks = [bytearray(self._block_bytes) for _ in range(self.BLOCKS)]
         self._current = 0
         self._fill = 0
         self._on_disk = offset
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="write")
-        self._in_flight: Future[None] | None = None
+        # In flight per block index; a block is reused only once its hash+write is done.
+        self._in_flight: dict[int, Future[None]] = {}
         self._handed_at = time.monotonic()
         self.position = offset
         if hasher is not None and offset:
@@ -452,31 +462,51 @@ class _PartWriter:
                 self._hasher.update(chunk)
                 left -= len(chunk)
 
-    def write(self, data: Any) -> int:
-        count = len(data)
+    def _check_size(self, count: int) -> None:
         if self.position + count > self.remote.size_bytes:
             raise SourceChanged(
                 f"{self.remote.path}: the source sent more than the {self.remote.size_bytes} bytes it listed"
             )
-        if self._hasher is not None:
-            self._hasher.update(data)
+
+    def write(self, data: Any) -> int:
+        count = len(data)
+        self._check_size(count)
         view = memoryview(data)
         while view:
-            take = min(len(view), self.BLOCK_BYTES - self._fill)
+            take = min(len(view), self._block_bytes - self._fill)
             self._blocks[self._current][self._fill : self._fill + take] = view[:take]
             self._fill += take
             view = view[take:]
-            if self._fill == self.BLOCK_BYTES:
+            if self._fill == self._block_bytes:
                 self._hand_off()
+        self._account(count)
+        return count
+
+    def receive_buffer(self, limit: int) -> memoryview:
+        """Free space of the current block (at most `limit` bytes) to read into directly;
+        report what arrived with `received`."""
+        self._wait_block(self._current)
+        end = min(self._block_bytes, self._fill + limit)
+        return memoryview(self._blocks[self._current])[self._fill : end]
+
+    def received(self, count: int) -> None:
+        self._check_size(count)
+        self._fill += count
+        if self._fill == self._block_bytes:
+            self._hand_off()
+        self._account(count)
+
+    def _account(self, count: int) -> None:
         if self._fill and time.monotonic() - self._handed_at >= self.HAND_OFF_S:
             self._hand_off()
         self.position += count
         self.progress.add(count)
-        return count
 
-    def _pwrite_all(self, block: bytearray, length: int, offset: int) -> None:
+    def _hash_and_write(self, block: bytearray, length: int, offset: int) -> None:
         view = memoryview(block)[:length]
         try:
+            if self._hasher is not None:
+                self._hasher.update(view)
             while view:
                 written = os.pwrite(self._fd, view, offset)
                 offset += written
@@ -484,27 +514,29 @@ class _PartWriter:
         finally:
             view.release()
 
-    def _wait(self) -> None:
-        if self._in_flight is not None:
-            in_flight, self._in_flight = self._in_flight, None
+    def _wait_block(self, index: int) -> None:
+        in_flight = self._in_flight.pop(index, None)
+        if in_flight is not None:
             in_flight.result()  # re-raises the write's OSError (ENOSPC) here
 
+    def _wait(self) -> None:
+        for index in list(self._in_flight):
+            self._wait_block(index)
+
     def _hand_off(self) -> None:
-        """Start writing the full block in the background and switch to the other one."""
-        self._wait()
+        """Hash and write the filled part of the block in the background; move on to the next."""
         block, length, offset = self._blocks[self._current], self._fill, self._on_disk
-        self._in_flight = self._writer.submit(self._pwrite_all, block, length, offset)
+        self._in_flight[self._current] = self._writer.submit(self._hash_and_write, block, length, offset)
         self._on_disk += length
-        self._current ^= 1
+        self._current = (self._current + 1) % self.BLOCKS
+        self._wait_block(self._current)
         self._fill = 0
         self._handed_at = time.monotonic()
 
     def flush(self) -> None:
-        self._wait()
         if self._fill:
-            self._pwrite_all(self._blocks[self._current], self._fill, self._on_disk)
-            self._on_disk += self._fill
-            self._fill = 0
+            self._hand_off()
+        self._wait()
 
     def restart(self) -> None:
         self._wait()
@@ -513,6 +545,11 @@ class _PartWriter:
         os.ftruncate(self._fd, 0)
         self._on_disk = 0
         self.position = 0
+        wanted = max(1, min(self.BLOCK_BYTES, self.remote.size_bytes))
+        if wanted > self._block_bytes:  # sized for a short rest; the whole file comes now
+            self._block_bytes = wanted
+            self._blocks = [bytearray(wanted) for _ in range(self.BLOCKS)]
+            self._current = 0
         best = self.remote.best_checksum()
         self._hasher = new_hasher(best[0], self.remote.size_bytes) if best else None
 
