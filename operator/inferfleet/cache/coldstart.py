@@ -16,8 +16,12 @@ tier's `reasons`. The autoscaler takes that figure as its lead time.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Final
+from datetime import datetime
+from typing import Any, Final
+
+from inferfleet.planner.observed import MeasuredColdStart
 
 GB: Final = 1e9  # storage bandwidths are quoted in decimal GB/s
 
@@ -70,3 +74,47 @@ def cold_start(
             f"{(fetch_bytes_per_s or OBJECT_STORE_BYTES_PER_S) / GB:.2f} GB/s ({fetch_s:.0f}s) before loading"
         )
     return ColdStart(seconds=seconds, fetch_s=fetch_s, load_s=load_s, reason=reason)
+
+
+# --- measured: from the serving pods the operator observes (planner.observed) ---------
+
+
+def _rfc3339_s(value: object) -> float | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def pod_startup_s(pod: Mapping[str, Any], container: str) -> float | None:
+    """Seconds from the serving container's start to the pod turning Ready, or None when
+    the pod does not tell: not Ready, restarted (its Ready time would belong to a later
+    start), or missing timestamps."""
+    status = pod.get("status") or {}
+    ready_at = None
+    for condition in status.get("conditions") or []:
+        if condition.get("type") == "Ready" and condition.get("status") == "True":
+            ready_at = _rfc3339_s(condition.get("lastTransitionTime"))
+    for entry in status.get("containerStatuses") or []:
+        if entry.get("name") != container or int(entry.get("restartCount") or 0) > 0:
+            continue
+        started_at = _rfc3339_s(((entry.get("state") or {}).get("running") or {}).get("startedAt"))
+        if ready_at is not None and started_at is not None and ready_at > started_at:
+            return ready_at - started_at
+    return None
+
+
+def measured_cold_starts(
+    pods: Sequence[Mapping[str, Any]], *, container: str, tier_label: str
+) -> dict[str, MeasuredColdStart]:
+    """Per tier (the pods' `tier_label`), the median start-to-Ready of its serving pods."""
+    by_tier: dict[str, list[float]] = {}
+    for pod in pods:
+        tier = ((pod.get("metadata") or {}).get("labels") or {}).get(tier_label)
+        seconds = pod_startup_s(pod, container)
+        if tier is not None and seconds is not None:
+            by_tier.setdefault(str(tier), []).append(seconds)
+    found = {tier: MeasuredColdStart.of(values) for tier, values in by_tier.items()}
+    return {tier: value for tier, value in sorted(found.items()) if value is not None}

@@ -16,7 +16,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from inferfleet import planner
 from inferfleet.api import InferenceService, Plan, SpecInvalid, labels, parse
+from inferfleet.cache import coldstart
 from inferfleet.cache import objects as cache_objects
 from inferfleet.cache import readiness as cache_readiness
 from inferfleet.cluster import Cluster, KindNotServed, access
@@ -28,6 +30,8 @@ from inferfleet.reconcile import status as status_rules
 from inferfleet.reconcile.actions import Action, Delete
 from inferfleet.reconcile.objects import ObjectRef, owner_uids, ref_of
 from inferfleet.render import content_hash, render
+from inferfleet.render import names as render_names
+from inferfleet.render import pod as render_pod
 
 logger = logging.getLogger(__name__)
 
@@ -133,6 +137,11 @@ class Reconciler:
             report = executor.execute(self.cluster, actions)
 
         workloads = self._workloads(observed, report)
+        if service is not None and plan is not None:
+            # Status (and so the autoscaler's lead time) gets the measured cold starts; the
+            # render above used the estimate, so a new measurement never changes the pods'
+            # startup probe and never rolls them.
+            plan = planner.observe_cold_starts(plan, self._measured_cold_starts(service))
         plan_hash = content_hash(plan.to_wire()) if plan is not None else None
         result = status_rules.PassResult(
             generation=metadata.get("generation"),
@@ -157,6 +166,18 @@ class Reconciler:
         for event in found:
             self.cluster.create_event(body, type_=event.type, reason=event.reason, message=event.message)
         return Outcome(tuple(actions), status, report)
+
+    def _measured_cold_starts(self, service: InferenceService) -> dict[str, planner.MeasuredColdStart]:
+        """Per tier, the start-to-Ready of its serving pods (planner.observed says why)."""
+        pods = self.cluster.list(
+            access.POD.api_version,
+            access.POD.kind,
+            service.namespace,
+            {labels.LABEL_SERVICE: service.name, labels.LABEL_COMPONENT: render_names.COMPONENT_SERVER},
+        )
+        return coldstart.measured_cold_starts(
+            pods, container=render_pod.CONTAINER_NAME, tier_label=labels.LABEL_TIER
+        )
 
     def _cache_pods(self, service: InferenceService) -> list[dict[str, Any]]:
         """The pre-cache pods (their readiness per revision is what CacheReady counts)."""

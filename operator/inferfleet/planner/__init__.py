@@ -7,11 +7,14 @@ comes back with `feasible: false` and the reason first in `reasons`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from inferfleet.api.plan import Plan, TierPlan
 from inferfleet.api.resource import InferenceService
 from inferfleet.api.spec import InferenceServiceSpec, ModelSpec, TierSpec
 from inferfleet.catalog import Catalogs, ConfigInvalid, ModelArch, default_catalogs, parse_hf_config
 from inferfleet.catalog.gpus import GpuSpec, gpu_from_inline
+from inferfleet.planner.observed import MeasuredColdStart, observe_cold_starts
 from inferfleet.planner.tier import build_tier_plan, unplannable_tier
 
 
@@ -61,13 +64,32 @@ def plan_tier(spec: InferenceServiceSpec, tier: TierSpec, catalogs: Catalogs) ->
     return build_tier_plan(spec, tier, arch, gpu)
 
 
-def plan(spec: InferenceServiceSpec, catalogs: Catalogs, name: str) -> Plan:
-    """Plan every tier of an InferenceService spec (pure, no I/O)."""
-    return Plan(name=name, tiers=[plan_tier(spec, tier, catalogs) for tier in spec.tiers])
+def plan(
+    spec: InferenceServiceSpec,
+    catalogs: Catalogs,
+    name: str,
+    observed: Mapping[str, MeasuredColdStart] | None = None,
+) -> Plan:
+    """Plan every tier of an InferenceService spec (pure, no I/O). `observed`: measured
+    cold starts per tier name, which replace the estimate (planner.observed)."""
+    planned = Plan(name=name, tiers=[plan_tier(spec, tier, catalogs) for tier in spec.tiers])
+    return observe_cold_starts(planned, observed or {})
 
 
-def plan_service(service: InferenceService, catalogs: Catalogs | None = None) -> Plan:
-    return plan(service.spec, catalogs or default_catalogs(), service.name)
+def plan_service(
+    service: InferenceService,
+    catalogs: Catalogs | None = None,
+    observed: Mapping[str, MeasuredColdStart] | None = None,
+) -> Plan:
+    return plan(service.spec, catalogs or default_catalogs(), service.name, observed)
 
 
-__all__ = ["plan", "plan_service", "plan_tier", "resolve_gpu", "resolve_model"]
+__all__ = [
+    "MeasuredColdStart",
+    "observe_cold_starts",
+    "plan",
+    "plan_service",
+    "plan_tier",
+    "resolve_gpu",
+    "resolve_model",
+]

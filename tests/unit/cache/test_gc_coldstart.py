@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from inferfleet.api import load_all
+from inferfleet.cache import coldstart
 from inferfleet.cache.coldstart import cold_start
 from inferfleet.cache.gc import CachedRevision, plan_gc
+from inferfleet.planner import MeasuredColdStart, plan_service
+from tests.conftest import EXAMPLES_DIR
 
 GIB = 1024**3
 
@@ -68,3 +74,47 @@ def test_cold_start_from_nvme_is_seconds_and_from_object_store_minutes() -> None
     assert "node cache" in local.reason and "pulled" in remote.reason
     with pytest.raises(ValueError):
         cold_start(-1, cached=True)
+
+
+def _serving_pod(tier: str, started: str, ready: str | None, restarts: int = 0) -> dict[str, Any]:
+    conditions = [{"type": "Ready", "status": "True", "lastTransitionTime": ready}] if ready else []
+    return {
+        "metadata": {"labels": {"inferfleet.dev/tier": tier}},
+        "status": {
+            "conditions": conditions,
+            "containerStatuses": [
+                {"name": "cache-hold", "state": {"running": {"startedAt": "2026-01-01T00:00:00Z"}}},
+                {"name": "vllm", "restartCount": restarts, "state": {"running": {"startedAt": started}}},
+            ],
+        },
+    }
+
+
+def test_measured_cold_start_is_the_median_start_to_ready_of_clean_starts() -> None:
+    pods = [
+        _serving_pod("l4", "2026-01-01T00:00:00Z", "2026-01-01T00:00:40Z"),
+        _serving_pod("l4", "2026-01-01T00:10:00Z", "2026-01-01T00:10:50Z"),
+        _serving_pod("l4", "2026-01-01T00:20:00Z", "2026-01-01T00:21:30Z"),
+        _serving_pod("l4", "2026-01-01T00:30:00Z", None),  # still starting: no figure yet
+        _serving_pod("l4", "2026-01-01T00:40:00Z", "2026-01-01T00:49:00Z", restarts=1),  # Ready ≠ this start
+        _serving_pod("h100", "2026-01-01T00:00:00Z", "2026-01-01T00:00:20Z"),
+    ]
+    measured = coldstart.measured_cold_starts(pods, container="vllm", tier_label="inferfleet.dev/tier")
+    assert measured == {"h100": MeasuredColdStart(20.0, 1), "l4": MeasuredColdStart(50.0, 3)}
+
+
+def test_the_plan_takes_the_measured_cold_start_and_says_so() -> None:
+    svc = load_all((EXAMPLES_DIR / "llama-8b-chat.yaml").read_text(), source="example")[0]
+    estimated = plan_service(svc)
+    measured = plan_service(svc, observed={"l4": MeasuredColdStart(seconds=42.4, samples=3)})
+    l4, burst = measured.tiers
+    assert l4.cold_start_seconds == 42.4
+    reason = next(r for r in l4.reasons if r.startswith("cold start"))
+    assert "measured" in reason and "3 serving pod(s)" in reason
+    assert f"estimate was ~{estimated.tiers[0].cold_start_seconds:.0f} s" in reason
+    assert sum(r.startswith("cold start") for r in l4.reasons) == 1
+    # A tier nobody has measured keeps the estimate; nothing else in the plan moves.
+    assert burst == estimated.tiers[1]
+    assert l4.model_copy(update={"cold_start_seconds": 0, "reasons": []}) == estimated.tiers[0].model_copy(
+        update={"cold_start_seconds": 0, "reasons": []}
+    )

@@ -3,6 +3,7 @@ revision change rolls the serving pods only once the new revision is on the node
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 import kopf
@@ -159,3 +160,29 @@ def test_serving_revision_reads_leader_worker_sets_too() -> None:
     }
     assert rollout.serving_revision(lws) == "abc"
     assert rollout.serving_revision({"kind": "Deployment", "spec": {"template": {"spec": {}}}}) is None
+
+
+def test_status_plan_uses_the_measured_cold_start_without_rolling_the_pods() -> None:
+    control = Control()
+    control.submit(example())
+    control.reconcile()
+    estimate = next(t for t in control.status()["plan"] if t["name"] == "l4")["coldStartSeconds"]
+    template = control.workloads()["l4"]["spec"]["template"]
+    started = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    for index, seconds in enumerate((30, 34, 90)):
+        name = f"{NAME}-l4-pod{index}"
+        metadata = {"name": name, "namespace": NAMESPACE, "labels": template["metadata"]["labels"]}
+        control.cluster.user_apply({"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": {}})
+        ready_at = started + dt.timedelta(seconds=seconds)
+        control.cluster.set_status(ObjectRef("v1", "Pod", NAMESPACE, name), {
+            "conditions": [{"type": "Ready", "status": "True",
+                            "lastTransitionTime": ready_at.strftime("%Y-%m-%dT%H:%M:%SZ")}],
+            "containerStatuses": [{"name": "vllm", "restartCount": 0,
+                                   "state": {"running": {"startedAt": "2026-01-01T00:00:00Z"}}}],
+        })
+    control.reconcile()
+    l4 = next(t for t in control.status()["plan"] if t["name"] == "l4")
+    assert l4["coldStartSeconds"] == 34.0 != estimate
+    assert any("measured" in reason for reason in l4["reasons"])
+    # The autoscaler's lead time comes from here; the pods' startup probe did not move.
+    assert control.workloads()["l4"]["spec"]["template"] == template
