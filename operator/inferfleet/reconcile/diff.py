@@ -29,6 +29,10 @@ def contains(observed: Any, desired: Any) -> bool:
     must match element by element, as server-side apply replaces atomic lists.
     """
     # Plain dict/list checks: objects here are decoded JSON, and ABC checks are slow.
+    # Equal values contain each other; `==` (C code, and for dicts of different sizes
+    # a length check) settles most of an unchanged object without walking it.
+    if observed == desired:
+        return True
     if isinstance(desired, dict):
         return isinstance(observed, dict) and all(
             key in observed and contains(observed[key], value) for key, value in desired.items()
@@ -39,7 +43,7 @@ def contains(observed: Any, desired: Any) -> bool:
             and len(observed) == len(desired)
             and all(contains(o, d) for o, d in zip(observed, desired, strict=True))
         )
-    return bool(observed == desired)
+    return False  # unequal scalars
 
 
 def carry_replicas(desired: Mapping[str, Any], observed: Mapping[str, Any]) -> dict[str, Any]:

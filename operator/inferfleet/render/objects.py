@@ -4,12 +4,19 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from inferfleet.api import InferenceService, TierSpec, labels
 from inferfleet.render import names, templating
-from inferfleet.render.pod import PodAdditions, TierContext, extend, harden, pod_spec, progress_deadline_s
+from inferfleet.render.pod import (
+    PodAdditions,
+    TierContext,
+    extend_in_place,
+    harden_in_place,
+    pod_spec,
+    progress_deadline_s,
+)
 from inferfleet.render.vllm_args import HTTP_PORT
 
 SCRAPE_INTERVAL = "15s"
@@ -25,9 +32,26 @@ def owner_reference(service: InferenceService) -> dict[str, str] | None:
             "uid": service.metadata.uid}
 
 
+_canonical = json.JSONEncoder(sort_keys=True, separators=(",", ":")).encode
+
+
+def canonical_json(document: Any) -> str:
+    """Sorted-key compact JSON: what `content_hash` hashes."""
+    return _canonical(document)
+
+
 def content_hash(document: Any) -> str:
     """A short stable hash of plain data (sorted-key JSON)."""
-    text = json.dumps(document, sort_keys=True, separators=(",", ":"))
+    return _hash_text(_canonical(document))
+
+
+def content_hash_encoded(members: Mapping[str, str]) -> str:
+    """`content_hash` of a dict whose values come already as `canonical_json` text."""
+    text = "{" + ",".join(f"{_canonical(key)}:{value}" for key, value in sorted(members.items())) + "}"
+    return _hash_text(text)
+
+
+def _hash_text(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -102,23 +126,24 @@ def workload(ctx: TierContext, contributors: Sequence[PodContributor]) -> dict[s
     additions = [contribute(ctx) for contribute in contributors]
 
     def build(role: str) -> dict[str, Any]:
-        pod = pod_spec(ctx, role)
+        pod = pod_spec(ctx, role)  # freshly rendered: extended and hardened in place
         for addition in additions:
-            pod = extend(pod, addition)
+            pod = extend_in_place(pod, addition)
         # Last, so what contributors added is held to the same restrictions.
-        return harden(pod, ctx.settings)
+        return harden_in_place(pod, ctx.settings)
 
     tier_labels = names.tier_labels(service.name, tier.name)
     multi_node = plan.nodes_per_replica > 1
-    pods = {"server": build("server")}
+    # Each pod is encoded once: that text is hashed and goes into the template as it is.
+    pods = {"server": templating.RawJson(canonical_json(build("server")))}
     if multi_node:
-        pods["worker"] = build("worker")
+        pods["worker"] = templating.RawJson(canonical_json(build("worker")))
     extra_annotations: dict[str, str] = {}
     for addition in additions:
         extra_annotations.update(addition.annotations)
     # The hash covers exactly what shapes the pods, so it changes when (and only when)
     # a rollout is due; it is also what a human compares across tiers and revisions.
-    annotations = {**extra_annotations, labels.ANNOTATION_PLAN_HASH: content_hash(pods)}
+    annotations = {**extra_annotations, labels.ANNOTATION_PLAN_HASH: content_hash_encoded(pods)}
     context = {
         "name": names.workload_name(service.name, tier.name),
         "labels": tier_labels,

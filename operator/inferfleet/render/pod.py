@@ -8,7 +8,6 @@ through `PodAdditions` (init containers, volumes, mounts, env): the weight pre-c
 
 from __future__ import annotations
 
-import copy
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -75,19 +74,35 @@ class PodAdditions:
     annotations: Mapping[str, str] = field(default_factory=dict)
 
 
+def clone_json(value: Any) -> Any:
+    """A deep copy of JSON-shaped data (dicts, lists, tuples, scalars), several times
+    faster than copy.deepcopy, which renders spent a third of their time in."""
+    if isinstance(value, dict):
+        return {key: clone_json(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [clone_json(item) for item in value]
+    if isinstance(value, tuple):
+        return tuple(clone_json(item) for item in value)
+    return value
+
+
 def extend(pod: dict[str, Any], additions: PodAdditions) -> dict[str, Any]:
     """A copy of a pod spec with `additions` merged in (vLLM container = the first)."""
-    out = copy.deepcopy(pod)
+    return extend_in_place(clone_json(pod), additions)
+
+
+def extend_in_place(pod: dict[str, Any], additions: PodAdditions) -> dict[str, Any]:
+    """`extend` on a pod the caller owns (no copy of it; the additions are copied)."""
     if additions.init_containers:
-        out["initContainers"] = [*out.get("initContainers", []), *copy.deepcopy(additions.init_containers)]
+        pod["initContainers"] = [*pod.get("initContainers", []), *clone_json(additions.init_containers)]
     if additions.volumes:
-        out["volumes"] = [*out.get("volumes", []), *copy.deepcopy(additions.volumes)]
-    container = out["containers"][0]
+        pod["volumes"] = [*pod.get("volumes", []), *clone_json(additions.volumes)]
+    container = pod["containers"][0]
     if additions.mounts:
-        container["volumeMounts"] = [*container.get("volumeMounts", []), *copy.deepcopy(additions.mounts)]
+        container["volumeMounts"] = [*container.get("volumeMounts", []), *clone_json(additions.mounts)]
     if additions.env:
-        container["env"] = [*container.get("env", []), *copy.deepcopy(additions.env)]
-    return out
+        container["env"] = [*container.get("env", []), *clone_json(additions.env)]
+    return pod
 
 
 def gpu_resource_name(tier: TierSpec, catalogs: Catalogs) -> str:
@@ -250,17 +265,21 @@ def harden(pod: dict[str, Any], settings: OperatorSettings) -> dict[str, Any]:
     Applied after contributors extend the pod, so their init containers and sidecars
     are covered too; a key a contributor set itself is left as it is.
     """
-    out = copy.deepcopy(pod)
-    out.setdefault("automountServiceAccountToken", False)
-    security = out.setdefault("securityContext", {})
+    return harden_in_place(clone_json(pod), settings)
+
+
+def harden_in_place(pod: dict[str, Any], settings: OperatorSettings) -> dict[str, Any]:
+    """`harden` on a pod the caller owns (no copy)."""
+    pod.setdefault("automountServiceAccountToken", False)
+    security = pod.setdefault("securityContext", {})
     for key, value in pod_security_context(settings).items():
         security.setdefault(key, value)
     for group in ("initContainers", "containers"):
-        for container in out.get(group, []):
+        for container in pod.get(group, []):
             context = container.setdefault("securityContext", {})
             for key, value in container_security_context().items():
                 context.setdefault(key, value)
-    return out
+    return pod
 
 
 def _tolerations(tier: TierSpec, resource: str) -> list[dict[str, Any]]:

@@ -11,11 +11,24 @@ from typing import Any
 
 import jinja2
 
+# json.dumps with options builds a new encoder per call; templates call it per value.
+_encode = json.JSONEncoder(sort_keys=True, ensure_ascii=False).encode
+
+
+class RawJson(str):
+    """A value already encoded as JSON with sorted keys: `tojson` inserts it as it is.
+
+    For a large value the caller had to encode anyway (the pod specs, hashed before
+    they go into a workload), so rendering does not encode it a second time.
+    """
+
 
 def _tojson(value: Any) -> str:
     # jinja's own tojson also escapes <, >, & and ' for HTML; JSON needs none of
     # that, and rendering spends a third of its time there.
-    return json.dumps(value, sort_keys=True, ensure_ascii=False)
+    if type(value) is RawJson:
+        return str(value)
+    return _encode(value)
 
 
 @functools.cache

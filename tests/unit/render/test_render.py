@@ -392,3 +392,11 @@ def test_image_from_settings_unless_the_spec_names_one() -> None:
     assert container(by_kind(render(pinned, plans.plan(), settings), "Deployment")[0])["image"] == (
         "vllm/vllm-openai:v0.33.0"
     )
+
+
+def test_hash_of_pre_encoded_members_equals_the_hash_of_the_document() -> None:
+    from inferfleet.render.objects import canonical_json, content_hash, content_hash_encoded
+
+    pods = {"worker": {"b": [1, "é"], "a": {"z": None, "y": 1.5}}, "server": {"x": True}}
+    encoded = {role: canonical_json(pod) for role, pod in pods.items()}
+    assert content_hash_encoded(encoded) == content_hash(pods)
