@@ -30,6 +30,7 @@ from inferfleet.scaling.types import (
     ScalingState,
     TierContext,
     TierRecommendation,
+    TierState,
 )
 
 PolicyFunction = Callable[[ScalingContext, ScalingState | None], tuple[Recommendation, ScalingState]]
@@ -106,6 +107,32 @@ def static_peak(
     return _finish(ctx, state, results, "static-peak")
 
 
+def _stabilized(
+    tier: TierContext,
+    config: PolicyConfig,
+    tier_state: TierState,
+    *,
+    now_s: float,
+    current: int,
+    proposal: int,
+    why: str,
+    window_s: float,
+    target_name: str,
+) -> TierRecommendation:
+    """Scale up at once; scale down only to the highest proposal of the last `window_s`."""
+    proposal = _bounded(tier, config, proposal)
+    stabilized = push_window(tier_state.recent_targets, now_s, proposal, window_s, keep_max=True)
+    new = proposal if proposal >= current else min(current, stabilized)
+    return TierRecommendation(
+        name=tier.name,
+        replicas=new,
+        current=current,
+        signal=SIGNAL_REACTIVE if new != current else SIGNAL_HOLD,
+        reason=why,
+        targets={target_name: proposal},
+    )
+
+
 def reactive_util(
     ctx: ScalingContext, state: ScalingState | None = None
 ) -> tuple[Recommendation, ScalingState]:
@@ -128,19 +155,17 @@ def reactive_util(
             else:
                 proposal = math.ceil(signals.running / (slots * HPA_TARGET_UTILIZATION) - 1e-9)
                 why = f"utilization {utilization:.0%} vs target 70%"
-        proposal = _bounded(tier, config, proposal)
-        stabilized = push_window(
-            tier_state.recent_targets, ctx.now_s, proposal, HPA_SCALE_DOWN_STABILIZATION_S, keep_max=True
-        )
-        new = proposal if proposal >= current else min(current, stabilized)
         results.append(
-            TierRecommendation(
-                name=tier.name,
-                replicas=new,
+            _stabilized(
+                tier,
+                config,
+                tier_state,
+                now_s=ctx.now_s,
                 current=current,
-                signal=SIGNAL_REACTIVE if new != current else SIGNAL_HOLD,
-                reason=why,
-                targets={"utilization": proposal},
+                proposal=proposal,
+                why=why,
+                window_s=HPA_SCALE_DOWN_STABILIZATION_S,
+                target_name="utilization",
             )
         )
     return _finish(ctx, state, results, "reactive-util")
@@ -159,19 +184,17 @@ def queue_only(ctx: ScalingContext, state: ScalingState | None = None) -> tuple[
         else:
             proposal = math.ceil(waiting / config.queue_depth_per_replica - 1e-9)
             why = f"{waiting:.0f} waiting / {config.queue_depth_per_replica:g}"
-        proposal = _bounded(tier, config, proposal)
-        stabilized = push_window(
-            tier_state.recent_targets, ctx.now_s, proposal, KEDA_COOLDOWN_S, keep_max=True
-        )
-        new = proposal if proposal >= current else min(current, stabilized)
         results.append(
-            TierRecommendation(
-                name=tier.name,
-                replicas=new,
+            _stabilized(
+                tier,
+                config,
+                tier_state,
+                now_s=ctx.now_s,
                 current=current,
-                signal=SIGNAL_REACTIVE if new != current else SIGNAL_HOLD,
-                reason=why,
-                targets={"queue": proposal},
+                proposal=proposal,
+                why=why,
+                window_s=KEDA_COOLDOWN_S,
+                target_name="queue",
             )
         )
     return _finish(ctx, state, results, "queue-only")
