@@ -15,11 +15,11 @@ writes its own.
 from __future__ import annotations
 
 import logging
-import threading
 
 from inferfleet.autoscaler.runner import Autoscaler, LoopReport
 from inferfleet.cluster import ApiError
 from inferfleet.controller.leader import Gate
+from inferfleet.controller.periodic import PeriodicThread
 
 logger = logging.getLogger(__name__)
 
@@ -31,8 +31,7 @@ class AutoscalerLoop:
         self.autoscaler = autoscaler
         self.tick_s = tick_s
         self.is_leader = is_leader
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._thread = PeriodicThread("inferfleet-autoscaler", tick_s, self.tick)
 
     def tick(self, now_s: float | None = None) -> LoopReport | None:
         """One tick; None when standby or when the API server could not be read."""
@@ -54,19 +53,12 @@ class AutoscalerLoop:
             logger.info("autoscaler scaled %d tier(s)", report.scaled)
         return report
 
-    def _loop(self) -> None:
-        while not self._stop.wait(self.tick_s):
-            self.tick()
+    @property
+    def running(self) -> bool:
+        return self._thread.running
 
     def start(self) -> None:
-        if self._thread is not None:
-            return
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._loop, name="inferfleet-autoscaler", daemon=True)
         self._thread.start()
 
     def stop(self, timeout_s: float = 10.0) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout_s)
-            self._thread = None
+        self._thread.stop(timeout_s)

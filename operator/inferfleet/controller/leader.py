@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from inferfleet.cluster import ApiError, Cluster, Conflict, access
+from inferfleet.controller.periodic import PeriodicThread
 from inferfleet.reconcile.objects import ObjectRef
 
 logger = logging.getLogger(__name__)
@@ -90,8 +91,9 @@ class LeaderElector:
         # The Lease version we last saw someone else hold, and when we first saw it.
         self._observed: tuple[Any, ...] | None = None
         self._observed_at_s = 0.0
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._thread = PeriodicThread(
+            "inferfleet-leader", config.retry_period_s, self.try_acquire_or_renew, run_first=True
+        )
 
     # --- the decision loops ask this --------------------------------------------------
 
@@ -186,25 +188,16 @@ class LeaderElector:
 
     # --- the background thread ---------------------------------------------------------
 
-    def _loop(self) -> None:
-        while True:
-            self.try_acquire_or_renew()
-            if self._stop.wait(self.config.retry_period_s):
-                return
+    @property
+    def running(self) -> bool:
+        return self._thread.running
 
     def start(self) -> None:
-        if self._thread is not None:
-            return
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._loop, name="inferfleet-leader", daemon=True)
         self._thread.start()
 
     def stop(self, timeout_s: float = 10.0) -> None:
         """Stop renewing and release the Lease; idempotent."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout_s)
-            self._thread = None
+        self._thread.stop(timeout_s)
         self.release()
 
 

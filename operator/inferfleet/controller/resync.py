@@ -22,7 +22,6 @@ Each pass is counted and timed in the operator's metrics (`passes.run_pass`).
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -30,6 +29,7 @@ from inferfleet.api import labels
 from inferfleet.cluster import TransientApiError
 from inferfleet.controller.leader import Gate
 from inferfleet.controller.passes import run_pass
+from inferfleet.controller.periodic import PeriodicThread
 from inferfleet.controller.reconciler import Reconciler
 from inferfleet.controller.watched import Watched
 from inferfleet.metrics.operator_metrics import OperatorMetrics
@@ -66,8 +66,8 @@ class Resync:
         self.interval_s = interval_s
         self.is_leader = is_leader
         self.metrics = metrics
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        # The first pass waits one interval: kopf's resume handlers cover startup.
+        self._thread = PeriodicThread("inferfleet-resync", interval_s, self._pass)
 
     @property
     def namespaces(self) -> tuple[str, ...]:
@@ -90,7 +90,7 @@ class Resync:
             return PassSummary(reconciled=0, failed=1)
         reconciled = failed = 0
         for namespace, name in targets:
-            if self._stop.is_set():
+            if self._thread.stopping.is_set():
                 break
             try:
                 run_pass(self.reconciler, namespace, name, self.metrics)
@@ -104,20 +104,16 @@ class Resync:
                 reconciled += 1
         return PassSummary(reconciled=reconciled, failed=failed)
 
-    def _loop(self) -> None:
-        # The first pass waits one interval: kopf's resume handlers cover startup.
-        while not self._stop.wait(self.interval_s):
-            summary = self.run_once()
-            logger.debug("resync: %d reconciled, %d failed", summary.reconciled, summary.failed)
+    def _pass(self) -> None:
+        summary = self.run_once()
+        logger.debug("resync: %d reconciled, %d failed", summary.reconciled, summary.failed)
+
+    @property
+    def running(self) -> bool:
+        return self._thread.running
 
     def start(self) -> None:
-        if self._thread is not None:
-            return
-        self._thread = threading.Thread(target=self._loop, name="inferfleet-resync", daemon=True)
         self._thread.start()
 
     def stop(self, timeout_s: float = 10.0) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout_s)
-            self._thread = None
+        self._thread.stop(timeout_s)

@@ -162,6 +162,6 @@ def test_startup_starts_one_gated_loop_and_cleanup_stops_it_and_releases(
         assert memo["autoscaler_loop"] is loop
     finally:
         handlers.stop_autoscaler(memo=memo)
-    assert loop._thread is None and not elector.is_leader()
+    assert not loop.running and not elector.is_leader()
     stored = cluster.get(elector.ref)
     assert stored is not None and stored["spec"]["holderIdentity"] == ""

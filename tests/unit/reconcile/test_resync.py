@@ -123,8 +123,7 @@ def test_startup_starts_one_resync_loop_and_cleanup_stops_it() -> None:
         assert memo["resync"] is loop
     finally:
         handlers.stop_resync(memo=memo)
-    assert loop._thread is None
-
+    assert not loop.running
 
 
 def test_a_standby_replica_resyncs_nothing() -> None:
