@@ -39,6 +39,8 @@ def review(body: Mapping[str, Any], planner: Planner) -> Verdict:
         return Verdict(f"no tier can serve {service.spec.model.name}: {words}")
     return Verdict(
         None,
-        tuple(f"tier {tier.name} is infeasible and will not be deployed: {tier.infeasible_reason}"
-              for tier in infeasible),
+        tuple(
+            f"tier {tier.name} is infeasible and will not be deployed: {tier.infeasible_reason}"
+            for tier in infeasible
+        ),
     )
