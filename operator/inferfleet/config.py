@@ -54,6 +54,9 @@ class OperatorSettings(BaseModel):
     scale_up_stabilization_s: int = Field(default=0, ge=0, le=86_400)
     scale_down_stabilization_s: int = Field(default=300, ge=0, le=86_400)
     scale_down_max_replicas_per_step: int = Field(default=1, ge=1, le=10_000)
+    # A quarter of the fleet per step (or one replica, whichever is more): a big fleet
+    # sheds a spent peak in minutes, a small one still one replica at a time.
+    scale_down_max_percent_per_step: int = Field(default=25, ge=1, le=100)
     scale_up_cooldown_s: int = Field(default=0, ge=0, le=86_400)
     scale_down_cooldown_s: int = Field(default=120, ge=0, le=86_400)
     headroom: float = Field(default=0.2, ge=0, le=5, description="Capacity above forecast demand.")
@@ -80,9 +83,7 @@ class OperatorSettings(BaseModel):
         default=10001,
         ge=10000,
         le=2**31 - 1,
-        description=(
-            "UID (and GID, fsGroup) vLLM pods run as; >= 10000 so it never matches a host account."
-        ),
+        description=("UID (and GID, fsGroup) vLLM pods run as; >= 10000 so it never matches a host account."),
     )
     vllm_run_as_root: bool = Field(
         default=False,

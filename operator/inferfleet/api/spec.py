@@ -374,6 +374,15 @@ class ScaleBehavior(ApiModel):
     stabilization_seconds: int | None = Field(default=None, ge=0, le=86_400)
     cooldown_seconds: int | None = Field(default=None, ge=0, le=86_400)
     max_replicas_per_step: int | None = Field(default=None, ge=1, le=10_000)
+    max_percent_per_step: int | None = Field(
+        default=None,
+        ge=1,
+        le=100,
+        description=(
+            "A step may also change this percentage of the current replicas when that is "
+            "more than maxReplicasPerStep (HPA's Percent policy beside its Pods policy)."
+        ),
+    )
 
 
 class PrewarmWindow(ApiModel):

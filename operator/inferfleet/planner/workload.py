@@ -18,6 +18,12 @@ TARGET_CONCURRENCY = {"chat": 64, "code": 64, "rag": 32, "agentic": 32, "batch":
 MAX_NUM_SEQS = {"chat": 64, "code": 64, "rag": 48, "agentic": 48, "batch": 256}
 
 
+def mean_tokens(p50: float, p95: float) -> float:
+    """Mean length from declared percentiles. Token-length distributions are
+    right-skewed: the mean sits above the median."""
+    return (2 * p50 + p95) / 3
+
+
 @dataclass(frozen=True, slots=True)
 class Workload:
     archetype: str
@@ -46,12 +52,11 @@ class Workload:
 
     @property
     def mean_input_tokens(self) -> float:
-        # Token-length distributions are right-skewed: the mean sits above the median.
-        return (2 * self.input_p50 + self.input_p95) / 3
+        return mean_tokens(self.input_p50, self.input_p95)
 
     @property
     def mean_output_tokens(self) -> float:
-        return (2 * self.output_p50 + self.output_p95) / 3
+        return mean_tokens(self.output_p50, self.output_p95)
 
 
 def tier_share(spec: InferenceServiceSpec, tier: TierSpec) -> float:

@@ -14,7 +14,7 @@ from inferfleet.scaling.baselines import (
     reactive_util,
     static_peak,
 )
-from inferfleet.scaling.config import figures_from_plan, resolve_policy
+from inferfleet.scaling.config import figures_from_plan, mean_input_tokens, resolve_policy
 from inferfleet.scaling.forecast import Forecast, ForecastConfig, forecast
 from inferfleet.scaling.placement import Placement, TierSlot, place
 from inferfleet.scaling.policy import decide
@@ -65,6 +65,7 @@ __all__ = [
     "decide",
     "figures_from_plan",
     "forecast",
+    "mean_input_tokens",
     "place",
     "policy_function",
     "queue_only",

@@ -11,14 +11,19 @@ from inferfleet.api.plan import TierPlan
 from inferfleet.api.spec import InferenceServiceSpec, TierSpec
 from inferfleet.api.spec import ScaleBehavior as SpecBehavior
 from inferfleet.config import OperatorSettings
+from inferfleet.planner.workload import mean_tokens
 from inferfleet.scaling.types import PolicyConfig, PrewarmRule, ScaleBehavior, TierFigures, TierPolicy
 
 
 def _behavior(
-    spec: SpecBehavior | None, stabilization_s: float, cooldown_s: float, max_step: int | None
+    spec: SpecBehavior | None,
+    stabilization_s: float,
+    cooldown_s: float,
+    max_step: int | None,
+    max_percent: float | None = None,
 ) -> ScaleBehavior:
     if spec is None:
-        return ScaleBehavior(float(stabilization_s), float(cooldown_s), max_step)
+        return ScaleBehavior(float(stabilization_s), float(cooldown_s), max_step, max_percent)
     return ScaleBehavior(
         stabilization_s=float(
             spec.stabilization_seconds if spec.stabilization_seconds is not None else stabilization_s
@@ -26,6 +31,9 @@ def _behavior(
         cooldown_s=float(spec.cooldown_seconds if spec.cooldown_seconds is not None else cooldown_s),
         max_replicas_per_step=(
             spec.max_replicas_per_step if spec.max_replicas_per_step is not None else max_step
+        ),
+        max_percent_per_step=(
+            float(spec.max_percent_per_step) if spec.max_percent_per_step is not None else max_percent
         ),
     )
 
@@ -103,13 +111,21 @@ def resolve_policy(settings: OperatorSettings, spec: InferenceServiceSpec) -> Po
             settings.scale_down_stabilization_s,
             settings.scale_down_cooldown_s,
             settings.scale_down_max_replicas_per_step,
+            float(settings.scale_down_max_percent_per_step),
         ),
         prewarm=prewarm,
     )
 
 
-def figures_from_plan(tier_plan: TierPlan) -> TierFigures:
+def mean_input_tokens(spec: InferenceServiceSpec) -> float:
+    """The declared mean prompt length, as the planner estimates it."""
+    tokens = spec.workload.input_tokens
+    return mean_tokens(tokens.p50, tokens.p95)
+
+
+def figures_from_plan(tier_plan: TierPlan, mean_input_tokens: float | None = None) -> TierFigures:
     """The handful of plan figures the policy and the simulator use."""
+    performance = tier_plan.performance
     slots = tier_plan.concurrency_at_p95 if tier_plan.concurrency_at_p95 > 0 else tier_plan.max_concurrency
     if tier_plan.max_num_seqs > 0:
         slots = min(slots, float(tier_plan.max_num_seqs))
@@ -122,4 +138,8 @@ def figures_from_plan(tier_plan: TierPlan) -> TierFigures:
         replicas_for_peak=int(tier_plan.replicas_for_peak),
         cost_per_million_tokens_usd=tier_plan.cost_per_million_tokens_usd,
         feasible=bool(tier_plan.feasible) and tier_plan.usable_rps > 0,
+        decode_step_base_ms=performance.decode_step_base_ms if performance else 0.0,
+        decode_step_per_seq_ms=performance.decode_step_per_seq_ms if performance else 0.0,
+        prefill_tokens_per_s=performance.prefill_tokens_per_second if performance else 0.0,
+        mean_input_tokens=mean_input_tokens,
     )

@@ -42,12 +42,14 @@ from inferfleet.scaling.types import (
     ScalingContext,
     ScalingState,
     TierContext,
+    TierFigures,
     TierPolicy,
     TierRecommendation,
     TierState,
 )
 
 UNBOUNDED_REPLICAS = 10_000
+_FORECAST_MIN_POINTS = ForecastConfig().min_points
 # The queue a new replica's capacity should drain, in seconds of its throughput:
 # requests already waiting are late; clearing them within two minutes of the new
 # replicas' arrival keeps the tail short without sizing the fleet for the backlog.
@@ -66,22 +68,31 @@ FAIL_RETRY_S = 1800.0
 # The base load (for on-demand vs spot placement) is the trough of the last hour.
 BASE_WINDOW_MIN = 60
 # Learned capacity: the plan's usable RPS is a roofline estimate for the declared
-# workload; the fleet's own latency says how far off it is for the traffic it gets.
-# While a tier runs near its estimate with TTFT p99 under half the target the factor
-# creeps up (this rate per minute); a breach under load cuts it at once.
-CAPACITY_GROWTH_PER_MIN = 0.03
+# workload; what the fleet measures says how far off it is for the traffic it gets.
+# Little's law gives the measurement: a request holds a slot for busy slots / arrival
+# rate seconds. The plan's roofline carries that hold time from the load it was seen
+# at to a full replica (decode steps slow as the batch grows and as prefill takes a
+# larger share of the GPU), which gives the requests/s that fill a replica to its
+# target batch; prefill itself is kept under CAPACITY_PREFILL_TARGET. The correction
+# factor follows that estimate slowly up and quickly down; a breach under load cuts
+# it at once.
+# Square-root staffing (Halfin-Whitt): c slots at c - beta*sqrt(c) busy keep the
+# chance that an arrival finds them all busy small whatever c is, so big batches run
+# fuller than small ones.
+CAPACITY_SLOT_BETA = 1.0
+CAPACITY_SLOT_TARGET_MIN = 0.5
+CAPACITY_PREFILL_TARGET = 0.8
+MAX_PREFILL_SHARE = 0.9  # decode always keeps some of the GPU (chunked prefill)
+CAPACITY_RISE_S = 600.0
+CAPACITY_FALL_S = 120.0
+CAPACITY_MIN_BATCH = 1.0  # busy slots per replica for a hold time to mean anything
+CAPACITY_AVG_S = 180.0  # averaging window of busy slots and arrivals: one scrape is noise
 CAPACITY_CUT = 0.9
-CAPACITY_MIN = 0.8
-CAPACITY_MAX = 2.0
-CAPACITY_HEALTHY_TTFT = 0.5
+CAPACITY_MIN = 0.5
+CAPACITY_MAX = 4.0
 CAPACITY_EVIDENCE_LOAD = 0.7
-# TTFT stays flat until the batch slots fill and then jumps (queueing), so low latency
-# alone does not show room to spare: the factor only grows while the Ready replicas'
-# busy slots are at most this share of their concurrency, and slots this full while
-# carrying no more than the estimate count as a breach (the estimate is too high).
-CAPACITY_SLOT_ROOM = 0.5
+# Slots this full while carrying no more than the estimate count as a breach.
 CAPACITY_SLOT_FULL = 0.8
-CAPACITY_SLOT_AVG_S = 180.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,13 +156,50 @@ def _track_readiness(state: TierState, current: int, ready: int | None, lead_s: 
     return False
 
 
+def _average(previous: float | None, sample: float, weight: float) -> float:
+    return sample if previous is None else previous + weight * (sample - previous)
+
+
+def _measured_capacity_rps(state: TierState, figures: TierFigures, ready: int) -> float | None:
+    """Requests/s one replica takes at its target batch, from Little's law and the
+    roofline; None while there is too little load to measure a hold time."""
+    running, rate = state.running_avg, state.rate_avg
+    if running is None or rate is None or rate <= 0.0 or running / ready < CAPACITY_MIN_BATCH:
+        return None
+    slots = figures.max_concurrency
+    batch_target = max(1.0, slots * CAPACITY_SLOT_TARGET_MIN, slots - CAPACITY_SLOT_BETA * math.sqrt(slots))
+    batch_now = running / ready
+    hold_s = running / rate
+    step_now_ms = figures.decode_step_base_ms + figures.decode_step_per_seq_ms * batch_now
+    step_target_ms = figures.decode_step_base_ms + figures.decode_step_per_seq_ms * batch_target
+    if step_now_ms > 0.0:
+        hold_s *= step_target_ms / step_now_ms
+    # Prefill seconds per request on one replica: observed prompt sizes when there are,
+    # the declared mean until then.
+    prefill_s = 0.0
+    if figures.prefill_tokens_per_s > 0.0:
+        if state.prompt_tokens_avg is not None:
+            prefill_s = state.prompt_tokens_avg / rate / figures.prefill_tokens_per_s
+        elif figures.mean_input_tokens:
+            prefill_s = figures.mean_input_tokens / figures.prefill_tokens_per_s
+    if prefill_s <= 0.0:
+        return batch_target / hold_s
+    # hold(x) = base / (1 - x*prefill_s), base being the hold free of prefill's share;
+    # x * hold(x) = batch_target solves to the expression below.
+    share_now = min(MAX_PREFILL_SHARE, rate / ready * prefill_s)
+    base_hold_s = hold_s * (1.0 - share_now)
+    capacity = batch_target / (base_hold_s + batch_target * prefill_s)
+    return min(capacity, CAPACITY_PREFILL_TARGET / prefill_s)
+
+
 def _learn_capacity(
     state: TierState, tier: TierContext, ready: int | None, config: PolicyConfig, dt_s: float
 ) -> float:
-    """Update and return the tier's capacity factor from what its latency shows."""
+    """Update and return the tier's capacity factor from what its load and latency show."""
     factor = state.capacity_factor
     signals = tier.signals
-    usable = tier.figures.usable_rps
+    figures = tier.figures
+    usable = figures.usable_rps
     if (
         ready is None
         or ready <= 0
@@ -160,20 +208,22 @@ def _learn_capacity(
         or signals.waiting is None
     ):
         return factor
+    weight = min(1.0, dt_s / CAPACITY_AVG_S)
+    state.rate_avg = _average(state.rate_avg, signals.request_rate_rps, weight)
+    if signals.prompt_tokens_rps is not None:
+        state.prompt_tokens_avg = _average(state.prompt_tokens_avg, signals.prompt_tokens_rps, weight)
+    if signals.running is not None and figures.max_concurrency > 0:
+        state.running_avg = _average(state.running_avg, signals.running, weight)
+        sample = signals.running / (ready * figures.max_concurrency)
+        state.slot_use_avg = _average(state.slot_use_avg, sample, weight)
     load = signals.request_rate_rps / ready / (usable * factor)
     p99 = signals.ttft_p99_ms
     slo_s = config.ttft_target_ms / 1000.0
     allowance = max(1.0, min(config.queue_depth_per_replica, slo_s * usable * factor))
-    slot_use = state.slot_use_avg
-    if signals.running is not None and tier.figures.max_concurrency > 0:
-        sample = signals.running / (ready * tier.figures.max_concurrency)
-        weight = min(1.0, dt_s / CAPACITY_SLOT_AVG_S) if slot_use is not None else 1.0
-        slot_use = sample if slot_use is None else slot_use + weight * (sample - slot_use)
-        state.slot_use_avg = slot_use
     breach = (
         (p99 is not None and p99 > config.ttft_target_ms)
         or signals.waiting > allowance * ready
-        or (slot_use is not None and slot_use >= CAPACITY_SLOT_FULL)
+        or (state.slot_use_avg is not None and state.slot_use_avg >= CAPACITY_SLOT_FULL)
     )
     state.breach_streak = state.breach_streak + 1 if breach else 0
     if state.breach_streak >= 2 and CAPACITY_EVIDENCE_LOAD <= load <= 1.0:
@@ -182,13 +232,12 @@ def _learn_capacity(
         # reactive path acts and the estimate stays.)
         factor = max(CAPACITY_MIN, factor * CAPACITY_CUT)
         state.breach_streak = 0
-    elif (
-        not breach
-        and load >= CAPACITY_EVIDENCE_LOAD
-        and (p99 is None or p99 <= CAPACITY_HEALTHY_TTFT * config.ttft_target_ms)
-        and (slot_use is None or slot_use <= CAPACITY_SLOT_ROOM)
-    ):
-        factor = min(CAPACITY_MAX, factor * (1.0 + CAPACITY_GROWTH_PER_MIN * min(dt_s, 300.0) / 60.0))
+    elif not breach:
+        measured = _measured_capacity_rps(state, figures, ready)
+        if measured is not None:
+            goal = min(CAPACITY_MAX, max(CAPACITY_MIN, measured / usable))
+            pace_s = CAPACITY_RISE_S if goal > factor else CAPACITY_FALL_S
+            factor += (goal - factor) * min(1.0, dt_s / pace_s)
     state.capacity_factor = factor
     return factor
 
@@ -247,30 +296,33 @@ def _reactive(tier: _TierInputs, config: PolicyConfig) -> tuple[int, str]:
     why = ""
     waiting = signals.waiting
     excess = waiting - allowance * ready
+    arrivals = signals.request_rate_rps
+    if arrivals is None:
+        # Without an arrival rate, assume the Ready replicas run at their usable rate.
+        arrivals = ready * usable
     if waiting > 0 and excess > 0:
-        arrivals = signals.request_rate_rps
-        if arrivals is None:
-            # Without an arrival rate, assume the Ready replicas run at their usable rate.
-            arrivals = ready * usable
-        needed = (arrivals * (1.0 + config.headroom) + excess / BACKLOG_DRAIN_S) / usable
-        target = max(ready + 1, math.ceil(needed - 1e-9))
-        # Computed from Ready replicas, so ticks during a cold start ask for the same
-        # thing instead of compounding; bounded like HPA's default scale-up policy
-        # (double or add four per period) so one burst cannot ask for an absurd fleet.
-        target = min(target, max(2 * ready, ready + REACTIVE_MAX_ADD))
-        why = f"queue {waiting:.0f} > {allowance * ready:.0f} allowed"
+        # Replicas asked for now serve one lead time from now: size them for the backlog
+        # still left then. A burst the Ready replicas drain on their own before that
+        # (they carry more than arrives) needs no new replica, only patience.
+        backlog = max(0.0, excess + (arrivals - ready * usable) * tier.ctx.figures.cold_start_s)
+        needed = (arrivals * (1.0 + config.headroom) + backlog / BACKLOG_DRAIN_S) / usable
+        if needed > ready:
+            target = max(ready + 1, math.ceil(needed - 1e-9))
+            # Computed from Ready replicas, so ticks during a cold start ask for the same
+            # thing instead of compounding; bounded like HPA's default scale-up policy
+            # (double or add four per period) so one burst cannot ask for an absurd fleet.
+            target = min(target, max(2 * ready, ready + REACTIVE_MAX_ADD))
+            why = f"queue {waiting:.0f} > {allowance * ready:.0f} allowed"
     p99 = signals.ttft_p99_ms
-    if p99 is not None and p99 > config.ttft_target_ms and ready > 0:
-        rate = signals.request_rate_rps
-        loaded = waiting > allowance * ready or (
-            rate is not None and rate >= TTFT_LOAD_EVIDENCE * usable * ready
-        )
-        if loaded:
-            ratio = min(TTFT_MAX_STEP_RATIO, p99 / config.ttft_target_ms)
-            ttft_target = max(ready + 1, math.ceil(ready * ratio - 1e-9))
-            if ttft_target > target:
-                target = ttft_target
-                why = f"TTFT p99 {p99:.0f} ms > {config.ttft_target_ms:.0f} ms"
+    # Only when the queue rule has nothing to say: a backlog is sized above from its
+    # size. The p99 covers the last window, so it still shows a burst the fleet has
+    # already absorbed: only a queue now, with arrivals near what the Ready replicas
+    # carry, says more replicas would still help.
+    loaded = ready > 0 and waiting > 0 and arrivals >= TTFT_LOAD_EVIDENCE * usable * ready
+    if target == 0 and loaded and p99 is not None and p99 > config.ttft_target_ms:
+        ratio = min(TTFT_MAX_STEP_RATIO, p99 / config.ttft_target_ms)
+        target = max(ready + 1, math.ceil(ready * ratio - 1e-9))
+        why = f"TTFT p99 {p99:.0f} ms > {config.ttft_target_ms:.0f} ms"
     return target, why
 
 
@@ -311,7 +363,8 @@ def _pace(
             and now_s - state.last_scale_up_s < up.cooldown_s
         ):
             return current, "scale-up cooldown"
-        new = target if up.max_replicas_per_step is None else min(target, current + up.max_replicas_per_step)
+        step = up.step_limit(current)
+        new = target if step is None else min(target, current + step)
         return new, ""
     if down_target >= current:
         return current, "stabilizing" if target < current else ""
@@ -322,7 +375,7 @@ def _pace(
     for last in (state.last_scale_down_s, state.last_scale_up_s):
         if last is not None and now_s - last < down.cooldown_s:
             return current, "scale-down cooldown"
-    step = down.max_replicas_per_step
+    step = down.step_limit(current)
     new = down_target if step is None else max(down_target, current - step)
     return new, ""
 
@@ -378,6 +431,12 @@ def decide(ctx: ScalingContext, state: ScalingState | None = None) -> tuple[Reco
             # last-minute rate on top would chase sub-minute bursts that are over long
             # before a replica could start (the reactive path owns those).
             demand = fc.rate_rps
+    # No forecast because the history is missing or has holes: hold what runs. A history
+    # too short for one (a new service) is not a gap: the current rate and the observed
+    # stabilization window are all anyone could know.
+    history_gap = config.predictive_enabled and (
+        history is None or (fc is not None and fc.rate_rps is None and len(history) >= _FORECAST_MIN_POINTS)
+    )
     base_rps = demand or 0.0
     if history:
         recent = _finite_tail(history, BASE_WINDOW_MIN)
@@ -443,8 +502,8 @@ def decide(ctx: ScalingContext, state: ScalingState | None = None) -> tuple[Reco
             raw = max(raw, t.current)
         queue_empty = t.ctx.signals.waiting is not None and t.ctx.signals.waiting <= 0
         may_down = queue_empty and not t.missing
-        if config.predictive_enabled and (fc is None or fc.rate_rps is None) and not t.failing:
-            may_down = False  # no forecast (history gap): do not shrink on partial knowledge
+        if history_gap and not t.failing:
+            may_down = False  # do not shrink on partial knowledge
         new, note = _pace(
             tier_state,
             current=t.current,

@@ -41,6 +41,17 @@ class ScaleBehavior:
     stabilization_s: float
     cooldown_s: float
     max_replicas_per_step: int | None  # None: unlimited
+    # Like HPA's Percent policy beside its Pods policy: a step may remove this share of
+    # the current replicas when that is more than max_replicas_per_step. None: no share.
+    max_percent_per_step: float | None = None
+
+    def step_limit(self, current: int) -> int | None:
+        """Most replicas one step may change from `current`; None: unlimited."""
+        if self.max_replicas_per_step is None:
+            return None
+        if self.max_percent_per_step is None:
+            return self.max_replicas_per_step
+        return max(self.max_replicas_per_step, math.ceil(current * self.max_percent_per_step / 100.0 - 1e-9))
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,7 +93,7 @@ class PolicyConfig:
     cold_start_margin_s: float = 60.0
     allow_scale_to_zero: bool = False
     scale_up: ScaleBehavior = ScaleBehavior(0.0, 0.0, None)
-    scale_down: ScaleBehavior = ScaleBehavior(300.0, 120.0, 1)
+    scale_down: ScaleBehavior = ScaleBehavior(300.0, 120.0, 1, 25.0)
     prewarm: tuple[PrewarmRule, ...] = ()
     # Only the static-peak baseline reads this: the peak request rate it provisions for.
     static_peak_rps: float | None = None
@@ -109,6 +120,14 @@ class TierFigures:
     replicas_for_peak: int | None = None
     cost_per_million_tokens_usd: float | None = None
     feasible: bool = True
+    # The plan's roofline: decode step time grows with the batch and prefill takes GPU
+    # time from decode, so a hold time measured at one load is rescaled to another
+    # (0 when the plan has no performance data).
+    decode_step_base_ms: float = 0.0
+    decode_step_per_seq_ms: float = 0.0
+    prefill_tokens_per_s: float = 0.0
+    # The declared mean prompt, used until prompt tokens are observed; None: unknown.
+    mean_input_tokens: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +140,9 @@ class TierSignals:
     running: float | None = None  # requests in flight (vllm:num_requests_running, summed)
     ttft_p99_ms: float | None = None  # over the last window; None also when no request finished
     request_rate_rps: float | None = None  # arrivals into this tier over the last minute
+    # Prompt tokens prefilled per second (rate of vllm:prompt_tokens_total), summed over
+    # the tier: with the plan's prefill throughput, how busy prefill keeps the replicas.
+    prompt_tokens_rps: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,6 +200,11 @@ class TierState:
     # Busy slots / (Ready replicas x concurrency), averaged over a few minutes: one
     # scrape of running requests is too noisy to tell room from saturation.
     slot_use_avg: float | None = None
+    # Busy slots and arrivals of the whole tier, averaged the same way: their ratio is
+    # how long a request holds a slot (Little's law), the basis of the learned capacity.
+    running_avg: float | None = None
+    rate_avg: float | None = None
+    prompt_tokens_avg: float | None = None  # prompt tokens/s into the tier, averaged
 
     def copy(self) -> TierState:
         return TierState(
@@ -193,6 +220,9 @@ class TierState:
             capacity_factor=self.capacity_factor,
             breach_streak=self.breach_streak,
             slot_use_avg=self.slot_use_avg,
+            running_avg=self.running_avg,
+            rate_avg=self.rate_avg,
+            prompt_tokens_avg=self.prompt_tokens_avg,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -205,6 +235,10 @@ class TierState:
             ("pendingSinceS", self.pending_since_s),
             ("failingUntilS", self.failing_until_s),
             ("lastWaiting", self.last_waiting),
+            ("slotUseAvg", self.slot_use_avg),
+            ("runningAvg", self.running_avg),
+            ("rateAvg", self.rate_avg),
+            ("promptTokensAvg", self.prompt_tokens_avg),
         ):
             if value is not None:
                 data[key] = value
@@ -214,8 +248,6 @@ class TierState:
             data["capacityFactor"] = self.capacity_factor
         if self.breach_streak:
             data["breachStreak"] = self.breach_streak
-        if self.slot_use_avg is not None:
-            data["slotUseAvg"] = self.slot_use_avg
         return data
 
     @classmethod
@@ -238,6 +270,9 @@ class TierState:
             capacity_factor=float(data.get("capacityFactor", 1.0)),
             breach_streak=int(data.get("breachStreak", 0)),
             slot_use_avg=opt_float("slotUseAvg"),
+            running_avg=opt_float("runningAvg"),
+            rate_avg=opt_float("rateAvg"),
+            prompt_tokens_avg=opt_float("promptTokensAvg"),
         )
 
 

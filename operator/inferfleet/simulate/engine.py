@@ -316,6 +316,8 @@ def simulate(trace: Trace, config: SimConfig, policy: PolicyFunction, policy_nam
     hist_window: list[deque[list[int]]] = [deque(maxlen=window_ticks) for _ in tiers]
     arrivals_now = [0] * n_tiers
     arrivals_window: list[deque[int]] = [deque(maxlen=rate_ticks) for _ in tiers]
+    prompt_now = [0] * n_tiers
+    prompt_window: list[deque[int]] = [deque(maxlen=rate_ticks) for _ in tiers]
     waiting: list[deque[int]] = [deque() for _ in tiers]
     ttft = array("d", [math.inf]) * n
     itl_ok = 0
@@ -457,6 +459,7 @@ def simulate(trace: Trace, config: SimConfig, policy: PolicyFunction, policy_nam
                 if k >= n_tiers:
                     k = n_tiers - 1
             arrivals_now[k] += 1
+            prompt_now[k] += inputs[i]
             queue = waiting[k]
             # FIFO: behind anyone already waiting, else start now if a slot frees in time.
             if queue or not commit(i, k, horizon):
@@ -472,6 +475,8 @@ def simulate(trace: Trace, config: SimConfig, policy: PolicyFunction, policy_nam
             hist_now[k] = [0] * n_buckets
             arrivals_window[k].append(arrivals_now[k])
             arrivals_now[k] = 0
+            prompt_window[k].append(prompt_now[k])
+            prompt_now[k] = 0
             merged = [sum(column) for column in zip(*hist_window[k], strict=True)]
             p99 = histogram_quantile(0.99, merged, bounds)
             window_s = len(arrivals_window[k]) * period
@@ -486,6 +491,7 @@ def simulate(trace: Trace, config: SimConfig, policy: PolicyFunction, policy_nam
                         running=float(running),
                         ttft_p99_ms=None if p99 is None else p99 * 1000.0,
                         request_rate_rps=sum(arrivals_window[k]) / window_s,
+                        prompt_tokens_rps=sum(prompt_window[k]) / window_s,
                     ),
                 )
             )

@@ -8,7 +8,7 @@ import math
 from inferfleet.api.plan import Plan, TierPlan
 from inferfleet.api.spec import InferenceServiceSpec
 from inferfleet.config import OperatorSettings
-from inferfleet.scaling import PolicyConfig, figures_from_plan, resolve_policy
+from inferfleet.scaling import PolicyConfig, figures_from_plan, mean_input_tokens, resolve_policy
 from inferfleet.simulate.engine import ServingModel, SimConfig, SimTier
 
 
@@ -16,11 +16,13 @@ class SetupError(ValueError):
     """The spec and plan cannot be simulated (no feasible tier, no performance figures)."""
 
 
-def sim_tier(tier_plan: TierPlan, cost_per_gpu_hour: float | None) -> SimTier:
+def sim_tier(
+    tier_plan: TierPlan, cost_per_gpu_hour: float | None, mean_input_tokens: float | None = None
+) -> SimTier:
     performance = tier_plan.performance
     if performance is None:
         raise SetupError(f"tier {tier_plan.name}: the plan has no performance figures to simulate with")
-    figures = figures_from_plan(tier_plan)
+    figures = figures_from_plan(tier_plan, mean_input_tokens)
     return SimTier(
         figures=figures,
         serving=ServingModel(
@@ -45,7 +47,7 @@ def build_config(
     """Feasible tiers of the plan, the resolved policy, and the spec's SLOs."""
     costs = {tier.name: tier.cost_per_gpu_hour for tier in spec.tiers}
     tiers = tuple(
-        sim_tier(tier_plan, costs.get(tier_plan.name))
+        sim_tier(tier_plan, costs.get(tier_plan.name), mean_input_tokens(spec))
         for tier_plan in plan.tiers
         if tier_plan.feasible and tier_plan.usable_rps > 0
     )

@@ -27,7 +27,8 @@ def steady(cluster: InMemoryCluster, reader: ScriptedReader, count: int = 1) -> 
     for index in range(count):
         name = f"svc-{index}"
         tk.install(cluster, tk.service_body(name, NS), replicas={"l4": 2})
-        reader.set(NS, name, "l4", waiting=0.0, running=2.0, request_rate_rps=2.0, ready_replicas=2)
+        # No busy-slot reading: the capacity estimate stays at the plan's, so nothing drifts.
+        reader.set(NS, name, "l4", waiting=0.0, running=None, request_rate_rps=2.0, ready_replicas=2)
 
 
 def test_one_read_per_tick_for_all_objects(

@@ -68,12 +68,15 @@ def signals(
     rate: float = 0.0,
     ttft_ms: float | None = 1500.0,
     ready: int | None = None,
+    hold_s: float | None = None,
 ) -> TierSignals:
+    # Busy slots only when a test gives the hold time (Little's law: running = rate x
+    # hold); without them the capacity estimate has nothing to learn from.
     return TierSignals(
         ready_replicas=replicas if ready is None else ready,
         desired_replicas=replicas,
         waiting=waiting,
-        running=rate * 5.0,
+        running=None if hold_s is None else rate * hold_s,
         ttft_p99_ms=ttft_ms,
         request_rate_rps=rate,
     )
@@ -170,12 +173,16 @@ def test_queue_breach_scales_up_at_once_with_step_following_the_breach() -> None
 
 def test_ttft_breach_under_load_scales_up_in_proportion() -> None:
     policy = config()
-    rec, _ = decide(ctx(T0, policy, signals(4, rate=7.0, ttft_ms=3000.0), flat(7.0)), None)
+    # A few requests wait (fewer than the queue rule's allowance) and TTFT breaches.
+    rec, _ = decide(ctx(T0, policy, signals(4, rate=7.0, waiting=3.0, ttft_ms=3000.0), flat(7.0)), None)
     assert rec.replicas["h100"] == 6  # ceil(4 x 3000/2000)
     assert pick(rec, "h100").signal == SIGNAL_REACTIVE
     # The same breach on an idle fleet (one long prompt) does not scale.
-    idle, _ = decide(ctx(T0, policy, signals(4, rate=0.5, ttft_ms=3000.0), flat(0.5)), None)
+    idle, _ = decide(ctx(T0, policy, signals(4, rate=0.5, waiting=3.0, ttft_ms=3000.0), flat(0.5)), None)
     assert idle.replicas["h100"] == 4
+    # Nor does a p99 that still remembers a burst the fleet has absorbed: nothing waits.
+    absorbed, _ = decide(ctx(T0, policy, signals(4, rate=7.0, ttft_ms=3000.0), flat(7.0)), None)
+    assert absorbed.replicas["h100"] == 4
 
 
 def test_reactive_target_does_not_compound_during_a_cold_start() -> None:
@@ -205,7 +212,8 @@ def test_missing_history_blocks_scale_down_but_not_scale_up() -> None:
     for tick in range(40):
         rec, state = decide(ctx(T0 + tick * PERIOD, policy, signals(7, rate=1.0), None), state)
         assert rec.replicas["h100"] == 7
-    up, _ = decide(ctx(T0, policy, signals(2, rate=1.0, waiting=50.0), None), None)
+    # Arrivals above what the two Ready replicas carry (2 req/s each): the queue grows.
+    up, _ = decide(ctx(T0, policy, signals(2, rate=5.0, waiting=50.0), None), None)
     assert up.replicas["h100"] > 2
 
 
@@ -316,39 +324,134 @@ def test_a_tier_that_never_becomes_ready_is_skipped() -> None:
     assert pick(rec, "a100").signal == SIGNAL_HOLD
 
 
-def test_capacity_factor_learns_from_latency_within_bounds() -> None:
+def test_capacity_factor_follows_littles_law_within_bounds() -> None:
     policy = config()
     state = None
-    # Ten replicas carry 20 req/s (the plan's figure) with TTFT far below target:
-    # the factor creeps up, so fewer replicas are asked for the same demand.
-    for tick in range(120):
-        _, state = decide(
-            ctx(T0 + tick * PERIOD, policy, signals(10, rate=20.0, ttft_ms=200.0), flat(20.0)), state
-        )
+    # Ten replicas carry 20 req/s (the plan's 2 per replica), each request holding a
+    # slot for 6.6 s: 13.2 of 32 slots busy. At the target batch (32 - sqrt(32) = 26.3
+    # slots) a replica would take 26.3 / 6.6 = 4 req/s, twice the plan: the factor
+    # rises towards 2 (slowly: a 10-minute time constant) and no further.
+    for tick in range(40):
+        busy = signals(10, rate=20.0, hold_s=6.6)
+        _, state = decide(ctx(T0 + tick * PERIOD, policy, busy, flat(20.0)), state)
     assert state is not None
+    early = state.tiers["h100"].capacity_factor
+    assert 1.3 < early < 1.8
+    for tick in range(40, 240):
+        rec, state = decide(
+            ctx(T0 + tick * PERIOD, policy, signals(10, rate=20.0, hold_s=6.6), flat(20.0)), state
+        )
     grown = state.tiers["h100"].capacity_factor
-    assert 1.2 < grown <= 1.5
+    assert grown == pytest.approx(26.34 / 6.6 / 2.0, rel=0.03)
+    assert rec.replicas["h100"] < 10  # the same demand needs fewer replicas
     # A sustained breach at that load cuts it back at once.
-    for tick in range(120, 123):
+    for tick in range(240, 243):
         _rec, state = decide(
-            ctx(T0 + tick * PERIOD, policy, signals(10, rate=26.0, ttft_ms=2600.0), flat(20.0)), state
+            ctx(T0 + tick * PERIOD, policy, signals(10, rate=30.0, hold_s=6.6, ttft_ms=2600.0), flat(20.0)),
+            state,
         )
     assert state.tiers["h100"].capacity_factor < grown
 
 
-def test_capacity_factor_does_not_grow_while_slots_are_busy() -> None:
-    # Low TTFT but the batch slots are mostly full: latency is flat until the knee,
-    # so this is no evidence of spare capacity and the factor must not creep up.
+def test_capacity_estimate_slows_decode_with_the_batch_and_prefill_share() -> None:
+    # The same measurement on a tier whose plan says decode steps slow as the batch
+    # grows, and whose prompts keep prefill busy, claims less capacity.
+    def learned(tier_figures: TierFigures, prompt_tokens_rps: float | None) -> float:
+        policy = config()
+        state = None
+        for tick in range(240):
+            sig = TierSignals(
+                ready_replicas=10, desired_replicas=10, waiting=0.0, running=20.0 * 6.6,
+                ttft_p99_ms=500.0, request_rate_rps=20.0, prompt_tokens_rps=prompt_tokens_rps,
+            )  # fmt: skip
+            context = ScalingContext(
+                now_s=T0 + tick * PERIOD,
+                policy=policy,
+                tiers=(TierContext(tier_figures, sig),),
+                rate_history_rps=flat(20.0),
+            )
+            _, state = decide(context, state)
+        assert state is not None
+        return state.tiers["h100"].capacity_factor
+
+    plain = learned(figures(), None)
+    roofline = TierFigures(
+        name="h100", usable_rps=2.0, cold_start_s=120.0, max_concurrency=32,
+        decode_step_base_ms=20.0, decode_step_per_seq_ms=1.0, prefill_tokens_per_s=10_000.0,
+    )  # fmt: skip
+    batch_slowed = learned(roofline, 0.0)
+    # Step at 26.3 vs 13.2 running: (20 + 26.3) / (20 + 13.2) = 1.39 times longer.
+    assert batch_slowed == pytest.approx(plain / 1.395, rel=0.03)
+    # 2000-token prompts at 10k tokens/s: 0.2 s of prefill per request, so prefill
+    # takes 0.4 of the GPU now; without it the hold would be 6.6 x 1.395 x 0.6 = 5.52 s.
+    # x * hold(x) = 26.3 with hold(x) = 5.52 / (1 - 0.2 x) gives x = 26.3 / (5.52 + 5.27).
+    prefill_slowed = learned(roofline, 20.0 * 2000)
+    assert prefill_slowed == pytest.approx(26.34 / (5.524 + 26.34 * 0.2) / 2.0, rel=0.03)
+    # Prefill alone is held under 80 % busy: with 8000-token prompts (0.8 s each) a
+    # replica takes at most 0.8 / 0.8 = 1 req/s, half the plan's figure.
+    assert learned(roofline, 20.0 * 8000) == pytest.approx(0.5, rel=0.03)
+
+
+def test_capacity_factor_stays_near_the_plan_while_slots_are_busy() -> None:
+    # Low TTFT but three quarters of the slots busy: latency is flat until the knee, so
+    # low latency is no evidence of spare capacity; Little's law says how little there is.
     policy = config()
     state = None
-    for tick in range(120):
+    for tick in range(240):
         busy = TierSignals(
             ready_replicas=10, desired_replicas=10, waiting=0.0, running=0.75 * 10 * 32,
             ttft_p99_ms=200.0, request_rate_rps=20.0,
         )  # fmt: skip
         _, state = decide(ctx(T0 + tick * PERIOD, policy, busy, flat(20.0)), state)
     assert state is not None
-    assert state.tiers["h100"].capacity_factor <= 1.0
+    # hold = 240 / 20 = 12 s; 26.3 slots / 12 s = 2.2 req/s against the plan's 2.
+    assert state.tiers["h100"].capacity_factor == pytest.approx(26.34 / 12.0 / 2.0, rel=0.03)
     # and the averaged slot use survives a restart through status
     restored = ScalingState.from_dict(json.loads(json.dumps(state.to_dict())))
     assert restored.tiers["h100"].slot_use_avg == pytest.approx(state.tiers["h100"].slot_use_avg)
+
+
+def test_a_backlog_the_ready_replicas_drain_before_a_cold_start_adds_nothing() -> None:
+    policy = config()
+    # 40 waiting on 4 replicas (16 allowed) but they carry 8 req/s against 3 arriving:
+    # the excess is gone in 5 s, long before a new replica's 120 s cold start.
+    drains, _ = decide(ctx(T0, policy, signals(4, rate=3.0, waiting=40.0), flat(3.0)), None)
+    assert drains.replicas["h100"] == 4
+    # Arrivals above what they carry: the backlog is still there (and growing) when a
+    # new replica is Ready, so the step is sized for the arrivals plus that backlog.
+    grows, _ = decide(ctx(T0, policy, signals(4, rate=10.0, waiting=40.0), flat(10.0)), None)
+    # backlog at +120 s = 24 + (10 - 8) x 120 = 264; (10 + 264/120) / 2 = 6.1 -> 7
+    assert grows.replicas["h100"] == 7
+    assert pick(grows, "h100").signal == SIGNAL_REACTIVE
+
+
+def test_scale_down_steps_may_take_a_share_of_the_fleet() -> None:
+    # HPA-style: one replica or a quarter of the fleet per step, whichever is more.
+    policy = config(down=ScaleBehavior(60.0, 0.0, 1, 25.0))
+    state = None
+    replicas = 20
+    sizes = []
+    for tick in range(40):
+        rec, state = decide(ctx(T0 + tick * PERIOD, policy, signals(replicas, rate=4.0), flat(4.0)), state)
+        if rec.replicas["h100"] != replicas:
+            sizes.append(replicas - rec.replicas["h100"])
+        replicas = rec.replicas["h100"]
+    assert replicas == 2  # 4 req/s / 2 per replica
+    assert sizes[:3] == [5, 4, 3]  # ceil(20/4), ceil(15/4), ceil(11/4)
+
+
+def test_a_new_service_scales_down_once_the_window_is_observed() -> None:
+    # Five minutes of history is too little for a forecast, but it is no gap: after a
+    # whole stabilization window at a low rate the fleet shrinks.
+    policy = config(down=ScaleBehavior(120.0, 0.0, 5))
+    state = None
+    replicas = 8
+    seen = []
+    for tick in range(20):
+        history = flat(2.0, minutes=tick // 4)
+        rec, state = decide(ctx(T0 + tick * PERIOD, policy, signals(replicas, rate=2.0), history), state)
+        replicas = rec.replicas["h100"]
+        seen.append(replicas)
+    assert seen[:8] == [8] * 8  # the first 120 s: the window is not yet observed
+    assert seen[8] == 3  # then one step of at most five
+    assert replicas == 2  # and on to the warm minimum
