@@ -29,6 +29,7 @@ from inferfleet.scaling import (
     TierSignals,
     decide,
     figures_from_plan,
+    mean_input_tokens,
     resolve_policy,
 )
 
@@ -51,7 +52,19 @@ REASON_MAX_CHARS = 1024
 STATUS_HEARTBEAT_S = 300.0
 # Per-tier state fields that move on every decision without changing what the policy
 # will do next: comparing them would make every decision a status write.
-_VOLATILE_TIER_STATE = frozenset({"lastWaiting"})
+# Measurements and the slowly drifting capacity factor move a little every decision;
+# the heartbeat write keeps them fresh enough for a restart.
+_VOLATILE_TIER_STATE = frozenset(
+    {
+        "lastWaiting",
+        "slotUseAvg",
+        "runningAvg",
+        "rateAvg",
+        "promptTokensAvg",
+        "capacityFactor",
+        "breachStreak",
+    }
+)
 
 EventType = Literal["Normal", "Warning"]
 
@@ -232,6 +245,7 @@ def _scaling_signals(workload: Workload, observed: ObservedSignals | None) -> Ti
         running=observed.running,
         ttft_p99_ms=observed.ttft_p99_ms,
         request_rate_rps=observed.request_rate_rps,
+        prompt_tokens_rps=observed.prompt_tokens_rps,
     )
 
 
@@ -336,7 +350,8 @@ def step(
         if observation.unavailable is None and no_data and workload.ready > 0:
             missing_tiers.append(tier.name)
         signals = _scaling_signals(workload, observed)
-        tiers.append(TierContext(figures=figures_from_plan(plan), signals=signals))
+        figures = figures_from_plan(plan, mean_input_tokens(service.spec))
+        tiers.append(TierContext(figures=figures, signals=signals))
     if not tiers:
         return StepResult(due=False, policy=policy)
 

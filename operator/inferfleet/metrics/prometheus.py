@@ -157,8 +157,8 @@ class SignalReader:
             else None
         )
         self.backoff = backoff or Backoff()
-        # The six instant queries are independent; running them side by side makes the
-        # loop's latency that of the slowest query rather than their sum.
+        # The instant queries (one per Signal) are independent; running them side by side
+        # makes the loop's latency that of the slowest query rather than their sum.
         self._pool = ThreadPoolExecutor(max_workers=len(Signal), thread_name_prefix="promql")
 
     def close(self) -> None:

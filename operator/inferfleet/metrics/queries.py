@@ -44,6 +44,7 @@ class Signal(enum.StrEnum):
     kv_cache_usage = "kvCacheUsage"
     ttft_p99 = "ttftP99"
     request_rate = "requestRate"
+    prompt_tokens_rate = "promptTokensRate"
     ready_replicas = "readyReplicas"
 
 
@@ -70,6 +71,8 @@ class MetricNames:
     # Finished requests of every finished_reason: at steady state it equals the arrival
     # rate, and vLLM has exposed it under this name in every release we support.
     requests_finished: tuple[str, ...] = ("vllm:request_success_total",)
+    # Prompt tokens prefilled (a counter; prometheus_client appends `_total`).
+    prompt_tokens: tuple[str, ...] = ("vllm:prompt_tokens_total",)
 
 
 @dataclass(frozen=True)
@@ -150,6 +153,8 @@ def signal_queries(config: QueryConfig) -> dict[Signal, str]:
         Signal.kv_cache_usage: gauge_avg(names.kv_cache_usage, config.max_sample_age_s),
         Signal.ttft_p99: histogram_quantile(names.ttft_bucket, config.ttft_quantile, config.rate_window_s),
         Signal.request_rate: counter_rate(names.requests_finished, config.rate_window_s),
+        # Summed over the tier's replicas: the prefill load the tier carries.
+        Signal.prompt_tokens_rate: counter_rate(names.prompt_tokens, config.rate_window_s),
         Signal.ready_replicas: replicas_reporting(names.running, config.max_sample_age_s),
     }
 

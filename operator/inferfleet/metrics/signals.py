@@ -21,6 +21,8 @@ class TierSignals:
     kv_cache_usage: float | None = None
     request_rate_rps: float | None = None
     ready_replicas: int | None = None
+    # Prompt tokens prefilled per second, summed over the tier's replicas.
+    prompt_tokens_rps: float | None = None
 
     @property
     def has_load_data(self) -> bool:
@@ -97,6 +99,7 @@ def assemble(
     for key in sorted(keys):
         ready = _number(value(Signal.ready_replicas, key))
         rate = _number(value(Signal.request_rate, key))
+        prompt_tokens = _number(value(Signal.prompt_tokens_rate, key))
         tiers[key] = TierSignals(
             waiting=_number(value(Signal.waiting, key)),
             running=_number(value(Signal.running, key)),
@@ -105,6 +108,7 @@ def assemble(
             # rate() can dip a hair below zero after a counter reset is extrapolated.
             request_rate_rps=None if rate is None else max(rate, 0.0),
             ready_replicas=None if ready is None else round(ready),
+            prompt_tokens_rps=None if prompt_tokens is None else max(prompt_tokens, 0.0),
         )
     return SignalSnapshot(
         time_s=time_s,
@@ -134,6 +138,7 @@ def to_document(snapshot: SignalSnapshot) -> dict[str, Any]:
                 "ttftP99Ms": _round(signals.ttft_p99_ms, 1),
                 "kvCacheUsage": _round(signals.kv_cache_usage, 4),
                 "requestRateRps": _round(signals.request_rate_rps, 4),
+                "promptTokensRps": _round(signals.prompt_tokens_rps, 1),
                 "readyReplicas": signals.ready_replicas,
             }
         )

@@ -2,8 +2,9 @@
 
 `VllmEmulator` serves the metric names, types and histogram buckets vLLM serves, for
 any number of emulated pods, each driven by the caller (queue depth, running batch,
-KV usage, request rate, TTFT). Counters grow continuously with the configured rate, so
-`rate()` over any window returns that rate without the caller ticking a clock.
+KV usage, request rate, prompt length, TTFT). Counters grow continuously with the
+configured rate, so `rate()` over any window returns that rate without the caller
+ticking a clock.
 
 `PrometheusServer` runs the real `prometheus` binary on a free loopback port with a
 generated config and a temporary storage directory.
@@ -68,8 +69,10 @@ class EmulatedPod:
     """One vLLM replica's /metrics, as a PodMonitor would scrape it.
 
     `ttft_mix` lists (TTFT seconds, share of requests); requests finish and report
-    their TTFT at `rps`. `name_style="underscore"` exposes `vllm_…` names (the escaped
-    form), `legacy_kv=True` the pre-0.9.2 `gpu_cache_usage_perc` name.
+    their TTFT at `rps`. Each request brings `prompt_tokens` prompt tokens, so the
+    `vllm:prompt_tokens_total` counter grows at `rps x prompt_tokens`.
+    `name_style="underscore"` exposes `vllm_…` names (the escaped form),
+    `legacy_kv=True` the pre-0.9.2 `gpu_cache_usage_perc` name.
     """
 
     name: str
@@ -84,7 +87,9 @@ class EmulatedPod:
     kv_cache_usage: float = 0.0
     up: bool = True
     ttft_mix: tuple[tuple[float, float], ...] = ((0.05, 1.0),)
+    prompt_tokens: float = 512.0
     _finished: _Flow = field(default_factory=_Flow)
+    _prompt: _Flow = field(default_factory=_Flow)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     # Histogram observations banked when the TTFT mix or the rate last changed.
     _banked_buckets: list[float] = field(default_factory=lambda: [0.0] * (len(TTFT_BUCKETS_S) + 1))
@@ -108,9 +113,11 @@ class EmulatedPod:
         kv_cache_usage: float | None = None,
         rps: float | None = None,
         ttft_mix: Sequence[tuple[float, float]] | None = None,
+        prompt_tokens: float | None = None,
         up: bool | None = None,
     ) -> None:
         with self._lock:
+            new_rps = self._finished.rate_per_s if rps is None else rps
             if waiting is not None:
                 self.waiting = waiting
             if running is not None:
@@ -124,7 +131,12 @@ class EmulatedPod:
                 self._bank(now_s)
                 if ttft_mix is not None:
                     self.ttft_mix = tuple(ttft_mix)
-                self._finished.set_rate(self._finished.rate_per_s if rps is None else rps, now_s)
+                self._finished.set_rate(new_rps, now_s)
+            if prompt_tokens is not None or rps is not None:
+                # Tokens already prefilled stay counted; the new rate applies from now on.
+                if prompt_tokens is not None:
+                    self.prompt_tokens = prompt_tokens
+                self._prompt.set_rate(new_rps * self.prompt_tokens, now_s)
 
     def _bank(self, now_s: float) -> None:
         buckets, sum_s, count = self._since_bank(now_s)
@@ -155,6 +167,7 @@ class EmulatedPod:
             sum_s = self._banked_sum_s + fresh_sum_s
             count = self._banked_count + fresh_count
             finished = self._finished.total + fresh_count
+            prompt_tokens = self._prompt.value(now_s)
             waiting, running, kv = self.waiting, self.running, self.kv_cache_usage
         labels = {"model_name": self.model_name, "engine": "0", **(extra_labels or {})}
 
@@ -173,6 +186,8 @@ class EmulatedPod:
             series(kv_name, kv),
             f"# TYPE {self._name('vllm:request_success_total')} counter",
             series("vllm:request_success_total", float(finished), {"finished_reason": "stop"}),
+            f"# TYPE {self._name('vllm:prompt_tokens_total')} counter",
+            series("vllm:prompt_tokens_total", float(prompt_tokens)),
             f"# TYPE {self._name('vllm:time_to_first_token_seconds')} histogram",
         ]
         cumulative = 0.0
@@ -202,6 +217,7 @@ class VllmEmulator:
 
     def add_pod(self, pod: EmulatedPod) -> EmulatedPod:
         pod._finished.since_s = self.clock()
+        pod._prompt.since_s = pod._finished.since_s
         self.pods[pod.name] = pod
         return pod
 

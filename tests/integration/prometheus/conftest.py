@@ -47,8 +47,13 @@ def _signal_load(emulator: VllmEmulator) -> None:
     # the (1.0, 2.5] bucket: 1.0 + 1.5 * (0.99 - 0.9) / 0.1 = 2.35 s.
     mix = [(0.05, 0.9), (1.5, 0.1)]
     pods = emulator.pods
-    pods["chat-h100-0"].set(now_s=now, waiting=3, running=5, kv_cache_usage=0.5, rps=4, ttft_mix=mix)
-    pods["chat-h100-1"].set(now_s=now, waiting=2, running=1, kv_cache_usage=0.7, rps=2, ttft_mix=mix)
+    # Prompt tokens: 4 req/s x 1000 + 2 req/s x 500 = 5000 tokens/s over the two H100 pods.
+    pods["chat-h100-0"].set(
+        now_s=now, waiting=3, running=5, kv_cache_usage=0.5, rps=4, ttft_mix=mix, prompt_tokens=1000
+    )
+    pods["chat-h100-1"].set(
+        now_s=now, waiting=2, running=1, kv_cache_usage=0.7, rps=2, ttft_mix=mix, prompt_tokens=500
+    )
     pods["chat-l4-0"].set(now_s=now, waiting=0, running=0, kv_cache_usage=0.1, rps=0)
     pods["batch-a100-0"].set(now_s=now, waiting=1, running=2, kv_cache_usage=0.2, rps=1)
     pods["batch-a100-1"].set(now_s=now, waiting=1, running=2, kv_cache_usage=0.2, rps=1)

@@ -51,6 +51,16 @@ def test_ttft_p99_and_request_rate(reader: SignalReader) -> None:
     assert l4.request_rate_rps == 0.0
 
 
+def test_prompt_tokens_rate_sums_both_name_forms(reader: SignalReader) -> None:
+    snapshot = reader.read(time.time())
+    # chat-h100-0 (`vllm:`) 4 req/s x 1000 tokens + chat-h100-1 (`vllm_`) 2 req/s x 500 tokens.
+    assert tier_of(snapshot, "chat", "h100").prompt_tokens_rps == pytest.approx(5000.0, rel=0.05)
+    # The default prompt length (512 tokens) at 1 req/s on each A100 pod.
+    assert tier_of(snapshot, "batch", "a100").prompt_tokens_rps == pytest.approx(1024.0, rel=0.05)
+    # An idle tier prefills nothing: a measured zero, not a missing value.
+    assert tier_of(snapshot, "chat", "l4").prompt_tokens_rps == 0.0
+
+
 def test_one_query_per_signal_whatever_the_number_of_services(reader: SignalReader) -> None:
     snapshot = reader.read(time.time())
     services = {(key.namespace, key.service) for key in snapshot.tiers}
@@ -125,9 +135,11 @@ def test_cli_json_document(prometheus: PrometheusServer) -> None:
         "ttftP99Ms",
         "kvCacheUsage",
         "requestRateRps",
+        "promptTokensRps",
         "readyReplicas",
     }
     assert (h100["waiting"], h100["running"], h100["readyReplicas"]) == (5.0, 6.0, 2)
+    assert h100["promptTokensRps"] == pytest.approx(5000.0, rel=0.05)
     assert h100["ttftP99Ms"] == pytest.approx(2350.0, rel=0.02)
     assert tiers["l4"]["ttftP99Ms"] is None
 

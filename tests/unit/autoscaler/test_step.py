@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from inferfleet.api import TierPlan, labels, parse
+from inferfleet.autoscaler import step as step_module
 from inferfleet.autoscaler import testkit as tk
 from inferfleet.autoscaler.step import (
     ConditionUpdate,
@@ -21,6 +24,7 @@ from inferfleet.autoscaler.step import (
 )
 from inferfleet.config import OperatorSettings
 from inferfleet.metrics.signals import TierSignals
+from inferfleet.scaling import Recommendation, ScalingContext, ScalingState, decide
 
 T0 = 1_800_000_000.0
 
@@ -61,6 +65,38 @@ def test_decision_carries_the_signals() -> None:
     assert decision["ttftP99Ms"] == 800.0
     assert decision["time"] == "2027-01-15T08:00:00Z"
     assert result.status["ttftP99Ms"] == 800.0
+
+
+def _contexts(monkeypatch: pytest.MonkeyPatch) -> list[ScalingContext]:
+    """Record every context step() hands to decide(), still deciding for real."""
+    seen: list[ScalingContext] = []
+
+    def recording(ctx: ScalingContext, state: ScalingState | None) -> tuple[Recommendation, ScalingState]:
+        seen.append(ctx)
+        return decide(ctx, state)
+
+    monkeypatch.setattr(step_module, "decide", recording)
+    return seen
+
+
+def test_prompt_tokens_rate_reaches_decide(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen = _contexts(monkeypatch)
+    observed = TierSignals(
+        waiting=0.0, running=4.0, request_rate_rps=2.0, prompt_tokens_rps=3072.0, ready_replicas=2
+    )
+    step(service_input(2, 2), Observation({"l4": observed}), OperatorSettings(), T0)
+    [ctx] = seen
+    [tier] = ctx.tiers
+    assert tier.signals.prompt_tokens_rps == 3072.0
+    assert tier.signals.request_rate_rps == 2.0
+
+
+def test_prompt_tokens_rate_unobserved_reaches_decide_as_none(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen = _contexts(monkeypatch)
+    observed = TierSignals(waiting=0.0, running=4.0, request_rate_rps=2.0, ready_replicas=2)
+    step(service_input(2, 2), Observation({"l4": observed}), OperatorSettings(), T0)
+    step(service_input(2, 2), Observation({}), OperatorSettings(), T0 + 60)
+    assert [ctx.tiers[0].signals.prompt_tokens_rps for ctx in seen] == [None, None]
 
 
 def test_is_due() -> None:
@@ -105,12 +141,26 @@ def test_pure_modules_import_no_io_libraries() -> None:
 
 def _written(time_s: float, *, replicas: int = 2, targets: list[list[float]] | None = None) -> dict[str, Any]:
     return {
-        "lastScalingDecision": {"time": rfc3339(time_s), "replicas": {"l4": replicas}, "signal": "reactive",
-                                "reason": "queue 0.0 waiting", "applied": True},
-        "autoscalerState": {"version": 1, "lastDecisionS": time_s,
-                            "tiers": {"l4": {"recentTargets": targets or [[time_s, 2]], "lastWaiting": 0.0}}},
-        "conditions": [{"type": "Scaling", "status": "False", "reason": "Stable",
-                        "message": "every tier has its replicas ready"}],
+        "lastScalingDecision": {
+            "time": rfc3339(time_s),
+            "replicas": {"l4": replicas},
+            "signal": "reactive",
+            "reason": "queue 0.0 waiting",
+            "applied": True,
+        },
+        "autoscalerState": {
+            "version": 1,
+            "lastDecisionS": time_s,
+            "tiers": {"l4": {"recentTargets": targets or [[time_s, 2]], "lastWaiting": 0.0}},
+        },
+        "conditions": [
+            {
+                "type": "Scaling",
+                "status": "False",
+                "reason": "Stable",
+                "message": "every tier has its replicas ready",
+            }
+        ],
     }
 
 
@@ -119,8 +169,9 @@ def _result(time_s: float, **kwargs: Any) -> StepResult:
     status["lastScalingDecision"]["reason"] = "queue 0.4 waiting"  # measurements move
     status["autoscalerState"]["tiers"]["l4"]["lastWaiting"] = 0.4
     conditions = (ConditionUpdate("Scaling", "False", "Stable", "every tier has its replicas ready"),)
-    return StepResult(due=True, status={k: v for k, v in status.items() if k != "conditions"},
-                      conditions=conditions)
+    return StepResult(
+        due=True, status={k: v for k, v in status.items() if k != "conditions"}, conditions=conditions
+    )
 
 
 def test_only_changes_and_the_heartbeat_are_written() -> None:
@@ -134,15 +185,21 @@ def test_only_changes_and_the_heartbeat_are_written() -> None:
     stale_clock = _result(T0 - 60)
     assert should_write(written, stale_clock, T0 - 60)  # the clock went back: write
     changed = _result(T0 + 15)
-    changed = StepResult(due=True, status=changed.status,
-                         conditions=(ConditionUpdate("Scaling", "True", "WaitingForReplicas", "l4: 1/2"),))
+    changed = StepResult(
+        due=True,
+        status=changed.status,
+        conditions=(ConditionUpdate("Scaling", "True", "WaitingForReplicas", "l4: 1/2"),),
+    )
     assert should_write(written, changed, T0 + 15)
     assert not should_write(written, StepResult(due=False), T0 + 600)
 
 
 def test_material_state_ignores_what_moves_every_decision() -> None:
     one = _written(T0)["autoscalerState"]
-    two = {**one, "lastDecisionS": T0 + 15,
-           "tiers": {"l4": {"recentTargets": [[T0 + 15, 2]], "lastWaiting": 3.0}}}
+    two = {
+        **one,
+        "lastDecisionS": T0 + 15,
+        "tiers": {"l4": {"recentTargets": [[T0 + 15, 2]], "lastWaiting": 3.0}},
+    }
     assert material_state(one) == material_state(two)
     assert material_state(None) is None

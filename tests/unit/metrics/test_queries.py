@@ -67,6 +67,16 @@ def test_rate_and_history_use_the_finished_requests_counter() -> None:
     assert history.startswith("sum by (inferfleet_namespace, inferfleet_service) (")
 
 
+def test_prompt_tokens_rate_reads_both_name_forms_of_the_counter() -> None:
+    assert MetricNames().prompt_tokens == ("vllm:prompt_tokens_total",)
+    built = signal_queries(QueryConfig(rate_window_s=90))
+    query = built[Signal.prompt_tokens_rate]
+    assert 'vllm:prompt_tokens_total|vllm_prompt_tokens_total"' in query
+    assert query == f"sum {BY_CLAUSE}) (rate({selector('vllm:prompt_tokens_total')}[90s]))"
+    # Batched with the others: one more query per loop, whatever the number of services.
+    assert len(built) == len(Signal) == 7
+
+
 def test_parentheses_balance() -> None:
     for query in [*signal_queries(QueryConfig()).values(), queries.history_query(QueryConfig())]:
         depth = 0

@@ -53,6 +53,26 @@ def test_constant_query_count_and_history_fetched_once_per_step() -> None:
     reader.close()
 
 
+class PromptTokensClient(FakeClient):
+    """Answers the prompt-token query for the H100 tier only; every other query as FakeClient."""
+
+    def instant(self, query: str, time_s: float) -> list[Any]:
+        if query != signal_queries(QueryConfig())[Signal.prompt_tokens_rate]:
+            return super().instant(query, time_s)
+        self.queries_made += 1
+        return [{"metric": LABELS, "value": [time_s, "4096.5"]}]
+
+
+def test_prompt_tokens_rate_is_read_in_the_same_batch_and_parsed_to_the_tier() -> None:
+    client = PromptTokensClient()
+    reader = SignalReader(client, QueryConfig())
+    snapshot = reader.read(1000.0)
+    assert snapshot.queries == len(Signal) == 7
+    tier = snapshot.tier("ns", "svc", "h100")
+    assert tier is not None and tier.prompt_tokens_rps == 4096.5
+    reader.close()
+
+
 def test_partial_failure_reports_failed_signal_only() -> None:
     client = FakeClient()
     reader = SignalReader(client, QueryConfig())

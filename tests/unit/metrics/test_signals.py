@@ -39,6 +39,36 @@ def test_join_on_tier_key_with_missing_signals_as_none() -> None:
     assert not snapshot.unavailable
 
 
+def test_prompt_tokens_rate_maps_to_its_tier_and_missing_is_none() -> None:
+    snapshot = assemble(
+        100.0,
+        {
+            Signal.waiting: vector({H100: 1.0, L4: 0.0}),
+            Signal.running: vector({H100: 2.0, L4: 0.0}),
+            Signal.prompt_tokens_rate: vector({H100: 5120.0}),
+        },
+    )
+    assert snapshot.tiers[H100].prompt_tokens_rps == 5120.0
+    # No series for the L4 tier: unknown, not zero.
+    assert snapshot.tiers[L4].prompt_tokens_rps is None
+
+
+def test_prompt_tokens_rate_nan_is_none_and_negative_is_clamped() -> None:
+    snapshot = assemble(0.0, {Signal.prompt_tokens_rate: vector({H100: None, L4: -1e-6})})
+    assert snapshot.tiers[H100].prompt_tokens_rps is None
+    assert snapshot.tiers[L4].prompt_tokens_rps == 0.0
+
+
+def test_prompt_tokens_rate_failed_query_is_none() -> None:
+    snapshot = assemble(
+        0.0,
+        {Signal.waiting: vector({H100: 1.0})},
+        failed={Signal.prompt_tokens_rate: "timeout"},
+    )
+    assert snapshot.tiers[H100].prompt_tokens_rps is None
+    assert not snapshot.unavailable
+
+
 def test_infinite_ttft_reads_as_largest_bucket() -> None:
     snapshot = assemble(0.0, {Signal.ttft_p99: vector({H100: float("inf")})})
     assert snapshot.tiers[H100].ttft_p99_s == TTFT_BUCKETS_S[-1]
@@ -70,7 +100,9 @@ def test_document_shape_is_the_cli_contract() -> None:
         "ttftP99Ms",
         "kvCacheUsage",
         "requestRateRps",
+        "promptTokensRps",
         "readyReplicas",
     }
     assert tiers[0]["ttftP99Ms"] == 123.5
+    assert tiers[0]["promptTokensRps"] is None
     assert tiers[1]["running"] is None
