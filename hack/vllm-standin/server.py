@@ -46,6 +46,17 @@ class State:
         self.lock = threading.Lock()
         self.requests = 0
         self.running = 0
+        self.prompt_tokens = 0
+
+
+def prompt_tokens(request: dict[str, Any]) -> int:
+    """A rough token count of a request's prompt (words; at least one, as for a BOS)."""
+    prompt = request.get("prompt")
+    parts = list(prompt) if isinstance(prompt, list) else [prompt]
+    for message in request.get("messages") or []:
+        if isinstance(message, dict):
+            parts.append(message.get("content"))
+    return max(1, sum(len(part.split()) for part in parts if isinstance(part, str)))
 
 
 def handler_for(state: State) -> type[BaseHTTPRequestHandler]:
@@ -76,9 +87,11 @@ def handler_for(state: State) -> type[BaseHTTPRequestHandler]:
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             request = json.loads(self.rfile.read(length) or b"{}")
+            tokens = prompt_tokens(request)
             with state.lock:
                 state.requests += 1
                 state.running += 1
+                state.prompt_tokens += tokens
             try:
                 time.sleep(0.01)
                 if self.path == "/v1/completions":
@@ -97,7 +110,7 @@ def handler_for(state: State) -> type[BaseHTTPRequestHandler]:
                     "created": int(time.time()),
                     "model": request.get("model", state.model),
                     "choices": [choice],
-                    "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+                    "usage": {"prompt_tokens": tokens, "completion_tokens": 1, "total_tokens": tokens + 1},
                 }
                 self.reply(200, json.dumps(body))
             finally:
@@ -110,7 +123,7 @@ def handler_for(state: State) -> type[BaseHTTPRequestHandler]:
 def metrics(state: State) -> str:
     label = f'model_name="{state.model}"'
     with state.lock:
-        requests, running = state.requests, state.running
+        requests, running, tokens = state.requests, state.running, state.prompt_tokens
     return "\n".join(
         [
             f"vllm:num_requests_running{{{label}}} {running}",
@@ -118,6 +131,7 @@ def metrics(state: State) -> str:
             f"vllm:gpu_cache_usage_perc{{{label}}} 0.0",
             f"vllm:kv_cache_usage_perc{{{label}}} 0.0",
             f'vllm:request_success_total{{{label},finished_reason="stop"}} {requests}',
+            f"vllm:prompt_tokens_total{{{label}}} {tokens}",
             f'vllm:time_to_first_token_seconds_bucket{{{label},le="0.1"}} {requests}',
             f'vllm:time_to_first_token_seconds_bucket{{{label},le="+Inf"}} {requests}',
             f"vllm:time_to_first_token_seconds_count{{{label}}} {requests}",

@@ -55,13 +55,20 @@ def test_serves_openai_endpoints_and_vllm_metrics() -> None:
             assert response.status == 200
         with urllib.request.urlopen(f"{base}/v1/models", timeout=5) as response:
             assert json.load(response)["data"][0]["id"] == "m"
-        request = urllib.request.Request(f"{base}/v1/chat/completions", data=b'{"model": "m"}', method="POST")
+        chat = {"model": "m", "messages": [{"role": "user", "content": "four words of prompt"}]}
+        request = urllib.request.Request(
+            f"{base}/v1/chat/completions", data=json.dumps(chat).encode(), method="POST"
+        )
         with urllib.request.urlopen(request, timeout=5) as response:
-            assert json.load(response)["choices"][0]["message"]["role"] == "assistant"
+            reply = json.load(response)
+        assert reply["choices"][0]["message"]["role"] == "assistant"
+        assert reply["usage"]["prompt_tokens"] == 4
         with urllib.request.urlopen(f"{base}/metrics", timeout=5) as response:
             text = response.read().decode()
         assert 'vllm:num_requests_waiting{model_name="m"} 0' in text
         assert 'vllm:request_success_total{model_name="m",finished_reason="stop"} 1' in text
+        # The prefill counter grows by each request's prompt tokens.
+        assert 'vllm:prompt_tokens_total{model_name="m"} 4' in text
     finally:
         httpd.shutdown()
         httpd.server_close()
