@@ -19,7 +19,9 @@ class _Crc32c:
         self._impl = impl
 
     def update(self, data: bytes | memoryview, /) -> None:
-        self._impl.update(data)
+        # The C extension parses its argument as "y#", which refuses any buffer that must be
+        # released (memoryview, bytearray, mmap): it needs a bytes copy.
+        self._impl.update(data if isinstance(data, bytes) else bytes(data))
 
     def hexdigest(self) -> str:
         return bytes(self._impl.digest()).hex()

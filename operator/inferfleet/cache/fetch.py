@@ -35,14 +35,13 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from inferfleet.cache import store
-from inferfleet.cache.checksums import Hasher, new_hasher
+from inferfleet.cache.checksums import new_hasher
 from inferfleet.cache.errors import (
     CacheCorrupt,
     CacheError,
     CacheMissing,
     ChecksumMismatch,
     DiskFull,
-    SourceChanged,
     SourceNotFound,
     SourceUnreachable,
 )
@@ -70,6 +69,7 @@ from inferfleet.cache.manifest import (
     total_bytes,
     weight_bytes,
 )
+from inferfleet.cache.partfile import PartWriter
 from inferfleet.cache.progress import GIB, Progress
 from inferfleet.cache.remote import S3Source, Source, open_source
 
@@ -110,6 +110,8 @@ class FetchOptions:
     progress_interval_s: float = 5.0
     # Injected in tests to simulate a small disk.
     free_bytes: Callable[[Path], int] | None = None
+    # Large files around the page cache (O_DIRECT) where the filesystem allows it.
+    direct_io: bool = True
 
 
 @dataclass(frozen=True)
@@ -409,191 +411,6 @@ def _ensure_space(dest: Path, needed: int, options: FetchOptions, log: Log) -> N
     )
 
 
-class _PartWriter:
-    """A `.part` file opened at the resume offset; hashes what it writes.
-
-    Received bytes land in one of a few preallocated blocks: a backend either copies
-    its chunks in (`write`) or, cheaper, reads straight from its socket into the free
-    part of the current block (`receive_buffer` + `received`: one copy from the kernel,
-    none in Python). A full block goes to a helper thread that hashes it and then
-    writes it, in order, while the caller fills the next one; hashlib and pwrite both
-    release the GIL, so receiving, hashing and the disk write run on different cores
-    instead of one after the other. A block is also handed off after HAND_OFF_S on a
-    slow link, so a killed fetcher loses at most about that much transfer on resume.
-
-    No preallocation (posix_fallocate): it sets the file's size, and the size of a
-    `.part` file is what resume trusts as the valid prefix."""
-
-    BLOCK_BYTES = 8 * 1024 * 1024
-    BLOCKS = 3
-    HAND_OFF_S = 1.0
-
-    def __init__(
-        self, path: Path, offset: int, remote: RemoteFile, progress: Progress, hasher: Hasher | None
-    ) -> None:
-        self.path = path
-        self.remote = remote
-        self.progress = progress
-        self._hasher = hasher
-        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
-        os.ftruncate(self._fd, offset)
-        # Blocks no bigger than what is left to receive: a config.json needs no 24 MiB.
-        self._block_bytes = max(1, min(self.BLOCK_BYTES, remote.size_bytes - offset))
-        self._blocks = [bytearray(self._block_bytes) for _ in range(self.BLOCKS)]
-        self._current = 0
-        self._fill = 0
-        self._on_disk = offset
-        self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="write")
-        # In flight per block index; a block is reused only once its hash+write is done.
-        self._in_flight: dict[int, Future[None]] = {}
-        self._handed_at = time.monotonic()
-        self.position = offset
-        if hasher is not None and offset:
-            self._rehash_prefix(offset)
-
-    def _rehash_prefix(self, offset: int) -> None:
-        assert self._hasher is not None
-        with open(self.path, "rb") as handle:
-            left = offset
-            while left > 0:
-                chunk = handle.read(min(left, self.BLOCK_BYTES))
-                if not chunk:
-                    break
-                self._hasher.update(chunk)
-                left -= len(chunk)
-
-    def _check_size(self, count: int) -> None:
-        if self.position + count > self.remote.size_bytes:
-            raise SourceChanged(
-                f"{self.remote.path}: the source sent more than the {self.remote.size_bytes} bytes it listed"
-            )
-
-    def write(self, data: Any) -> int:
-        count = len(data)
-        self._check_size(count)
-        view = memoryview(data)
-        while view:
-            take = min(len(view), self._block_bytes - self._fill)
-            self._blocks[self._current][self._fill : self._fill + take] = view[:take]
-            self._fill += take
-            view = view[take:]
-            if self._fill == self._block_bytes:
-                self._hand_off()
-        self._account(count)
-        return count
-
-    def receive_buffer(self, limit: int) -> memoryview:
-        """Free space of the current block (at most `limit` bytes) to read into directly;
-        report what arrived with `received`."""
-        self._wait_block(self._current)
-        end = min(self._block_bytes, self._fill + limit)
-        return memoryview(self._blocks[self._current])[self._fill : end]
-
-    def received(self, count: int) -> None:
-        self._check_size(count)
-        self._fill += count
-        if self._fill == self._block_bytes:
-            self._hand_off()
-        self._account(count)
-
-    def _account(self, count: int) -> None:
-        if self._fill and time.monotonic() - self._handed_at >= self.HAND_OFF_S:
-            self._hand_off()
-        self.position += count
-        self.progress.add(count)
-
-    def _hash_and_write(self, block: bytearray, length: int, offset: int) -> None:
-        view = memoryview(block)[:length]
-        try:
-            if self._hasher is not None:
-                self._hasher.update(view)
-            while view:
-                written = os.pwrite(self._fd, view, offset)
-                offset += written
-                view = view[written:]
-        finally:
-            view.release()
-
-    def _wait_block(self, index: int) -> None:
-        in_flight = self._in_flight.pop(index, None)
-        if in_flight is not None:
-            in_flight.result()  # re-raises the write's OSError (ENOSPC) here
-
-    def _wait(self) -> None:
-        for index in list(self._in_flight):
-            self._wait_block(index)
-
-    def _hand_off(self) -> None:
-        """Hash and write the filled part of the block in the background; move on to the next."""
-        block, length, offset = self._blocks[self._current], self._fill, self._on_disk
-        self._in_flight[self._current] = self._writer.submit(self._hash_and_write, block, length, offset)
-        self._on_disk += length
-        self._current = (self._current + 1) % self.BLOCKS
-        self._wait_block(self._current)
-        self._fill = 0
-        self._handed_at = time.monotonic()
-
-    def flush(self) -> None:
-        if self._fill:
-            self._hand_off()
-        self._wait()
-
-    def restart(self) -> None:
-        self._wait()
-        self.progress.discard(self.position)
-        self._fill = 0
-        os.ftruncate(self._fd, 0)
-        self._on_disk = 0
-        self.position = 0
-        wanted = max(1, min(self.BLOCK_BYTES, self.remote.size_bytes))
-        if wanted > self._block_bytes:  # sized for a short rest; the whole file comes now
-            self._block_bytes = wanted
-            self._blocks = [bytearray(wanted) for _ in range(self.BLOCKS)]
-            self._current = 0
-        best = self.remote.best_checksum()
-        self._hasher = new_hasher(best[0], self.remote.size_bytes) if best else None
-
-    def copy_from(self, fd: int, offset: int, count: int) -> bool:
-        if self._hasher is not None:
-            return False
-        self.flush()
-        left = count
-        src_offset = offset
-        while left > 0:
-            try:
-                copied = os.copy_file_range(fd, self._fd, min(left, 1 << 30), src_offset, self._on_disk)
-            except OSError:
-                os.lseek(self._fd, self._on_disk, os.SEEK_SET)
-                copied = os.sendfile(self._fd, fd, src_offset, min(left, 1 << 30))
-            if copied == 0:
-                break
-            src_offset += copied
-            left -= copied
-            self._on_disk += copied
-            self.position += copied
-            self.progress.add(copied)
-        return True
-
-    def digest(self) -> str | None:
-        return self._hasher.hexdigest() if self._hasher is not None else None
-
-    def finish(self) -> None:
-        self.flush()
-        os.fsync(self._fd)
-        self.close()
-
-    def close(self) -> None:
-        """Keep what was received (a valid prefix for the next resume), then close."""
-        if self._fd < 0:
-            return
-        try:
-            self.flush()
-        finally:
-            self._writer.shutdown(wait=True)
-            os.close(self._fd)
-            self._fd = -1
-
-
 def _transfer(
     source: Source,
     resolved: ResolvedRevision,
@@ -620,7 +437,7 @@ def _transfer(
         offset = resume_offset(existing, remote.size_bytes)
         hasher = new_hasher(best[0], remote.size_bytes) if best else None
         try:
-            writer = _PartWriter(part, offset, remote, progress, hasher)
+            writer = PartWriter(part, offset, remote, progress, hasher, direct_io=options.direct_io)
         except OSError as error:
             raise _os_error(error, part) from error
         before = writer.position
