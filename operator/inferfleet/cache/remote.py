@@ -232,6 +232,26 @@ MAX_REDIRECTS: Final = 5
 RECEIVE_BYTES: Final = 1024 * 1024
 
 
+_DEFAULT_PORTS: Final = {"http": 80, "https": 443}
+
+
+def keeps_credentials(from_url: str, to_url: str) -> bool:
+    """Whether a redirect from `from_url` to `to_url` may carry the Authorization header:
+    only to the same origin (scheme, host, port), or from http to https on the same host
+    and default ports, the rule requests and httpx follow. Pure."""
+    old, new = urlsplit(from_url), urlsplit(to_url)
+    try:
+        old_port = old.port or _DEFAULT_PORTS.get(old.scheme)
+        new_port = new.port or _DEFAULT_PORTS.get(new.scheme)
+    except ValueError:  # a port that is not a number: not the same origin
+        return False
+    if (old.hostname or "").lower() != (new.hostname or "").lower():
+        return False
+    if old.scheme == new.scheme:
+        return old_port == new_port
+    return (old.scheme, old_port, new.scheme, new_port) == ("http", 80, "https", 443)
+
+
 def _tls_context() -> ssl.SSLContext:
     """Verification against SSL_CERT_FILE when set, else certifi's bundle (what the hub
     client trusts), else the system store."""
@@ -265,13 +285,17 @@ def _stream_direct(url: str, headers: dict[str, str], offset: int, sink: Sink, w
         proxies = urllib.request.getproxies()
         if parts.scheme in proxies and not urllib.request.proxy_bypass(parts.hostname):
             return False
+        try:
+            port = parts.port
+        except ValueError:  # a malformed Location: the hub client reports it
+            return False
         connection: http.client.HTTPConnection
         if parts.scheme == "https":
             connection = http.client.HTTPSConnection(
-                parts.hostname, parts.port, timeout=CONNECT_TIMEOUT_S, context=_tls_context()
+                parts.hostname, port, timeout=CONNECT_TIMEOUT_S, context=_tls_context()
             )
         else:
-            connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=CONNECT_TIMEOUT_S)
+            connection = http.client.HTTPConnection(parts.hostname, port, timeout=CONNECT_TIMEOUT_S)
         try:
             connection.connect()
             assert connection.sock is not None
@@ -282,8 +306,8 @@ def _stream_direct(url: str, headers: dict[str, str], offset: int, sink: Sink, w
             if response.status in _REDIRECTS and response.getheader("Location"):
                 response.read()
                 following = urljoin(url, response.getheader("Location") or "")
-                if urlsplit(following).hostname != parts.hostname:
-                    # A CDN's signed URL: the hub token is not for it (and may be refused).
+                if not keeps_credentials(url, following):
+                    # The hub sends LFS files to a CDN's signed URL: the token is not for it.
                     headers = {k: v for k, v in headers.items() if k.lower() != "authorization"}
                 url = following
                 continue
@@ -515,14 +539,16 @@ class GcsSource:
             raise SourceChanged(f"{what}: the object changed while it was being fetched") from error
         except gx.GoogleAPICallError as error:
             raise _from_status(what, error.code) from error
-        except (requests.ConnectionError, requests.Timeout) as error:
+        except (requests.ConnectionError, requests.Timeout, gx.RetryError) as error:
             raise SourceUnreachable(f"{what}: {error}") from error
 
     def resolve(self, revision: str) -> ResolvedRevision:
         prefix = f"{self.ref.path.rstrip('/')}/" if self.ref.path else ""
         files: list[RemoteFile] = []
         with self._errors(self.ref.uri):
-            for blob in self._get_client().list_blobs(self.ref.location, prefix=prefix):
+            # retry=None: one retry layer, the fetcher's (the client's own default retries a
+            # refused connection for two minutes before anyone hears about it).
+            for blob in self._get_client().list_blobs(self.ref.location, prefix=prefix, retry=None):
                 if blob.name.endswith("/"):
                     continue
                 files.append(
@@ -543,14 +569,24 @@ class GcsSource:
         )
 
     def read_into(self, resolved: ResolvedRevision, remote: RemoteFile, offset: int, sink: Sink) -> None:
+        from google.api_core import exceptions as gx
+
         prefix = f"{self.ref.path.rstrip('/')}/" if self.ref.path else ""
-        with self._errors(f"{self.ref.uri}: {remote.path}"):
+        what = f"{self.ref.uri}: {remote.path}"
+        with self._errors(what):
             bucket = self._get_client().bucket(self.ref.location)
             generation = int(remote.etag) if remote.etag and remote.etag.isdigit() else None
             blob = bucket.blob(prefix + remote.path, generation=generation)
-            # raw_download: no decompressive transcoding (sizes and hashes refer to stored bytes);
-            # checksum=None: the engine verifies the whole file, including resumed prefixes.
-            blob.download_to_file(sink, start=offset or None, raw_download=True, checksum=None)
+            try:
+                # raw_download: no decompressive transcoding (sizes and hashes refer to stored
+                # bytes); checksum=None: the engine verifies the whole file, resumed prefixes
+                # included; retry=None: the engine retries, resuming where the bytes stopped.
+                blob.download_to_file(
+                    sink, start=offset or None, raw_download=True, checksum=None, retry=None
+                )
+            except gx.NotFound as error:
+                # Listed a moment ago: the generation we listed was replaced or deleted.
+                raise SourceChanged(f"{what}: the listed generation {generation} is gone") from error
 
 
 # --- a mounted directory (file://, pvc://) ---------------------------------------------

@@ -7,6 +7,11 @@ tokens, a per-response throttle (to kill a fetcher mid-file) and deliberate corr
 (to test checksum failures). Files are bytes or paths on disk (sent with sendfile, so the
 benchmark measures the fetcher rather than this server). Used by the integration tests
 and by hack/bench/cache_fetch.py.
+
+Like the real hub, it can answer LFS downloads with a 302 to a CDN's signed URL on
+another host (`HubState.lfs_redirect`, served by a second `HubServer` on the same state,
+see `cdn_host()`); the CDN, like S3 behind a presigned URL, refuses a request that also
+carries an Authorization header.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import hashlib
 import json
 import os
 import re
+import socket
 import struct
 import threading
 import time
@@ -27,6 +33,7 @@ from urllib.parse import unquote, urlsplit
 
 Content = bytes | Path
 _RANGE = re.compile(r"bytes=(\d+)-(\d*)$")
+CDN_PREFIX = "/cdn-lfs/"
 
 
 def safetensors_bytes(tensor_bytes: int, seed: int = 0) -> bytes:
@@ -113,6 +120,10 @@ class HubState:
     # path → bytes served instead of the real content (checksum mismatch tests)
     corrupt: dict[str, bytes] = field(default_factory=dict)
     fail_status: int | None = None
+    # Base URL of a CDN server (a second HubServer on this state) that LFS files redirect to.
+    lfs_redirect: str | None = None
+    # (server address "host:port", path, request headers) of every request
+    seen: list[tuple[str, str, dict[str, str]]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def file_gets(self, suffix: str = "") -> list[tuple[str, int]]:
@@ -120,8 +131,14 @@ class HubState:
             return [
                 (p, start)
                 for m, p, start in self.requests
-                if m == "GET" and "/resolve/" in p and p.endswith(suffix)
+                if m == "GET" and ("/resolve/" in p or p.startswith(CDN_PREFIX)) and p.endswith(suffix)
             ]
+
+    def seen_by(self, endpoint: str) -> list[tuple[str, dict[str, str]]]:
+        """(path, headers) of the requests the server at `endpoint` received."""
+        address = endpoint.split("://", 1)[-1]
+        with self.lock:
+            return [(path, headers) for where, path, headers in self.seen if where == address]
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -169,10 +186,15 @@ class _Handler(BaseHTTPRequestHandler):
         range_header = self.headers.get("Range")
         match = _RANGE.match(range_header or "")
         start = int(match.group(1)) if match else 0
+        host, port = self.server.server_address[:2]
         with state.lock:
             state.requests.append((self.command, path, start))
+            state.seen.append((f"{host!s}:{port}", path, dict(self.headers.items())))
         if state.fail_status is not None:
             self._error(state.fail_status)
+            return
+        if path.startswith(CDN_PREFIX):
+            self._cdn(path[len(CDN_PREFIX) :], start if match else None)
             return
         if path.startswith("/api/models/"):
             self._model_info(path[len("/api/models/") :])
@@ -197,7 +219,7 @@ class _Handler(BaseHTTPRequestHandler):
         for name, content in sorted(repo.commits[commit].items()):
             size = _size(content)
             sibling: dict[str, Any] = {"rfilename": name, "size": size}
-            if name.endswith(".safetensors"):
+            if _is_lfs(name):
                 sibling["blobId"] = self.server.sha256(content)[:40]
                 sibling["lfs"] = {"sha256": self.server.sha256(content), "size": size, "pointerSize": 134}
             else:
@@ -225,6 +247,33 @@ class _Handler(BaseHTTPRequestHandler):
         if content is None:
             self._error(404, "EntryNotFound")
             return
+        state = self.server.state
+        if state.lfs_redirect is not None and _is_lfs(name):
+            # What huggingface.co does for LFS files: metadata headers and a signed CDN URL.
+            self.send_response(302)
+            self.send_header("Location", f"{state.lfs_redirect}{CDN_PREFIX}{repo_id}/{commit}/{name}?X-Sig=x")
+            self.send_header("X-Repo-Commit", commit)
+            self.send_header("X-Linked-Size", str(_size(content)))
+            self.send_header("X-Linked-Etag", f'"{self.server.sha256(content)}"')
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        self._send_content(commit, name, content, start)
+
+    def _cdn(self, rest: str, start: int | None) -> None:
+        """A signed CDN URL: no token needed, and one in the request is an error (as S3 says)."""
+        if "Authorization" in self.headers:
+            self._error(400, message="Only one auth mechanism allowed")
+            return
+        owner, repo_name, commit, name = rest.split("/", 3)
+        repo = self.server.state.repos.get(f"{owner}/{repo_name}")
+        content = repo.commits.get(commit, {}).get(name) if repo is not None else None
+        if repo is None or content is None:
+            self._error(404)
+            return
+        self._send_content(commit, name, content, start)
+
+    def _send_content(self, commit: str, name: str, content: Content, start: int | None) -> None:
         state = self.server.state
         if name in state.corrupt:
             content = state.corrupt[name]
@@ -262,6 +311,10 @@ class _Handler(BaseHTTPRequestHandler):
                 time.sleep(step / throttle)
 
 
+def _is_lfs(name: str) -> bool:
+    return name.endswith(".safetensors")
+
+
 class _HubServer(ThreadingHTTPServer):
     daemon_threads = True
     state: HubState
@@ -277,9 +330,9 @@ class _HubServer(ThreadingHTTPServer):
 class HubServer:
     """`with HubServer() as hub:`; `hub.endpoint` goes into HF_ENDPOINT."""
 
-    def __init__(self, state: HubState | None = None) -> None:
+    def __init__(self, state: HubState | None = None, host: str = "127.0.0.1") -> None:
         self.state = state or HubState()
-        self._server = _HubServer(("127.0.0.1", 0), _Handler)
+        self._server = _HubServer((host, 0), _Handler)
         self._server.state = self.state
         self._server._sha_cache = {}
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
@@ -300,6 +353,18 @@ class HubServer:
     def __exit__(self, *exc: object) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+
+def cdn_host() -> str:
+    """A loopback address other than 127.0.0.1 when the kernel routes one (Linux routes all
+    of 127/8), so the CDN is another host by name too; else 127.0.0.1 (another port is
+    another origin all the same)."""
+    try:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.2", 0))
+    except OSError:
+        return "127.0.0.1"
+    return "127.0.0.2"
 
 
 def serve_forever(repo_dir: Path, repo_id: str, port_file: Path) -> None:

@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,14 @@ from inferfleet.cache import store
 from inferfleet.cache.errors import BadCredentials, ChecksumMismatch, SourceNotFound, SourceUnreachable
 from inferfleet.cache.fetch import fetch
 from tests.integration.cache.conftest import REPO_ID, _cli, fast_options, run_cli
-from tests.integration.cache.hub_server import FakeRepo, HubServer, safetensors_bytes, tiny_model_files
+from tests.integration.cache.hub_server import (
+    CDN_PREFIX,
+    FakeRepo,
+    HubServer,
+    cdn_host,
+    safetensors_bytes,
+    tiny_model_files,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -144,6 +152,62 @@ def test_checksum_mismatch_never_leaves_a_complete_looking_cache(hub: HubServer,
 
     del hub.state.corrupt[name]
     assert fetch(SOURCE, dest, fast_options()).manifest.revision_id in _revisions(dest)
+
+
+@pytest.fixture
+def cdn(hub: HubServer) -> Iterator[HubServer]:
+    """The hub answers LFS downloads with a 302 to this server, on another host."""
+    with HubServer(hub.state, host=cdn_host()) as server:
+        hub.state.lfs_redirect = server.endpoint
+        yield server
+
+
+def _has_token(headers: dict[str, str]) -> bool:
+    return any(name.lower() == "authorization" for name in headers)
+
+
+def test_lfs_redirect_to_a_cdn_is_followed_without_the_token(
+    hub: HubServer, cdn: HubServer, tmp_path: Path
+) -> None:
+    files = tiny_model_files(seed=5)
+    hub.add_repo(FakeRepo("acme/private", token="s3cret")).add_commit(files)
+    assert cdn.endpoint.split("://")[1] != hub.endpoint.split("://")[1]
+
+    result = fetch("hf://acme/private", tmp_path / "model", fast_options(token="s3cret"))
+    for entry in result.manifest.files:
+        assert (result.revision_dir / entry.path).read_bytes() == files[entry.path]
+        if entry.path.endswith(".safetensors"):
+            assert entry.verified == ["size", "sha256"]
+
+    shards = sorted(name for name in files if name.endswith(".safetensors"))
+    at_cdn = cdn.state.seen_by(cdn.endpoint)
+    # Each shard once from the CDN, never with the hub token (which it would refuse).
+    assert sorted(path.rsplit("/", 1)[-1] for path, _ in at_cdn) == shards
+    assert all(path.startswith(CDN_PREFIX) and not _has_token(headers) for path, headers in at_cdn)
+    # The hub itself got the token on every call, the redirected downloads included.
+    at_hub = hub.state.seen_by(hub.endpoint)
+    assert {path.rsplit("/", 1)[-1] for path, _ in at_hub if "/resolve/" in path} >= set(shards)
+    assert all(_has_token(headers) for _, headers in at_hub)
+
+
+def test_resume_through_the_cdn_redirect_keeps_the_range(
+    hub: HubServer, cdn: HubServer, tmp_path: Path
+) -> None:
+    big = safetensors_bytes(3 * 1024 * 1024, seed=8)
+    commit = hub.add_repo(FakeRepo("acme/big")).add_commit({"config.json": b"{}", "model.safetensors": big})
+    dest = tmp_path / "model"
+    part = dest / ".partial" / commit / "model.safetensors.part"
+    part.parent.mkdir(parents=True)
+    kept = len(big) // 3
+    part.write_bytes(big[:kept])
+
+    result = fetch("hf://acme/big", dest, fast_options())
+    cdn_starts = [start for path, start in hub.state.file_gets("model.safetensors") if CDN_PREFIX in path]
+    assert cdn_starts == [kept]
+    assert result.bytes_transferred == len(big) - kept + 2  # + config.json
+    assert (result.revision_dir / "model.safetensors").read_bytes() == big
+    entry = next(e for e in result.manifest.files if e.path == "model.safetensors")
+    assert entry.verified == ["size", "sha256"]
 
 
 def test_bad_token_and_missing_repo_are_reported_as_such(hub: HubServer, tmp_path: Path) -> None:

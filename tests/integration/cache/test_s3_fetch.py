@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import hashlib
+import json
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from inferfleet.cache import store
-from inferfleet.cache.errors import SourceNotFound, SourceUnreachable
+from inferfleet.cache.errors import BadCredentials, SourceNotFound, SourceUnreachable
 from inferfleet.cache.fetch import fetch
 from tests.integration.cache.conftest import fast_options, free_port
 from tests.integration.cache.hub_server import safetensors_bytes, tiny_model_files
@@ -134,3 +138,80 @@ def test_missing_bucket_and_unreachable_endpoint(
     monkeypatch.setenv("AWS_ENDPOINT_URL_S3", f"http://127.0.0.1:{free_port()}")
     with pytest.raises(SourceUnreachable):
         fetch("s3://weights-a/m", tmp_path / "c", fast_options())
+
+
+@contextmanager
+def iam_enforcement(moto_endpoint: str) -> Iterator[None]:
+    """moto checks signatures and IAM policies inside (it accepts any key by default)."""
+    import requests
+
+    reset = f"{moto_endpoint}/moto-api/reset-auth"
+    previous = requests.post(reset, data=b"0", timeout=10).json()["PREVIOUS_INITIAL_NO_AUTH_ACTION_COUNT"]
+    try:
+        yield
+    finally:
+        requests.post(reset, data=str(previous).encode(), timeout=10)
+
+
+def _assert_nothing_looks_complete(dest: Path) -> None:
+    for name in ("revisions", "refs"):
+        assert not (dest / name).exists() or not list((dest / name).iterdir())
+    assert not dest.exists() or not list(dest.rglob("manifest.json"))
+    assert store.resolve_ref(dest, "main") is None
+
+
+def test_unknown_access_key_is_bad_credentials(
+    s3: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, moto_endpoint: str
+) -> None:
+    _upload(s3, "weights-g", "m", tiny_model_files(seed=8))
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIANOTAREALKEY00000")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "wrong")
+    dest = tmp_path / "model"
+    with (
+        iam_enforcement(moto_endpoint),
+        pytest.raises(BadCredentials, match="InvalidAccessKeyId: the credentials were refused") as raised,
+    ):
+        fetch("s3://weights-g/m", dest, fast_options())
+    assert raised.value.termination_message().startswith("BadCredentials: s3://weights-g/m")
+    assert not raised.value.retryable
+    _assert_nothing_looks_complete(dest)
+
+
+def test_credentials_that_can_list_but_not_read_fail_without_a_complete_cache(
+    s3: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, moto_endpoint: str
+) -> None:
+    """A key whose policy allows ListBucket but not GetObject: the listing works, every
+    download is refused; the fetch fails as BadCredentials and no revision appears."""
+    import boto3
+
+    files = tiny_model_files(seed=7)
+    _upload(s3, "weights-f", "m", files)
+    iam = boto3.client("iam", endpoint_url=moto_endpoint, region_name="us-east-1")
+    iam.create_user(UserName="lister")
+    iam.put_user_policy(
+        UserName="lister",
+        PolicyName="list-only",
+        PolicyDocument=json.dumps(
+            {
+                "Version": "2012-10-17",
+                "Statement": [{"Effect": "Allow", "Action": "s3:ListBucket", "Resource": "*"}],
+            }
+        ),
+    )
+    key = iam.create_access_key(UserName="lister")["AccessKey"]
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", key["AccessKeyId"])
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", key["SecretAccessKey"])
+    dest = tmp_path / "model"
+
+    with iam_enforcement(moto_endpoint), pytest.raises(BadCredentials, match="AccessDenied") as raised:
+        fetch("s3://weights-f/m", dest, fast_options())
+    # Refused at a file's download (the listing worked), and not retried: a key does not heal.
+    assert re.fullmatch(
+        r"s3://weights-f/m: [\w.-]+\.(json|safetensors): AccessDenied: the credentials were refused",
+        raised.value.message,
+    )
+    _assert_nothing_looks_complete(dest)
+
+    # Readable again (auth back off): the same directory completes normally.
+    result = fetch("s3://weights-f/m", dest, fast_options())
+    assert (result.revision_dir / "config.json").read_bytes() == files["config.json"]
