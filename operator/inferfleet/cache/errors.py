@@ -3,11 +3,16 @@
 Each reason is what a pre-cache pod writes to its termination message (`Reason: detail`),
 what the CacheReady condition shows, and what decides whether retrying can help: a
 dropped connection heals by itself, a wrong token or a full disk does not.
+
+A reason is a subclass named after it (the engine catches by type); the class statement
+is all there is to one: `class Name(CacheError, retryable=...)`.
 """
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
+
+_REASONS: list[str] = []
 
 
 class CacheError(Exception):
@@ -16,6 +21,12 @@ class CacheError(Exception):
     reason: ClassVar[str] = "CacheError"
     # True when the same call may succeed later without anyone changing anything.
     retryable: ClassVar[bool] = False
+
+    def __init_subclass__(cls, *, retryable: bool = False, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.reason = cls.__name__
+        cls.retryable = retryable
+        _REASONS.append(cls.reason)
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
@@ -27,73 +38,47 @@ class CacheError(Exception):
 
 
 class SourceInvalid(CacheError):
-    reason = "SourceInvalid"
+    """The source URI cannot be parsed or names an unknown scheme."""
 
 
-class SourceUnreachable(CacheError):
-    reason = "SourceUnreachable"
-    retryable = True
+class SourceUnreachable(CacheError, retryable=True):
+    """Connection refused or dropped, timeouts, HTTP 5xx/429: retried with backoff."""
 
 
 class SourceNotFound(CacheError):
-    reason = "SourceNotFound"
+    """No such repository, bucket, prefix, revision, or no weight files in it."""
 
 
 class BadCredentials(CacheError):
-    reason = "BadCredentials"
+    """The token or keys are missing or refused (HTTP 401/403, gated repository)."""
 
 
-class SourceChanged(CacheError):
+class SourceChanged(CacheError, retryable=True):
     """The object changed between listing and download: list again and start over."""
-
-    reason = "SourceChanged"
-    retryable = True
 
 
 class ChecksumMismatch(CacheError):
-    reason = "ChecksumMismatch"
+    """The bytes do not match the checksum the source publishes, twice in a row."""
 
 
 class DiskFull(CacheError):
-    reason = "DiskFull"
+    """Not enough space for the download, even after garbage collection."""
 
 
-class LockTimeout(CacheError):
-    reason = "LockTimeout"
-    retryable = True
+class LockTimeout(CacheError, retryable=True):
+    """Another fetcher held the model directory's lock for too long."""
 
 
 class CacheMissing(CacheError):
     """No complete cache for the requested revision (yet)."""
 
-    reason = "CacheMissing"
-
 
 class CacheCorrupt(CacheError):
     """A cache that claims to be complete does not match its marker."""
-
-    reason = "CacheCorrupt"
 
 
 class MissingDependency(CacheError):
     """The client library for a source scheme is not installed in this image."""
 
-    reason = "MissingDependency"
 
-
-REASONS: tuple[str, ...] = tuple(
-    cls.reason
-    for cls in (
-        SourceInvalid,
-        SourceUnreachable,
-        SourceNotFound,
-        BadCredentials,
-        SourceChanged,
-        ChecksumMismatch,
-        DiskFull,
-        LockTimeout,
-        CacheMissing,
-        CacheCorrupt,
-        MissingDependency,
-    )
-)
+REASONS: tuple[str, ...] = tuple(_REASONS)
