@@ -79,7 +79,7 @@ BASE_WINDOW_MIN = 60
 # Square-root staffing (Halfin-Whitt): c slots at c - beta*sqrt(c) busy keep the
 # chance that an arrival finds them all busy small whatever c is, so big batches run
 # fuller than small ones.
-CAPACITY_SLOT_BETA = 1.0
+CAPACITY_SLOT_BETA = 0.5
 CAPACITY_SLOT_TARGET_MIN = 0.5
 CAPACITY_PREFILL_TARGET = 0.8
 MAX_PREFILL_SHARE = 0.9  # decode always keeps some of the GPU (chunked prefill)
