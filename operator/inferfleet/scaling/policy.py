@@ -5,20 +5,22 @@ Per tier, the target is the largest of four signals:
 - warm minimum: `minReplicas`, always held (field guide 9.2: the warm minimum "is the
   premium you pay for responsive scaling");
 - predictive: the forecast rate at now + lead time (the tier's cold start plus a
-  margin), never below the rate now, plus headroom, placed across tiers by cost;
+  margin) plus headroom, divided by the tier's learned capacity and placed across
+  tiers by cost;
 - reactive: the queue and TTFT against the SLO, the signals production teams scale
   on (production-lessons article: queue depth and TTFT, not CPU). A queue above its
-  allowance sizes the tier for the arrival rate plus draining the backlog, so the
-  step grows with the breach; a TTFT p99 breach under load multiplies the Ready
-  replicas by the breach ratio (at most x2 per tick);
+  allowance sizes the tier for the arrival rate plus the backlog still left when a
+  new replica is Ready, so the step grows with the breach; a TTFT p99 breach with
+  requests waiting multiplies the Ready replicas by the breach ratio (at most x2);
 - scheduled: pre-warm windows from the spec, opened one lead time early.
 
 Scale-up applies at once. Scale-down is slow and safe: the target must stay low for
-the whole stabilization window (the window's maximum is used), at most N replicas go
-per step with a cooldown between steps, never while requests wait, never on missing
-data, and never before a full window has been observed (so a restart with lost
-state cannot cause a scale-down). A tier whose replicas keep failing to become Ready
-is skipped for a while and its demand placed on the next tier.
+the whole stabilization window (the window's maximum is used), at most N replicas
+(or a share of the fleet) go per step with a cooldown between steps, never while
+requests wait, never on missing data, and never before a full window has been
+observed (so a restart with lost state cannot cause a scale-down). A tier whose
+replicas keep failing to become Ready is skipped for a while and its demand placed
+on the next tier.
 """
 
 from __future__ import annotations
