@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from inferfleet.scaling.forecast import ForecastConfig, Method, forecast
-from inferfleet.simulate.engine import HistoryView
+from inferfleet.scaling.window import SequenceWindow
 from inferfleet.simulate.traces import load_trace, read_rate_series
 
 TRACES = Path(__file__).resolve().parents[3] / "shared" / "data" / "traces"
@@ -55,7 +55,7 @@ def evaluate(values: list[float], method: Method, horizon: int) -> dict[str, Any
     predicted: list[float] = []
     actual: list[float] = []
     for now in range(WARMUP_MIN, len(values) - horizon):
-        result = forecast(HistoryView(values, now), float(horizon), config)
+        result = forecast(SequenceWindow.head(values, now), float(horizon), config)
         if result.rate_rps is None:
             continue
         predicted.append(result.rate_rps)

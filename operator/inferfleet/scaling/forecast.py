@@ -27,7 +27,9 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, overload
+from typing import Literal
+
+from inferfleet.scaling.window import SequenceWindow
 
 Method = Literal["naive", "trend", "seasonal", "hybrid"]
 Seasonality = Literal["auto", "daily", "weekly", "none"]
@@ -159,7 +161,7 @@ def forecast(
     """Predict the request rate `horizon_min` minutes after the last complete minute."""
     if len(history) > config.history_window_min:
         # A view, not a copy: only the tail is read below, so slicing lazily is cheap.
-        history = _Tail(history, config.history_window_min)
+        history = SequenceWindow.tail(history, config.history_window_min)
     n = len(history)
     recent = _slice(history, n - config.trend_window_min, n)
     if len(recent) < config.min_points or len(recent) < config.min_coverage * min(n, config.trend_window_min):
@@ -195,31 +197,3 @@ def forecast(
     return Forecast(
         min(value, cap), method, level, capped=capped, reason="capped by growth guardrail" if capped else ""
     )
-
-
-class _Tail(Sequence[float]):
-    """The last `size` entries of a sequence, without copying it."""
-
-    __slots__ = ("_base", "_offset", "_size")
-
-    def __init__(self, base: Sequence[float], size: int) -> None:
-        self._base = base
-        self._offset = len(base) - size
-        self._size = size
-
-    def __len__(self) -> int:
-        return self._size
-
-    @overload
-    def __getitem__(self, index: int) -> float: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[float]: ...
-
-    def __getitem__(self, index: int | slice) -> float | Sequence[float]:
-        if isinstance(index, slice):
-            start, stop, step = index.indices(self._size)
-            return self._base[self._offset + start : self._offset + stop : step]
-        if index < 0:
-            index += self._size
-        return self._base[self._offset + index]

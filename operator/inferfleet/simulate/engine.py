@@ -36,7 +36,6 @@ from array import array
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import overload
 
 import numpy as np
 
@@ -52,6 +51,7 @@ from inferfleet.scaling import (
 )
 from inferfleet.scaling.placement import TierSlot, place
 from inferfleet.scaling.policy import cost_rank, max_replicas_of, tier_policy_of
+from inferfleet.scaling.window import SequenceWindow
 from inferfleet.simulate.traces import Trace
 
 # Prefill's share of GPU time is averaged over this window, and capped so decode always progresses.
@@ -124,35 +124,6 @@ class SimResult:
     ticks: int
     timeline: Timeline | None
     last_reason: str = ""
-
-
-class HistoryView(Sequence[float]):
-    """The first `size` entries of a list (the minutes completed so far), without a copy."""
-
-    __slots__ = ("_base", "size")
-
-    def __init__(self, base: list[float], size: int) -> None:
-        self._base = base
-        self.size = size
-
-    def __len__(self) -> int:
-        return self.size
-
-    @overload
-    def __getitem__(self, index: int) -> float: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[float]: ...
-
-    def __getitem__(self, index: int | slice) -> float | Sequence[float]:
-        if isinstance(index, slice):
-            start, stop, step = index.indices(self.size)
-            return self._base[start:stop:step]
-        if index < 0:
-            index += self.size
-        if not 0 <= index < self.size:
-            raise IndexError(index)
-        return self._base[index]
 
 
 def histogram_quantile(quantile: float, counts: Sequence[int], bounds: Sequence[float]) -> float | None:
@@ -500,7 +471,7 @@ def simulate(trace: Trace, config: SimConfig, policy: PolicyFunction, policy_nam
             now_s=trace.epoch_s + now,
             policy=policy_config,
             tiers=tuple(tier_contexts),
-            rate_history_rps=HistoryView(minute_rates, minutes_done),
+            rate_history_rps=SequenceWindow.head(minute_rates, minutes_done),
         )
         recommendation, state = policy(ctx, state)
         last_reason = recommendation.reason
