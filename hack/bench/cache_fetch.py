@@ -9,11 +9,16 @@ then in one run and on one filesystem:
   baseline; plain `cp` is reported too);
 - `fetch(hf://...)` from a loopback hub (tests/integration/cache/hub_server.py, in its own
   process, sendfile), including huggingface_hub's metadata call, SHA-256 of every shard
-  computed while writing and checked, resume bookkeeping, fsync and the atomic rename;
+  computed while writing and checked, resume bookkeeping, fsync and the atomic rename
+  (shards written with O_DIRECT where the filesystem takes it, as in production);
 - `fetch(file://...)` (the pvc:// path): copy_file_range, sizes checked, fsync, rename.
 
 Every output is deleted after it is measured. Prints one JSON document; the target is
-a throughput ratio to `cp` of at least 0.8.
+a throughput ratio to `cp && sync` of at least 0.8. `cpuSeconds` (user + system, per
+run) says where the time went: `cp` and `sync` are the child processes, `hf`/`file`
+this process during the fetch, `hfServer` the loopback hub. `loadAverage` at start and
+end tells a quiet machine from a busy one (the ratios move with it). The kernel's
+writeback threads (what `sync` waits for) are not counted anywhere.
 
     python hack/bench/cache_fetch.py                     # 3 GiB in 6 shards
     python hack/bench/cache_fetch.py --size-gib 1 --shards 4 --repeat 3
@@ -25,6 +30,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import shutil
 import subprocess
 import sys
@@ -69,10 +75,26 @@ def generate(root: Path, size_gib: float, shards: int) -> int:
     return sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
 
 
-def timed(command: list[str]) -> float:
+def _cpu_s(who: int) -> float:
+    usage = resource.getrusage(who)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _process_cpu_s(pid: int) -> float | None:
+    """User + system seconds of another process (Linux /proc), None elsewhere."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def timed(command: list[str]) -> tuple[float, float]:
+    """(wall seconds, the child's CPU seconds)."""
+    cpu = _cpu_s(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     subprocess.run(command, check=True)
-    return time.perf_counter() - start
+    return time.perf_counter() - start, _cpu_s(resource.RUSAGE_CHILDREN) - cpu
 
 
 def start_hub(src: Path, work: Path) -> tuple[subprocess.Popen[bytes], str]:
@@ -90,12 +112,23 @@ def start_hub(src: Path, work: Path) -> tuple[subprocess.Popen[bytes], str]:
     return process, port_file.read_text().strip()
 
 
-def measure_fetch(source: str, dest: Path, parallel: int) -> dict[str, Any]:
+def measure_fetch(source: str, dest: Path, parallel: int, server_pid: int) -> dict[str, Any]:
+    cpu = _cpu_s(resource.RUSAGE_SELF)
+    server_cpu = _process_cpu_s(server_pid)
     start = time.perf_counter()
     result = fetch(source, dest, FetchOptions(parallel=parallel, progress_interval_s=3600))
     seconds = time.perf_counter() - start
+    cpu = _cpu_s(resource.RUSAGE_SELF) - cpu
+    server_after = _process_cpu_s(server_pid)
+    server_s = server_after - server_cpu if server_cpu is not None and server_after is not None else None
     checks = sorted({check for entry in result.manifest.files for check in entry.verified})
-    return {"seconds": round(seconds, 3), "bytes": result.manifest.total_bytes, "checks": checks}
+    return {
+        "seconds": round(seconds, 3),
+        "cpuSeconds": round(cpu, 2),
+        "serverCpuSeconds": round(server_s, 2) if server_s is not None else None,
+        "bytes": result.manifest.total_bytes,
+        "checks": checks,
+    }
 
 
 def main() -> None:
@@ -122,18 +155,26 @@ def main() -> None:
         hub, endpoint = start_hub(src, work)
         os.environ["HF_ENDPOINT"] = endpoint
         runs: dict[str, list[float]] = {"cp": [], "cp+sync": [], "hf": [], "file": []}
+        cpu: dict[str, list[float | None]] = {"cp": [], "sync": [], "hf": [], "hfServer": [], "file": []}
         details: dict[str, Any] = {}
+        load_start = os.getloadavg()
         for attempt in range(args.repeat):
             out = work / f"out-{attempt}"
-            runs["cp"].append(timed(["cp", "-r", str(src), str(out)]))
-            sync_s = timed(["sync"])
-            runs["cp+sync"].append(runs["cp"][-1] + sync_s)
+            cp_s, cp_cpu_s = timed(["cp", "-r", str(src), str(out)])
+            sync_s, sync_cpu_s = timed(["sync"])
+            runs["cp"].append(cp_s)
+            runs["cp+sync"].append(cp_s + sync_s)
+            cpu["cp"].append(round(cp_cpu_s, 2))
+            cpu["sync"].append(round(sync_cpu_s, 2))
             shutil.rmtree(out)
             subprocess.run(["sync"], check=True)
             for name, source in (("hf", "hf://bench/model"), ("file", f"file://{src}")):
                 dest = work / f"{name}-{attempt}" / "model"
-                details[name] = measure_fetch(source, dest, args.parallel)
+                details[name] = measure_fetch(source, dest, args.parallel, hub.pid)
                 runs[name].append(details[name]["seconds"])
+                cpu[name].append(details[name]["cpuSeconds"])
+                if name == "hf":
+                    cpu["hfServer"].append(details[name]["serverCpuSeconds"])
                 shutil.rmtree(dest.parent)
                 subprocess.run(["sync"], check=True)
         best = {name: min(values) for name, values in runs.items()}
@@ -153,6 +194,11 @@ def main() -> None:
             },
             "secondsBest": {k: round(v, 3) for k, v in best.items()},
             "secondsAll": {k: [round(x, 3) for x in v] for k, v in runs.items()},
+            "cpuSeconds": cpu,
+            "loadAverage": {
+                "start": [round(x, 2) for x in load_start],
+                "end": [round(x, 2) for x in os.getloadavg()],
+            },
             "bytesPerSecond": {k: round(v) for k, v in rate.items()},
             "checks": {name: details[name]["checks"] for name in ("hf", "file")},
             "ratioToCpSync": {name: round(rate[name] / rate["cp+sync"], 3) for name in ("hf", "file")},

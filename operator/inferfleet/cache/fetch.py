@@ -337,6 +337,9 @@ def _download(
     )
     verified: dict[str, list[str]] = {}
     # Largest first: the long transfers start early and the small ones fill the gaps.
+    # Parallel across files, not across ranges of one file: models come in several shards
+    # (the cores are busy with `parallel` streams already), and one sequential stream per
+    # file keeps resume a matter of the .part file's size, with its prefix re-hashed.
     ordered = sorted(files, key=lambda f: -f.size_bytes)
     with ThreadPoolExecutor(max_workers=max(1, options.parallel), thread_name_prefix="fetch") as pool:
         futures: dict[Future[list[str]], RemoteFile] = {

@@ -22,6 +22,7 @@ sources instead of re-reading every shard after `hf_hub_download` to check it.
 from __future__ import annotations
 
 import base64
+import functools
 import http.client
 import json
 import os
@@ -263,6 +264,12 @@ def _tls_context() -> ssl.SSLContext:
             cafile = certifi.where()
         except ImportError:  # pragma: no cover - certifi comes with the HTTP clients
             cafile = None
+    return _tls_context_for(cafile)
+
+
+@functools.cache
+def _tls_context_for(cafile: str | None) -> ssl.SSLContext:
+    # Loading a CA bundle takes milliseconds; one context serves every connection.
     return ssl.create_default_context(cafile=cafile)
 
 
