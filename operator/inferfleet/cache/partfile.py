@@ -116,6 +116,8 @@ class PartWriter:
             os.ftruncate(self._fd, offset)
             if direct_io and _O_DIRECT and remote.size_bytes >= DIRECT_MIN_BYTES:
                 self._direct_fd = self._open_direct(path)
+            if hasher is not None and offset:
+                self._rehash_prefix(offset)
         except BaseException:
             self._close_fds()
             raise
@@ -132,8 +134,6 @@ class PartWriter:
         self._handed_at = time.monotonic()
         self._write_failed = False
         self.position = offset
-        if hasher is not None and offset:
-            self._rehash_prefix(offset)
 
     @staticmethod
     def _open_direct(path: Path) -> int:

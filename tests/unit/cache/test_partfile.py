@@ -157,3 +157,27 @@ def test_crc32c_accepts_the_writers_memoryviews() -> None:
     with memoryview(block) as view:
         hasher.update(view)
     assert hasher.hexdigest() == "e3069283"  # CRC-32C check value of "123456789"
+
+
+def test_a_refused_direct_write_falls_back_to_the_page_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if not _direct_io_works(tmp_path):
+        pytest.skip("this filesystem does not do O_DIRECT")
+    data = hashlib.shake_256(b"einval").digest(3 * PartWriter.BLOCK_BYTES + 5)
+    part = tmp_path / "w.safetensors.part"
+    writer = PartWriter(part, 0, _remote(data), Progress("t", len(data), lambda _: None), None)
+    assert writer.direct
+    real = partfile._pwrite_all
+
+    def picky(fd: int, view: memoryview, offset: int) -> None:
+        if fd == writer._direct_fd and offset >= PartWriter.BLOCK_BYTES:
+            raise OSError(errno.EINVAL, "Invalid argument")  # stricter alignment than ours
+        real(fd, view, offset)
+
+    monkeypatch.setattr(partfile, "_pwrite_all", picky)
+    writer.write(data)
+    writer.flush()
+    assert not writer.direct  # given up for the rest of this file
+    writer.finish()
+    assert part.read_bytes() == data
