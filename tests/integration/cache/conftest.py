@@ -42,10 +42,12 @@ def free_port() -> int:
 
 @pytest.fixture(scope="session")
 def moto_endpoint() -> Iterator[str]:
-    from moto.server import ThreadedMotoServer
+    # s3:// needs the cache extra; without moto the S3 tests skip instead of erroring.
+    pytest.importorskip("boto3", reason="s3:// needs inferfleet[cache]")
+    moto_server = pytest.importorskip("moto.server", reason="moto[server] is a test extra")
 
     port = free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
     try:
         yield f"http://127.0.0.1:{port}"
