@@ -14,9 +14,14 @@ engine can decide what to retry without knowing any client library.
 
 The hub backend uses huggingface_hub for everything that has hub semantics (endpoint
 and HF_ENDPOINT, token resolution and headers, revision → commit, file metadata, URLs,
-error classification) and streams the bytes itself through huggingface_hub's HTTP
-session: that keeps resume, hashing-while-writing and one progress counter common to all
-sources instead of re-reading every shard after `hf_hub_download` to check it.
+error classification) and streams the bytes itself, with http.client straight into the
+writer's blocks (huggingface_hub's session only for errors and proxies): that keeps
+resume, hashing-while-writing and one progress counter common to all sources instead of
+re-reading every shard after `hf_hub_download` to check it. Redirects (the hub sends LFS
+files to a CDN) keep the Range and drop the token unless the origin stays the same.
+
+Each backend leaves retrying to the engine (one retry layer, which resumes mid-file):
+boto3 and google-cloud-storage are configured not to retry on their own.
 """
 
 from __future__ import annotations
