@@ -34,6 +34,12 @@ def hub(monkeypatch: pytest.MonkeyPatch) -> Iterator[HubServer]:
         yield server
 
 
+def revisions(dest: Path) -> list[str]:
+    """Complete revision directories of a model cache, sorted."""
+    root = dest / "revisions"
+    return sorted(p.name for p in root.iterdir()) if root.is_dir() else []
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -16,7 +16,7 @@ google_crc32c = pytest.importorskip("google_crc32c", reason="gs:// needs inferfl
 from inferfleet.cache import store  # noqa: E402
 from inferfleet.cache.errors import ChecksumMismatch, SourceNotFound, SourceUnreachable  # noqa: E402
 from inferfleet.cache.fetch import fetch  # noqa: E402
-from tests.integration.cache.conftest import fast_options, free_port  # noqa: E402
+from tests.integration.cache.conftest import fast_options, free_port, revisions  # noqa: E402
 from tests.integration.cache.gcs_server import GcsServer  # noqa: E402
 from tests.integration.cache.hub_server import safetensors_bytes, tiny_model_files  # noqa: E402
 
@@ -36,11 +36,6 @@ def gcs(monkeypatch: pytest.MonkeyPatch) -> Iterator[GcsServer]:
 def _upload(gcs: GcsServer, bucket: str, prefix: str, files: dict[str, bytes]) -> None:
     for name, data in files.items():
         gcs.state.put(bucket, f"{prefix}/{name}", data)
-
-
-def _revisions(dest: Path) -> list[str]:
-    root = dest / "revisions"
-    return sorted(p.name for p in root.iterdir()) if root.is_dir() else []
 
 
 def test_fresh_download_verifies_md5_and_crc32c_and_second_run_is_a_no_op(
@@ -111,13 +106,13 @@ def test_checksum_mismatch_never_leaves_a_complete_looking_cache(gcs: GcsServer,
 
     with pytest.raises(ChecksumMismatch, match=SHARD):
         fetch("gs://weights/m", dest, fast_options())
-    assert _revisions(dest) == []
+    assert revisions(dest) == []
     assert not (dest / "refs" / "main").exists()
     assert [start for name, start, _ in gcs.state.downloads if name == f"m/{SHARD}"] == [None, None]
     assert not list((dest / ".partial").rglob(SHARD + "*"))
 
     del gcs.state.corrupt[f"m/{SHARD}"]
-    assert fetch("gs://weights/m", dest, fast_options()).manifest.revision_id in _revisions(dest)
+    assert fetch("gs://weights/m", dest, fast_options()).manifest.revision_id in revisions(dest)
 
 
 def test_missing_bucket_and_unreachable_endpoint(
@@ -135,4 +130,4 @@ def test_missing_bucket_and_unreachable_endpoint(
         fetch("gs://weights/m", tmp_path / "c", fast_options())
     # One retry layer (the fetcher's), not the client's two-minute default on top.
     assert time.monotonic() - started < 10
-    assert _revisions(tmp_path / "c") == []
+    assert revisions(tmp_path / "c") == []

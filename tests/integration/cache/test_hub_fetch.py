@@ -16,7 +16,7 @@ import pytest
 from inferfleet.cache import store
 from inferfleet.cache.errors import BadCredentials, ChecksumMismatch, SourceNotFound, SourceUnreachable
 from inferfleet.cache.fetch import fetch
-from tests.integration.cache.conftest import REPO_ID, _cli, fast_options, run_cli
+from tests.integration.cache.conftest import REPO_ID, _cli, fast_options, revisions, run_cli
 from tests.integration.cache.hub_server import (
     CDN_PREFIX,
     FakeRepo,
@@ -29,11 +29,6 @@ from tests.integration.cache.hub_server import (
 pytestmark = pytest.mark.integration
 
 SOURCE = f"hf://{REPO_ID}"
-
-
-def _revisions(dest: Path) -> list[str]:
-    root = dest / "revisions"
-    return sorted(p.name for p in root.iterdir()) if root.is_dir() else []
 
 
 def test_fresh_download_fetches_only_serving_files_and_records_the_model(
@@ -129,7 +124,7 @@ def test_revision_switch_keeps_the_old_revision_beside_the_new(hub: HubServer, t
 
     new = fetch(SOURCE, dest, fast_options())
     assert new.manifest.revision_id == new_commit != old
-    assert _revisions(dest) == sorted([old, new_commit])
+    assert revisions(dest) == sorted([old, new_commit])
     assert os.readlink(dest / "refs" / "main") == f"../revisions/{new_commit}"
     # Going back to the old revision (by tag) downloads nothing.
     back = fetch(SOURCE, dest, fast_options(revision="v1"))
@@ -144,14 +139,14 @@ def test_checksum_mismatch_never_leaves_a_complete_looking_cache(hub: HubServer,
 
     with pytest.raises(ChecksumMismatch, match=name):
         fetch(SOURCE, dest, fast_options())
-    assert _revisions(dest) == []
+    assert revisions(dest) == []
     assert not (dest / "refs" / "main").exists()
     # It tried twice from byte 0 (a transfer glitch gets one more chance), then gave up.
     assert [start for path, start in hub.state.file_gets(name)] == [0, 0]
     assert not list((dest / ".partial").rglob(name + "*"))
 
     del hub.state.corrupt[name]
-    assert fetch(SOURCE, dest, fast_options()).manifest.revision_id in _revisions(dest)
+    assert fetch(SOURCE, dest, fast_options()).manifest.revision_id in revisions(dest)
 
 
 @pytest.fixture
@@ -229,7 +224,7 @@ def test_unreachable_source_is_retried_then_reported_unless_a_cache_exists(
     with pytest.raises(SourceUnreachable, match="503"):
         fetch(SOURCE, dest, fast_options())
     assert len(hub.state.requests) == 3  # FAST_RETRY.attempts
-    assert _revisions(dest) == []
+    assert revisions(dest) == []
 
     hub.state.fail_status = None
     fetch(SOURCE, dest, fast_options())
@@ -284,7 +279,7 @@ def test_resume_after_a_kill_mid_file(tmp_path: Path, monkeypatch: pytest.Monkey
         part = next((dest / ".partial").rglob("model.safetensors.part"))
         kept = part.stat().st_size
         assert 0 < kept < len(big)
-        assert _revisions(dest) == []  # killed: nothing looks complete
+        assert revisions(dest) == []  # killed: nothing looks complete
 
         hub.state.throttle_bytes_per_s = None
         monkeypatch.setenv("HF_ENDPOINT", hub.endpoint)
