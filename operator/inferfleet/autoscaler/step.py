@@ -335,6 +335,7 @@ def step(
         return StepResult(due=False, policy=policy)
     state = ScalingState.from_dict(service.status.get("autoscalerState"))
     plans = {plan.name: plan for plan in service.plan}
+    prompt_tokens = mean_input_tokens(service.spec)
 
     tiers: list[TierContext] = []
     missing_tiers: list[str] = []
@@ -350,8 +351,7 @@ def step(
         if observation.unavailable is None and no_data and workload.ready > 0:
             missing_tiers.append(tier.name)
         signals = _scaling_signals(workload, observed)
-        figures = figures_from_plan(plan, mean_input_tokens(service.spec))
-        tiers.append(TierContext(figures=figures, signals=signals))
+        tiers.append(TierContext(figures=figures_from_plan(plan, prompt_tokens), signals=signals))
     if not tiers:
         return StepResult(due=False, policy=policy)
 

@@ -158,6 +158,16 @@ def _track_readiness(state: TierState, current: int, ready: int | None, lead_s: 
     return False
 
 
+def _queue_allowance(config: PolicyConfig, usable_rps: float) -> float:
+    """Waiting requests one Ready replica may have before its queue is a breach.
+
+    A replica can clear about ttft_target x usable requests within the SLO (Little's
+    law, field guide 9.4): more waiting than that per replica is late whatever the
+    queue-depth setting says.
+    """
+    return max(1.0, min(config.queue_depth_per_replica, config.ttft_target_ms / 1000.0 * usable_rps))
+
+
 def _average(previous: float | None, sample: float, weight: float) -> float:
     return sample if previous is None else previous + weight * (sample - previous)
 
@@ -220,8 +230,7 @@ def _learn_capacity(
         state.slot_use_avg = _average(state.slot_use_avg, sample, weight)
     load = signals.request_rate_rps / ready / (usable * factor)
     p99 = signals.ttft_p99_ms
-    slo_s = config.ttft_target_ms / 1000.0
-    allowance = max(1.0, min(config.queue_depth_per_replica, slo_s * usable * factor))
+    allowance = _queue_allowance(config, usable * factor)
     breach = (
         (p99 is not None and p99 > config.ttft_target_ms)
         or signals.waiting > allowance * ready
@@ -290,10 +299,7 @@ def _reactive(tier: _TierInputs, config: PolicyConfig) -> tuple[int, str]:
     usable = tier.usable_rps
     if usable <= 0.0 or signals.waiting is None:
         return 0, ""
-    slo_s = config.ttft_target_ms / 1000.0
-    # A replica can clear about slo_s * usable requests within the SLO (Little's law,
-    # field guide 9.4): more waiting than that per replica is late whatever the setting.
-    allowance = max(1.0, min(config.queue_depth_per_replica, slo_s * usable))
+    allowance = _queue_allowance(config, usable)
     target = 0
     why = ""
     waiting = signals.waiting

@@ -50,13 +50,13 @@ from inferfleet.scaling import (
     TierSignals,
 )
 from inferfleet.scaling.placement import TierSlot, place
-from inferfleet.scaling.policy import cost_rank, max_replicas_of, tier_policy_of
+from inferfleet.scaling.policy import MAX_PREFILL_SHARE, cost_rank, max_replicas_of, tier_policy_of
 from inferfleet.scaling.window import SequenceWindow
 from inferfleet.simulate.traces import Trace
 
-# Prefill's share of GPU time is averaged over this window, and capped so decode always progresses.
+# Prefill's share of GPU time is averaged over this window, and capped (MAX_PREFILL_SHARE,
+# the same cap the policy's capacity estimate assumes) so decode always progresses.
 PREFILL_LOAD_WINDOW_S = 10.0
-MAX_PREFILL_SHARE = 0.9
 # vLLM's vllm:time_to_first_token_seconds histogram buckets (seconds).
 TTFT_BUCKETS_S: tuple[float, ...] = (
     0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75,

@@ -45,9 +45,10 @@ def build_config(
     policy: PolicyConfig | None = None,
 ) -> SimConfig:
     """Feasible tiers of the plan, the resolved policy, and the spec's SLOs."""
+    prompt_tokens = mean_input_tokens(spec)
     costs = {tier.name: tier.cost_per_gpu_hour for tier in spec.tiers}
     tiers = tuple(
-        sim_tier(tier_plan, costs.get(tier_plan.name), mean_input_tokens(spec))
+        sim_tier(tier_plan, costs.get(tier_plan.name), prompt_tokens)
         for tier_plan in plan.tiers
         if tier_plan.feasible and tier_plan.usable_rps > 0
     )
