@@ -46,12 +46,15 @@ class ScaleBehavior:
     max_percent_per_step: float | None = None
 
     def step_limit(self, current: int) -> int | None:
-        """Most replicas one step may change from `current`; None: unlimited."""
-        if self.max_replicas_per_step is None:
-            return None
-        if self.max_percent_per_step is None:
-            return self.max_replicas_per_step
-        return max(self.max_replicas_per_step, math.ceil(current * self.max_percent_per_step / 100.0 - 1e-9))
+        """Most replicas one step may change from `current`: the larger of the limits
+        that are set (HPA's selectPolicy Max); None when neither is set."""
+        limits = []
+        if self.max_replicas_per_step is not None:
+            limits.append(self.max_replicas_per_step)
+        if self.max_percent_per_step is not None:
+            # At least one, so a share of an empty fleet can still grow it.
+            limits.append(max(1, math.ceil(current * self.max_percent_per_step / 100.0 - 1e-9)))
+        return max(limits) if limits else None
 
 
 @dataclass(frozen=True, slots=True)

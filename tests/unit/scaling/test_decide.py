@@ -458,3 +458,11 @@ def test_a_new_service_scales_down_once_the_window_is_observed() -> None:
     assert seen[:8] == [8] * 8  # the first 120 s: the window is not yet observed
     assert seen[8] == 3  # then one step of at most five
     assert replicas == 2  # and on to the warm minimum
+
+
+def test_a_percent_step_limit_applies_on_its_own() -> None:
+    # scaleUp.maxPercentPerStep without maxReplicasPerStep still limits the step.
+    assert ScaleBehavior(0.0, 0.0, None, 50.0).step_limit(10) == 5
+    assert ScaleBehavior(0.0, 0.0, None, 50.0).step_limit(0) == 1  # an empty fleet can grow
+    assert ScaleBehavior(0.0, 0.0, 2, 10.0).step_limit(10) == 2  # the larger of the two
+    assert ScaleBehavior(0.0, 0.0, None, None).step_limit(10) is None
