@@ -66,6 +66,12 @@ def _number(value: float | None) -> float | None:
     return value
 
 
+def _counter_rate(value: float | None) -> float | None:
+    # rate() can dip a hair below zero after a counter reset is extrapolated.
+    value = _number(value)
+    return None if value is None else max(value, 0.0)
+
+
 def _ttft(value: float | None) -> float | None:
     value = _number(value)
     if value is None:
@@ -98,17 +104,14 @@ def assemble(
     tiers: dict[TierKey, TierSignals] = {}
     for key in sorted(keys):
         ready = _number(value(Signal.ready_replicas, key))
-        rate = _number(value(Signal.request_rate, key))
-        prompt_tokens = _number(value(Signal.prompt_tokens_rate, key))
         tiers[key] = TierSignals(
             waiting=_number(value(Signal.waiting, key)),
             running=_number(value(Signal.running, key)),
             ttft_p99_s=_ttft(value(Signal.ttft_p99, key)),
             kv_cache_usage=_number(value(Signal.kv_cache_usage, key)),
-            # rate() can dip a hair below zero after a counter reset is extrapolated.
-            request_rate_rps=None if rate is None else max(rate, 0.0),
+            request_rate_rps=_counter_rate(value(Signal.request_rate, key)),
             ready_replicas=None if ready is None else round(ready),
-            prompt_tokens_rps=None if prompt_tokens is None else max(prompt_tokens, 0.0),
+            prompt_tokens_rps=_counter_rate(value(Signal.prompt_tokens_rate, key)),
         )
     return SignalSnapshot(
         time_s=time_s,
