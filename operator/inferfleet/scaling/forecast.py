@@ -18,7 +18,11 @@ serving, field guide section 9.2), so the predictive target needs the demand at
 Guardrails, whatever the method: too few data points or too little coverage gives
 no forecast (the caller falls back to the reactive signals), and the forecast never
 exceeds `growth_cap` times the recent typical level, so one spike cannot ask for an
-unbounded fleet. `hack/bench/forecast.py` measures the methods on the traces; its
+unbounded fleet. Traffic that falls off a cliff to nothing (an upstream outage, a
+router change) is forecast at its level from before for up to half an hour, since it
+comes back all at once and a fleet scaled to its warm minimum meets it a cold start
+late; a slide to zero, or silence longer than the hold, is a real change in demand.
+`hack/bench/forecast.py` measures the methods on the traces; its
 numbers chose the default (see the README).
 """
 
@@ -55,6 +59,10 @@ class ForecastConfig:
     # The forecast never exceeds this multiple of the recent typical level (last-hour median).
     growth_cap: float = 2.0
     history_window_min: int = 14 * DAY_MIN
+    # Traffic that falls off a cliff to (almost) nothing is an interruption (an upstream
+    # outage, a router or DNS change) more often than a change in demand, and it comes
+    # back all at once: the level from before the cliff is kept for this long.
+    interruption_hold_min: int = 30
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,6 +163,51 @@ def _seasonal(
     return level * ratio, label
 
 
+# A minute under this share of the hour before counts as silent; the hour before must
+# have carried at least this many requests a minute, so a cliff is not Poisson noise
+# (at 20 expected requests a minute, an empty minute has probability e^-20).
+INTERRUPTION_SHARE = 0.1
+INTERRUPTION_MIN_REQUESTS_PER_MIN = 20.0
+INTERRUPTION_CLIFF_SHARE = 0.5
+
+
+def interrupted_level_rps(
+    history: Sequence[float], config: ForecastConfig = ForecastConfig()
+) -> float | None:
+    """The level from before a cliff when the last minutes are silent, else None."""
+    n = len(history)
+    hold = config.interruption_hold_min
+    last = history[n - 1] if n else math.nan
+    recent = _slice(history, n - hold - 1, n)
+    # Cheap test first (this runs every tick): a busy last minute is no cliff, and
+    # neither is a hold's worth of silence.
+    if not math.isfinite(last) or not recent or last >= INTERRUPTION_SHARE * max(recent):
+        return None
+    reference = _slice(history, n - hold - 60, n)
+    if len(reference) < 60:
+        return None
+    threshold = INTERRUPTION_SHARE * _median(reference)
+    silent_min = 0
+    while silent_min < min(n, hold + 1):
+        value = history[n - 1 - silent_min]
+        if not math.isfinite(value) or value >= threshold:
+            break
+        silent_min += 1
+    if silent_min == 0 or silent_min > hold:
+        return None  # no cliff, or silent for longer than the hold: the demand has gone
+    before = _slice(history, n - silent_min - 60, n - silent_min)
+    if len(before) < 30:
+        return None
+    pre = _median(before)
+    if pre * 60.0 < INTERRUPTION_MIN_REQUESTS_PER_MIN:
+        return None
+    # A cliff, not a slide: one of the two minutes before the silence still carried
+    # at least half the level (the fall may land mid-minute).
+    if max(before[-2:]) < INTERRUPTION_CLIFF_SHARE * pre:
+        return None
+    return pre
+
+
 def forecast(
     history: Sequence[float], horizon_min: float, config: ForecastConfig = ForecastConfig()
 ) -> Forecast:
@@ -188,6 +241,10 @@ def forecast(
             method = f"hybrid({label})"
     if value is None:
         return Forecast(None, method, level, reason="no level")
+    held = interrupted_level_rps(history, config)
+    if held is not None and held > value:
+        # A median of real minutes, not a spike: the growth cap does not apply.
+        return Forecast(held, "interrupted", level, reason="traffic stopped dead: level from before kept")
 
     hour = _slice(history, n - 60, n)
     typical = _median(hour) if hour else level

@@ -442,6 +442,11 @@ def decide(ctx: ScalingContext, state: ScalingState | None = None) -> tuple[Reco
     # No forecast because the history is missing or has holes: hold what runs. A history
     # too short for one (a new service) is not a gap: the current rate and the observed
     # stabilization window are all anyone could know.
+    interrupted = (
+        "; traffic stopped dead, the level from before is held (interrupted)"
+        if fc is not None and fc.method == "interrupted"
+        else ""
+    )
     history_gap = config.predictive_enabled and (
         history is None or (fc is not None and fc.rate_rps is None and len(history) >= _FORECAST_MIN_POINTS)
     )
@@ -491,7 +496,7 @@ def decide(ctx: ScalingContext, state: ScalingState | None = None) -> tuple[Reco
                 reasons[SIGNAL_PREDICTIVE] = (
                     f"{placement.rps.get(name, 0.0):.2f} req/s placed here "
                     f"(demand {demand or 0.0:.2f} req/s at +{t.lead_s:.0f} s, "
-                    f"+{config.headroom:.0%} headroom)"
+                    f"+{config.headroom:.0%} headroom{interrupted})"
                 )
             reactive, why = _reactive(t, config)
             if reactive:

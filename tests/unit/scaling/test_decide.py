@@ -466,3 +466,29 @@ def test_a_percent_step_limit_applies_on_its_own() -> None:
     assert ScaleBehavior(0.0, 0.0, None, 50.0).step_limit(0) == 1  # an empty fleet can grow
     assert ScaleBehavior(0.0, 0.0, 2, 10.0).step_limit(10) == 2  # the larger of the two
     assert ScaleBehavior(0.0, 0.0, None, None).step_limit(10) is None
+
+
+def test_traffic_that_stops_dead_keeps_the_fleet_until_the_hold_runs_out() -> None:
+    # 20 req/s needs 10 replicas; then nothing at all arrives. An upstream outage comes
+    # back all at once, so the fleet stays for the forecaster's 30-minute hold, and only
+    # then does the usual slow scale-down start.
+    policy = config(down=ScaleBehavior(300.0, 0.0, 1))
+    state = ScalingState()
+    replicas = 10
+    busy = flat(20.0, 120)
+    for tick in range(30):
+        rec, state = decide(ctx(T0 + tick * PERIOD, policy, signals(replicas, rate=20.0), busy), state)
+        replicas = rec.replicas["h100"]
+    assert replicas == 10
+    stop = T0 + 30 * PERIOD
+    first_down_s = None
+    for tick in range(4 * 45):  # 45 minutes of silence, four ticks a minute
+        history = busy + [0.0] * (tick // 4)
+        rec, state = decide(ctx(stop + tick * PERIOD, policy, signals(replicas, rate=0.0), history), state)
+        if tick // 4 == 10:
+            assert "interrupted" in pick(rec, "h100").reason
+        if rec.replicas["h100"] < replicas and first_down_s is None:
+            first_down_s = tick * PERIOD
+        replicas = rec.replicas["h100"]
+    assert first_down_s is not None, "never scaled down after the demand had gone"
+    assert first_down_s >= 30 * 60 + 300 - PERIOD  # the hold, then the stabilization window

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from inferfleet.scaling.forecast import DAY_MIN, ForecastConfig, Method, forecast
+from inferfleet.scaling.forecast import DAY_MIN, ForecastConfig, Method, forecast, interrupted_level_rps
 
 
 def daily_wave(days: float, base: float = 100.0, amplitude: float = 50.0) -> list[float]:
@@ -77,3 +77,46 @@ def test_gaps_in_a_reference_day_are_skipped_not_trusted() -> None:
         history[m] = math.nan
     result = forecast(history, 10.0, ForecastConfig(method="seasonal", max_daily_periods=1))
     assert result.method == "trend"
+
+
+# --- interruptions: traffic that stops dead comes back all at once -------------------
+
+
+def test_traffic_that_stops_dead_keeps_its_level_for_the_hold() -> None:
+    history = [5.0] * 120 + [0.0] * 10
+    result = forecast(history, 2.0)
+    assert result.method == "interrupted"
+    assert result.rate_rps == pytest.approx(5.0)
+
+
+def test_a_cliff_that_lands_mid_minute_is_still_a_cliff() -> None:
+    history = [5.0] * 120 + [2.0] + [0.0] * 10
+    assert interrupted_level_rps(history) == pytest.approx(5.0)
+
+
+def test_silence_longer_than_the_hold_means_the_demand_has_gone() -> None:
+    hold = ForecastConfig().interruption_hold_min
+    assert interrupted_level_rps([5.0] * 120 + [0.0] * hold) == pytest.approx(5.0)
+    result = forecast([5.0] * 120 + [0.0] * (hold + 1), 2.0)
+    assert result.method != "interrupted"
+    assert result.rate_rps == pytest.approx(0.0)
+
+
+def test_a_slide_to_zero_is_a_change_in_demand_not_an_interruption() -> None:
+    slide = [5.0 - 0.3 * m for m in range(1, 17)] + [0.0] * 3  # 16 minutes down, then quiet
+    history = [5.0] * 120 + [max(0.0, v) for v in slide]
+    assert interrupted_level_rps(history) is None
+
+
+def test_empty_minutes_of_a_quiet_service_are_not_an_interruption() -> None:
+    # 0.2 req/s is 12 requests a minute: an empty minute is rare but not a cliff.
+    assert interrupted_level_rps([0.2] * 120 + [0.0] * 3) is None
+
+
+def test_missing_minutes_are_not_silence() -> None:
+    assert interrupted_level_rps([5.0] * 120 + [math.nan] * 3) is None
+    assert interrupted_level_rps([5.0] * 120 + [0.0, math.nan]) is None
+
+
+def test_traffic_that_is_back_ends_the_interruption() -> None:
+    assert interrupted_level_rps([5.0] * 120 + [0.0] * 10 + [4.0]) is None
