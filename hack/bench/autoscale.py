@@ -13,6 +13,8 @@ per-trace comparison against the targets of the autoscaling issue.
     python hack/bench/autoscale.py                  # everything (minutes)
     python hack/bench/autoscale.py --traces azure   # only paths containing "azure"
     python hack/bench/autoscale.py --jobs 2         # two processes
+    python hack/bench/autoscale.py --traces servegen --policies inferfleet \
+        --headroom 0,0.1,0.2                         # our cost/SLO trade-off curve
 """
 
 from __future__ import annotations
@@ -94,10 +96,26 @@ def _is_rate_series(path: Path) -> bool:
         return "window_start_s" in handle.readline()
 
 
+def with_headroom(service: InferenceService, headroom: float | None) -> InferenceService:
+    """The spec with `scaling.headroom` replaced (None: as written)."""
+    scaling = service.spec.scaling
+    if headroom is None or scaling is None:
+        return service
+    spec = service.spec.model_copy(update={"scaling": scaling.model_copy(update={"headroom": headroom})})
+    return service.model_copy(update={"spec": spec})
+
+
 def run_case(
-    spec_path: Path, trace_path: Path, replicas_at_peak: int, policies: list[str], seed: int
+    spec_path: Path,
+    trace_path: Path,
+    replicas_at_peak: int,
+    policies: list[str],
+    seed: int,
+    *,
+    headroom: float | None = None,
 ) -> list[dict[str, Any]]:
     service, trace = prepare(spec_path, trace_path, replicas_at_peak, seed)
+    service = with_headroom(service, headroom)
     config = build_config(service.spec, plan_for(service), seed=seed, timeline=False)
     rows = []
     for name in policies:
@@ -113,6 +131,7 @@ def run_case(
                 if trace_path.is_relative_to(TRACES)
                 else str(trace_path),
                 "replicasAtPeak": replicas_at_peak,
+                "headroom": (service.spec.scaling.headroom if service.spec.scaling else None),
                 "peakRps": round(trace.peak_minute_rps(), 3),
                 "requestsPerSecond": round(
                     result.requests / max(result.span_s, 1.0) / max(result.wall_s, 1e-9) * result.span_s, 0
@@ -123,13 +142,19 @@ def run_case(
     return rows
 
 
+def _case_order(item: tuple[tuple[str, str, int, float | None], Any]) -> tuple[str, str, int, float]:
+    spec, trace, scale, headroom = item[0]
+    return spec, trace, scale, -1.0 if headroom is None else headroom
+
+
 def compare(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per (spec, trace, scale): ours against each baseline, in the issue's terms."""
-    cases: dict[tuple[str, str, int], dict[str, dict[str, Any]]] = {}
+    cases: dict[tuple[str, str, int, float | None], dict[str, dict[str, Any]]] = {}
     for row in rows:
-        cases.setdefault((row["spec"], row["traceFile"], row["replicasAtPeak"]), {})[row["policy"]] = row
+        key = (row["spec"], row["traceFile"], row["replicasAtPeak"], row["headroom"])
+        cases.setdefault(key, {})[row["policy"]] = row
     out = []
-    for (spec, trace, scale), by_policy in sorted(cases.items()):
+    for (spec, trace, scale, headroom), by_policy in sorted(cases.items(), key=_case_order):
         ours = by_policy.get("inferfleet")
         if ours is None:
             continue
@@ -137,6 +162,7 @@ def compare(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "spec": spec,
             "trace": trace,
             "replicasAtPeak": scale,
+            "headroom": headroom,
             "requests": ours["requests"],
             "sloAttainment": {p: r["sloAttainment"] for p, r in by_policy.items()},
             "gpuHours": {p: r["gpuHours"] for p, r in by_policy.items()},
@@ -161,23 +187,38 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--policies", default=",".join(POLICIES), help="comma-separated")
     parser.add_argument("--jobs", type=int, default=1, help="processes")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--headroom",
+        help="comma-separated spec.scaling.headroom values to sweep (default: as the specs say)",
+    )
     args = parser.parse_args(argv)
     traces = find_traces(TRACES, args.traces)
     specs = sorted(p for p in SPECS.glob("*.yaml") if args.specs is None or args.specs in p.name)
     scales = [int(s) for s in args.scales.split(",")]
     policies = args.policies.split(",")
-    cases = [(spec, trace, scale) for trace in traces for spec in specs for scale in scales]
+    headrooms: list[float | None] = (
+        [None] if args.headroom is None else [float(h) for h in args.headroom.split(",")]
+    )
+    cases = [
+        (spec, trace, scale, headroom)
+        for trace in traces
+        for spec in specs
+        for scale in scales
+        for headroom in headrooms
+    ]
     started = time.perf_counter()
     rows: list[dict[str, Any]] = []
     if args.jobs > 1:
         with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-            futures = [pool.submit(run_case, s, t, n, policies, args.seed) for s, t, n in cases]
+            futures = [
+                pool.submit(run_case, s, t, n, policies, args.seed, headroom=h) for s, t, n, h in cases
+            ]
             for future in futures:
                 rows.extend(future.result())
     else:
-        for spec, trace, scale in cases:
-            rows.extend(run_case(spec, trace, scale, policies, args.seed))
-            print(f"done {spec.stem} {trace.name} x{scale}", file=sys.stderr)
+        for spec, trace, scale, headroom in cases:
+            rows.extend(run_case(spec, trace, scale, policies, args.seed, headroom=headroom))
+            print(f"done {spec.stem} {trace.name} x{scale} headroom {headroom}", file=sys.stderr)
     document = {
         "benchmark": "autoscale",
         "wallSeconds": round(time.perf_counter() - started, 1),
