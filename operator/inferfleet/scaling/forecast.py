@@ -163,8 +163,9 @@ def _seasonal(
     return level * ratio, label
 
 
-# A minute under this share of the hour before counts as silent; the hour before must
-# have carried at least this many requests a minute, so a cliff is not Poisson noise
+# A minute under this share of the median of the hold plus an hour counts as silent;
+# the hour before the silence must have carried at least this many requests a minute,
+# so a cliff is not Poisson noise
 # (at 20 expected requests a minute, an empty minute has probability e^-20).
 INTERRUPTION_SHARE = 0.1
 INTERRUPTION_MIN_REQUESTS_PER_MIN = 20.0

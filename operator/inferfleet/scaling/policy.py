@@ -439,14 +439,14 @@ def decide(ctx: ScalingContext, state: ScalingState | None = None) -> tuple[Reco
             # last-minute rate on top would chase sub-minute bursts that are over long
             # before a replica could start (the reactive path owns those).
             demand = fc.rate_rps
-    # No forecast because the history is missing or has holes: hold what runs. A history
-    # too short for one (a new service) is not a gap: the current rate and the observed
-    # stabilization window are all anyone could know.
     interrupted = (
         "; traffic stopped dead, the level from before is held (interrupted)"
         if fc is not None and fc.method == "interrupted"
         else ""
     )
+    # No forecast because the history is missing or has holes: hold what runs. A history
+    # too short for one (a new service) is not a gap: the current rate and the observed
+    # stabilization window are all anyone could know.
     history_gap = config.predictive_enabled and (
         history is None or (fc is not None and fc.rate_rps is None and len(history) >= _FORECAST_MIN_POINTS)
     )
