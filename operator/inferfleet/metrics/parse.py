@@ -9,7 +9,7 @@ in `problems`, never guessed at.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, NamedTuple, TypeVar
 
@@ -92,6 +92,25 @@ def parse_sample(raw: Any) -> tuple[float, float | None] | None:
     return timestamp_s, (None if math.isnan(value) else value)
 
 
+def _keyed_series(
+    result: Iterable[Any],
+    key_of: Callable[[Mapping[str, Any]], K | None],
+    labels_named: str,
+    problems: list[str],
+) -> Iterator[tuple[K, Mapping[str, Any]]]:
+    """Each series of a result with its key; what has no key is noted in `problems`."""
+    for item in result:
+        if not isinstance(item, Mapping):
+            problems.append(f"not a series: {item!r}")
+            continue
+        labels = item.get("metric")
+        key = key_of(labels) if isinstance(labels, Mapping) else None
+        if key is None:
+            problems.append(f"series without {labels_named}: {labels!r}")
+            continue
+        yield key, item
+
+
 def parse_vector(
     result: Iterable[Any],
     *,
@@ -105,15 +124,7 @@ def parse_vector(
     answer, and an old answer must not look like the present.
     """
     out = VectorResult()
-    for item in result:
-        if not isinstance(item, Mapping):
-            out.problems.append(f"not a series: {item!r}")
-            continue
-        labels = item.get("metric")
-        key = tier_key(labels) if isinstance(labels, Mapping) else None
-        if key is None:
-            out.problems.append(f"series without {', '.join(SERIES_LABELS)}: {labels!r}")
-            continue
+    for key, item in _keyed_series(result, tier_key, ", ".join(SERIES_LABELS), out.problems):
         sample = parse_sample(item.get("value"))
         if sample is None:
             out.problems.append(f"{key}: malformed sample {item.get('value')!r}")
@@ -138,15 +149,7 @@ def parse_matrix(result: Iterable[Any], key_of: Callable[[Mapping[str, Any]], K 
     is a gap, which the forecaster handles, while a made-up value would mislead it.
     """
     out: MatrixResult[K] = MatrixResult()
-    for item in result:
-        if not isinstance(item, Mapping):
-            out.problems.append(f"not a series: {item!r}")
-            continue
-        labels = item.get("metric")
-        key = key_of(labels) if isinstance(labels, Mapping) else None
-        if key is None:
-            out.problems.append(f"series without grouping labels: {labels!r}")
-            continue
+    for key, item in _keyed_series(result, key_of, "grouping labels", out.problems):
         raw_values = item.get("values")
         if not isinstance(raw_values, list):
             out.problems.append(f"{key}: no values")
