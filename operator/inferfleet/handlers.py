@@ -32,7 +32,7 @@ from typing import Any
 
 import kopf
 
-from inferfleet.api import labels
+from inferfleet.api import InferenceService, Problem, labels
 from inferfleet.cluster import KubernetesCluster, TransientApiError
 from inferfleet.config import OperatorSettings
 from inferfleet.controller import admission, certificates, leader, resync
@@ -40,6 +40,7 @@ from inferfleet.controller.passes import run_pass
 from inferfleet.controller.reconciler import Planner, Reconciler
 from inferfleet.metrics import operator_metrics
 from inferfleet.metrics.operator_metrics import OperatorMetrics
+from inferfleet.render import checks
 
 GVP = (labels.GROUP, labels.VERSION, labels.PLURAL)
 # How often every InferenceService is re-checked even without a watch event.
@@ -182,7 +183,14 @@ def reconcile_parent(*, type: str | None, body: kopf.Body, memo: Any, logger: Lo
 @kopf.on.validate(*GVP, id="plan", operations=["CREATE", "UPDATE"])
 def validate_plan(*, body: kopf.Body, memo: Any, warnings: list[str], **_: Any) -> None:
     reconciler: Reconciler = memo["reconciler"]
-    verdict = admission.review(dict(body), reconciler.planner)
+    settings = reconciler.settings
+
+    def refusals(service: InferenceService, feasible: set[str] | None) -> list[Problem]:
+        if feasible is None:
+            return checks.catalog_problems(service, settings.catalogs())
+        return checks.render_problems(service, settings, feasible)
+
+    verdict = admission.review(dict(body), reconciler.planner, refusals)
     warnings.extend(verdict.warnings)
     if verdict.rejection is not None:
         raise kopf.AdmissionError(verdict.rejection, code=422)
