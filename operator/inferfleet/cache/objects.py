@@ -440,7 +440,7 @@ CHECKOV_SKIPS: Final = {
     "checkov.io/skip1": "CKV_K8S_23=only the cache-owner init container runs as root, to chown the hostPath",
     "checkov.io/skip2": "CKV_K8S_40=only the cache-owner init container runs as UID 0, to chown the hostPath",
     "checkov.io/skip3": "CKV_K8S_8=a download runs for hours; read timeouts and retries catch a stalled one",
-    "checkov.io/skip4": "CKV_K8S_37=the cache-owner init container adds CAP_CHOWN and nothing else",
+    "checkov.io/skip4": "CKV_K8S_25=the cache-owner init container adds CAP_CHOWN and nothing else",
 }
 
 
