@@ -410,7 +410,8 @@ class TierSpec(ApiModel):
                 "overrides.tensorParallelSize cannot exceed gpusPerNode "
                 "(tensor parallelism stays in one node)"
             )
-        if self.gpu_node_affinity == "none" and not self.has_own_placement():
+        own_placement = self.has_own_placement()  # also checks the shape of a required node affinity
+        if self.gpu_node_affinity == "none" and not own_placement:
             raise ValueError(OPT_OUT_MESSAGE)
         return self
 
