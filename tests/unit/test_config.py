@@ -25,3 +25,28 @@ def test_values_are_read_and_converted() -> None:
 def test_bad_value_names_the_variable() -> None:
     with pytest.raises(SettingsInvalid, match="INFERFLEET_SYNC_PERIOD_S"):
         OperatorSettings.from_env({"INFERFLEET_SYNC_PERIOD_S": "1"})
+
+
+def test_cache_paths_stay_under_the_allowed_root_and_off_system_directories() -> None:
+    settings = OperatorSettings.from_env(
+        {"INFERFLEET_CACHE_ALLOWED_ROOT": "/data/nvme", "INFERFLEET_CACHE_NODE_PATH": "/data/nvme/weights"}
+    )
+    assert settings.cache_allowed_root == "/data/nvme"
+    with pytest.raises(SettingsInvalid, match="INFERFLEET_CACHE_NODE_PATH '/data/weights' must lie under"):
+        OperatorSettings.from_env({"INFERFLEET_CACHE_NODE_PATH": "/data/weights"})
+    for root in ("/", "/etc", "/var/lib/kubelet", "/proc", "/sys"):
+        with pytest.raises(SettingsInvalid, match="INFERFLEET_CACHE_ALLOWED_ROOT"):
+            OperatorSettings.from_env(
+                {"INFERFLEET_CACHE_ALLOWED_ROOT": root, "INFERFLEET_CACHE_NODE_PATH": "/x"}
+            )
+
+
+def test_vendor_images_and_amd_groups() -> None:
+    settings = OperatorSettings.from_env(
+        {"INFERFLEET_VLLM_IMAGE_AMD": "registry.local/rocm/vllm:1",
+         "INFERFLEET_AMD_SUPPLEMENTAL_GROUPS": "44, 992"}
+    )
+    assert settings.vllm_image_amd == "registry.local/rocm/vllm:1"
+    assert settings.amd_supplemental_groups == (44, 992)
+    with pytest.raises(SettingsInvalid, match="INFERFLEET_AMD_SUPPLEMENTAL_GROUPS"):
+        OperatorSettings.from_env({"INFERFLEET_AMD_SUPPLEMENTAL_GROUPS": "video"})

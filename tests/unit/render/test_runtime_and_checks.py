@@ -219,3 +219,27 @@ def test_fetcher_runs_as_non_root_and_only_the_owner_step_is_root_with_chown() -
     assert owner["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["CHOWN"]}
     assert owner["command"] == ["chown", "-R", "-h", "65532:65532", cache_objects.CACHE_MOUNT_PATH]
     assert owner["securityContext"]["allowPrivilegeEscalation"] is False
+
+
+def test_every_flag_the_renderer_sets_is_refused_in_extra_args() -> None:
+    """api.vllm_flags.PLANNED_FLAGS is the renderer's own list: nothing it sets can be overridden."""
+    from inferfleet.api.vllm_flags import PLANNED_FLAGS
+
+    services = [load_all(path.read_text(encoding="utf-8"))[0] for path in sorted(EXAMPLES_DIR.glob("*.yaml"))]
+    services.append(plans.service(
+        model={"name": "m/base", "adapters": [{"name": "sql", "source": "hf://org/sql-lora"}]},
+        cache={"mode": "none"},
+        serving={"prefixCaching": False, "speculativeDecoding": {"method": "ngram"}},
+    ))
+    seen: set[str] = set()
+    for service in services:
+        plan = planner.plan_service(service)
+        if not plan.feasible_tiers:
+            plan = plans.plan(*(plans.tier_plan(t.name, enforceEager=True) for t in service.spec.tiers))
+        for obj in render(service, plan, SETTINGS):
+            if obj["kind"] in ("Deployment", "LeaderWorkerSet"):
+                spec = obj["spec"]
+                template = spec.get("template") or spec["leaderWorkerTemplate"]["leaderTemplate"]
+                args = template["spec"]["containers"][0].get("args", [])
+                seen |= {arg for arg in args if arg.startswith("--")}
+    assert seen and seen <= set(PLANNED_FLAGS), seen - set(PLANNED_FLAGS)
