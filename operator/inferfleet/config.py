@@ -96,11 +96,11 @@ class OperatorSettings(BaseModel):
     )
     operator_image: str = Field(default="ghcr.io/inferfleet/inferfleet:0.1.0", min_length=1)
     cache_node_path: str = Field(default="/mnt/nvme/inferfleet", pattern=r"^/")
-    cache_allowed_root: str = Field(
-        default="/mnt/nvme/inferfleet",
+    cache_allowed_root: str | None = Field(
+        default=None,
         pattern=r"^/",
-        description="Every node-local cache path (this default and each spec.cache.nodePath) must lie "
-        "under this root; system directories can never be the root.",
+        description="Every node-local cache path (cache_node_path and each spec.cache.nodePath) must "
+        "lie under this root; empty means cache_node_path itself. System directories can never be it.",
     )
     cache_budget_gib: float = Field(default=500.0, gt=0)
     catalog_file: str | None = Field(
@@ -135,15 +135,20 @@ class OperatorSettings(BaseModel):
     def _cache_paths(self) -> OperatorSettings:
         for name, path in (("cache_allowed_root", self.cache_allowed_root),
                            ("cache_node_path", self.cache_node_path)):
-            reason = host_paths.unsafe_reason(path)
+            reason = host_paths.unsafe_reason(path) if path is not None else None
             if reason is not None:
                 raise ValueError(f"{ENV_PREFIX}{name.upper()} {path!r}: {reason}")
-        if not host_paths.is_under(self.cache_node_path, self.cache_allowed_root):
+        if not host_paths.is_under(self.cache_node_path, self.cache_root):
             raise ValueError(
                 f"{ENV_PREFIX}CACHE_NODE_PATH {self.cache_node_path!r} must lie under "
-                f"{ENV_PREFIX}CACHE_ALLOWED_ROOT {self.cache_allowed_root!r}"
+                f"{ENV_PREFIX}CACHE_ALLOWED_ROOT {self.cache_root!r}"
             )
         return self
+
+    @property
+    def cache_root(self) -> str:
+        """The root every node cache path must lie under (cache_node_path when unset)."""
+        return self.cache_allowed_root or self.cache_node_path
 
     def catalogs(self) -> Catalogs:
         """The catalogs the planner and the renderer share: built-in plus `catalog_file`."""

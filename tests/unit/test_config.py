@@ -31,9 +31,15 @@ def test_cache_paths_stay_under_the_allowed_root_and_off_system_directories() ->
     settings = OperatorSettings.from_env(
         {"INFERFLEET_CACHE_ALLOWED_ROOT": "/data/nvme", "INFERFLEET_CACHE_NODE_PATH": "/data/nvme/weights"}
     )
-    assert settings.cache_allowed_root == "/data/nvme"
+    assert settings.cache_root == "/data/nvme"
+    # Unset, the root is the operator's own default path (an upgrade keeps working).
+    default_root = OperatorSettings.from_env({"INFERFLEET_CACHE_NODE_PATH": "/data/weights"}).cache_root
+    assert default_root == "/data/weights"
+    assert OperatorSettings().cache_root == "/mnt/nvme/inferfleet"
     with pytest.raises(SettingsInvalid, match="INFERFLEET_CACHE_NODE_PATH '/data/weights' must lie under"):
-        OperatorSettings.from_env({"INFERFLEET_CACHE_NODE_PATH": "/data/weights"})
+        OperatorSettings.from_env(
+            {"INFERFLEET_CACHE_NODE_PATH": "/data/weights", "INFERFLEET_CACHE_ALLOWED_ROOT": "/mnt/nvme"}
+        )
     for root in ("/", "/etc", "/var/lib/kubelet", "/proc", "/sys"):
         with pytest.raises(SettingsInvalid, match="INFERFLEET_CACHE_ALLOWED_ROOT"):
             OperatorSettings.from_env(

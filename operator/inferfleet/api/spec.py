@@ -534,8 +534,9 @@ class CacheSpec(ApiModel):
     node_path: ShortString | None = Field(
         default=None,
         description="Host path of the node-local cache; operator default if empty. Must lie under the "
-        "operator's allowed cache root (cache.allowedRoot, default /mnt/nvme/inferfleet); system "
-        "directories (/, /etc, /proc, /sys, /var/lib/kubelet, ...) are refused.",
+        "operator's allowed cache root (Helm cache.allowedRoot; by default its cache.nodePath, "
+        "/mnt/nvme/inferfleet); system directories (/, /etc, /proc, /sys, /var/lib/kubelet, ...) are "
+        "refused.",
     )
     pvc_name: ShortString | None = Field(default=None, description="Claim holding the weights (mode pvc).")
     storage_bandwidth_g_bps: float | None = Field(

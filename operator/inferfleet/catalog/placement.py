@@ -33,6 +33,9 @@ from inferfleet.catalog import Catalogs
 from inferfleet.catalog.gpus import GpuSpec, gpu_from_inline
 
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+# The tier's own terms times the default ones; beyond this the pod spec grows without
+# bound (render.checks refuses the tier and names its affinity).
+MAX_NODE_SELECTOR_TERMS = 64
 
 # How each big cloud labels spot capacity (key, value, cloud). A spot tier requires one.
 # - GKE: Spot VMs `cloud.google.com/gke-spot=true`, legacy preemptible VMs
@@ -147,6 +150,13 @@ def _and(own: list[dict[str, Any]], default: list[dict[str, Any]]) -> list[dict[
         term["matchExpressions"] = [*term.get("matchExpressions", []), *_copy(ours["matchExpressions"])]
         combined.append(term)
     return combined
+
+
+def combined_term_count(tier: TierSpec, gpu: GpuSpec | None) -> int:
+    """How many required node-selector terms the tier's pods get."""
+    ours = len(default_terms(tier, gpu))
+    own = len(required_node_terms(tier.affinity) or [])
+    return ours * own if ours and own else ours or own
 
 
 def tolerations(tier: TierSpec, resource: str) -> list[dict[str, Any]]:

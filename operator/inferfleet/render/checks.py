@@ -22,7 +22,12 @@ from inferfleet.api import InferenceService, Problem
 from inferfleet.api.host_paths import is_under
 from inferfleet.api.spec import NO_ACCELERATOR, InlineGpu
 from inferfleet.catalog import Catalogs
-from inferfleet.catalog.placement import resource_name, tier_gpu
+from inferfleet.catalog.placement import (
+    MAX_NODE_SELECTOR_TERMS,
+    combined_term_count,
+    resource_name,
+    tier_gpu,
+)
 from inferfleet.config import OperatorSettings
 from inferfleet.render import runtime
 
@@ -54,11 +59,11 @@ def render_problems(
     every tier when None."""
     found: list[Problem] = []
     cache = service.spec.cache
-    if cache is not None and cache.node_path and not is_under(cache.node_path, settings.cache_allowed_root):
+    if cache is not None and cache.node_path and not is_under(cache.node_path, settings.cache_root):
         found.append(Problem(
             "spec.cache.nodePath",
             f"{cache.node_path!r} is outside the node cache root the operator allows "
-            f"({settings.cache_allowed_root}, Helm value cache.allowedRoot); use a path under it",
+            f"({settings.cache_root}, Helm value cache.allowedRoot); use a path under it",
         ))
     catalogs = settings.catalogs()
     needs_serving_image: dict[str, list[str]] = {}
@@ -78,6 +83,13 @@ def render_problems(
                 + ("give the labels of the nodes that have it (e.g. {nvidia.com/gpu.product: "
                    "NVIDIA-RTX-6000-Ada-Generation})" if inline else "add nodeLabels to its catalog entry")
                 + ", or give the tier a nodeSelector or required node affinity",
+            ))
+        terms = combined_term_count(tier, gpu)
+        if terms > MAX_NODE_SELECTOR_TERMS:
+            found.append(Problem(
+                f"spec.tiers[{index}].affinity",
+                f"{terms} required node-selector terms once the tier's own are ANDed with its GPU "
+                f"type's (at most {MAX_NODE_SELECTOR_TERMS}); use fewer terms, or gpuNodeAffinity: none",
             ))
         if tier.image is None:
             needs_serving_image.setdefault(gpu.vendor, []).append(tier.name)

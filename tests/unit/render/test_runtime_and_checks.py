@@ -188,6 +188,19 @@ def test_gpus_without_node_labels_need_a_placement_of_the_tiers_own(tmp_path: Pa
     assert render_problems(service, SETTINGS, tiers=set()) == []
 
 
+def test_too_many_combined_node_selector_terms_are_refused() -> None:
+    terms = [{"matchExpressions": [{"key": "zone", "operator": "In", "values": [str(i)]}]} for i in range(20)]
+    required = {"nodeSelectorTerms": terms}
+    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": required}}
+    # 20 own terms x 4 ways to recognise an L4 = 80
+    (problem,) = render_problems(plans.service(tiers=[{"name": "l4", "gpu": "L4", "affinity": affinity}]),
+                                 SETTINGS)
+    assert problem.path == "spec.tiers[0].affinity" and problem.message.startswith("80 required")
+    required["nodeSelectorTerms"] = terms[:16]
+    assert render_problems(plans.service(tiers=[{"name": "l4", "gpu": "L4", "affinity": affinity}]),
+                           SETTINGS) == []
+
+
 def test_a_vendor_without_a_default_image_needs_one_named() -> None:
     npu = {"name": "npu", "memoryGiB": 32, "resourceName": "example.com/npu",
            "nodeLabels": {"example.com/npu.product": "npu-1"}}
