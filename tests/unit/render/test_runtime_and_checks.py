@@ -57,6 +57,16 @@ def test_mi300x_tier_runs_the_rocm_build_with_amd_devices_and_groups() -> None:
     assert {"key": "amd.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in amd["tolerations"]
 
 
+def test_an_inline_amd_gpu_is_an_amd_tier() -> None:
+    mi250 = {"name": "MI250X-GCD", "memoryGiB": 64, "resourceName": "amd.com/gpu",
+             "nodeLabels": {"amd.com/gpu.device-id": ["740c", "7408"]}}
+    service = plans.service(tiers=[{"name": "mi250", "gpu": mi250, "gpusPerNode": 8}])
+    (pod,) = pods_by_tier(service).values()
+    assert pod["containers"][0]["image"] == SETTINGS.vllm_image_amd
+    assert pod["securityContext"]["supplementalGroups"] == [44, 109]
+    assert pod["containers"][0]["resources"]["limits"]["amd.com/gpu"] == "1"
+
+
 def test_device_groups_follow_the_setting_and_are_not_needed_as_root() -> None:
     settings = OperatorSettings.from_env({"INFERFLEET_AMD_SUPPLEMENTAL_GROUPS": "44,992"})
     assert pods_by_tier(mixed(), settings)["mi300x"]["securityContext"]["supplementalGroups"] == [44, 992]
