@@ -15,6 +15,7 @@ those spell a planned flag too.
 from __future__ import annotations
 
 _OVERRIDES = "spec.tiers[].overrides"
+_FIXED = "fixed: "
 
 # flag -> the field that sets it (what the error message points to)
 PLANNED_FLAGS: dict[str, str] = {
@@ -43,8 +44,8 @@ PLANNED_FLAGS: dict[str, str] = {
     "--revision": "spec.model.revision",
     "--download-dir": "spec.cache",
     "--load-format": "spec.model.source and spec.cache",
-    "--port": "nothing: every probe, Service and PodMonitor uses port 8000",
-    "--distributed-executor-backend": "nothing: the operator picks ray for multi-node replicas",
+    "--port": _FIXED + "every probe, Service and PodMonitor uses port 8000",
+    "--distributed-executor-backend": _FIXED + "the operator runs multi-node replicas on ray",
 }
 SHORT_ALIASES: dict[str, str] = {
     "-tp": "--tensor-parallel-size",
@@ -80,14 +81,19 @@ def extra_arg_problem(arg: str) -> str | None:
     name = flag_name(arg)
     if name is None:
         return None
+    # Messages name the option, never the argument: its value may be the secret itself.
+    written = arg.split("=", 1)[0]
     if any(_matches(name, flag) for flag in SECRET_FLAGS):
         return (
-            f"{arg!r}: an API key on the command line is visible to anyone who can read the pod; "
+            f"{written}: an API key on the command line is visible to anyone who can read the pod; "
             "set env VLLM_API_KEY with valueFrom.secretKeyRef instead (vLLM reads it the same way)"
         )
     planned = [flag for flag in PLANNED_FLAGS if _matches(name, flag)]
     if not planned:
         return None
     flag = name if name in PLANNED_FLAGS else planned[0]
-    spelled = "" if name == flag else f" (vLLM reads {arg!r} as {flag})"
-    return f"{flag} is set by the operator{spelled}; set {PLANNED_FLAGS[flag]} instead"
+    spelled = "" if name == flag else f" (vLLM reads {written!r} as {flag})"
+    where = PLANNED_FLAGS[flag]
+    if where.startswith(_FIXED):
+        return f"{flag} is set by the operator{spelled} and cannot be changed: {where.removeprefix(_FIXED)}"
+    return f"{flag} is set by the operator{spelled}; set {where} instead"

@@ -51,6 +51,7 @@ def test_api_key_on_the_command_line_is_refused(arg: str) -> None:
     spec["serving"] = {"extraArgs": [arg, "sk-live"]}
     ((path, message),) = problems(spec)
     assert path == "spec.serving.extraArgs[0]" and "VLLM_API_KEY" in message and "secretKeyRef" in message
+    assert "sk-live" not in message  # the error never repeats the secret
 
 
 @pytest.mark.parametrize(
