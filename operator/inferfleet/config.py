@@ -95,6 +95,29 @@ class OperatorSettings(BaseModel):
         description="GIDs added to non-root vLLM pods on AMD GPUs (video, render on the host).",
     )
     operator_image: str = Field(default="ghcr.io/inferfleet/inferfleet:0.1.0", min_length=1)
+
+    # Front door (spec.frontDoor overrides the Gateway). The endpoint picker is llm-d's
+    # router: the Gateway API Inference Extension's EPP plus llm-d's plugins, of which the
+    # front door needs `context-length-aware` (no request reaches a tier whose
+    # max-model-len it exceeds) and flow control (holds requests while a pool is empty).
+    gateway_name: str | None = Field(
+        default=None,
+        pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+        max_length=253,
+        description="Gateway every InferenceService's HTTPRoute attaches to unless its spec names "
+        "one; unset means no route (plain Services) unless the spec names a Gateway.",
+    )
+    gateway_namespace: str | None = Field(
+        default=None,
+        pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+        max_length=63,
+        description="Namespace of that Gateway; unset means each InferenceService's own.",
+    )
+    epp_image: str = Field(
+        default="ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.10.0",
+        min_length=1,
+        description="Endpoint picker image the operator runs per InferencePool (llm-d's router).",
+    )
     cache_node_path: str = Field(default="/mnt/nvme/inferfleet", pattern=r"^/")
     cache_allowed_root: str | None = Field(
         default=None,

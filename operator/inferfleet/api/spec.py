@@ -16,6 +16,7 @@ from pydantic import AfterValidator, Field, StringConstraints, field_validator, 
 
 from inferfleet.api import host_paths, vllm_flags
 from inferfleet.api.base import ApiModel, cel, schema_extra
+from inferfleet.api.frontdoor import FrontDoorSpec
 from inferfleet.api.node_labels import NodeLabels
 
 # --- shared vocabularies -------------------------------------------------------------
@@ -704,6 +705,12 @@ class ServingSpec(ApiModel):
 # --- the whole spec ------------------------------------------------------------------
 
 
+SCALE_TO_ZERO_NEEDS_HOLD_MESSAGE = (
+    "scaling.allowScaleToZero needs a front door that holds requests: with frontDoor.mode service "
+    "nothing holds the first request while a tier starts from zero, so it would fail; use mode gateway"
+)
+
+
 def _spec_schema_extra() -> dict[str, Any]:
     return schema_extra(
         cel(
@@ -715,6 +722,12 @@ def _spec_schema_extra() -> dict[str, Any]:
             "(has(self.scaling) && self.scaling.allowScaleToZero) || self.tiers.all(t, t.minReplicas >= 1)",
             "minReplicas 0 needs scaling.allowScaleToZero: true",
             ".tiers",
+        ),
+        cel(
+            "!(has(self.frontDoor) && has(self.frontDoor.mode) && self.frontDoor.mode == 'service') || "
+            "!has(self.scaling) || !self.scaling.allowScaleToZero",
+            SCALE_TO_ZERO_NEEDS_HOLD_MESSAGE,
+            ".scaling.allowScaleToZero",
         ),
         cel(
             "!has(self.scaling) || !has(self.scaling.prewarm) || "
@@ -747,6 +760,11 @@ class InferenceServiceSpec(ApiModel):
     scaling: ScalingSpec | None = None
     cache: CacheSpec | None = None
     serving: ServingSpec | None = None
+    front_door: FrontDoorSpec | None = Field(
+        default=None,
+        description="One endpoint for all tiers: HTTPRoute, InferencePool and endpoint picker "
+        "(or plain Services). Empty uses the operator's default Gateway when it has one.",
+    )
 
     @model_validator(mode="after")
     def _cross_field(self) -> InferenceServiceSpec:
@@ -766,6 +784,8 @@ class InferenceServiceSpec(ApiModel):
             raise ValueError(
                 f"minReplicas 0 needs scaling.allowScaleToZero: true (tiers: {', '.join(zero_tiers)})"
             )
+        if allow_zero and self.front_door is not None and self.front_door.mode == "service":
+            raise ValueError(SCALE_TO_ZERO_NEEDS_HOLD_MESSAGE)
         prewarm = self.scaling.prewarm if self.scaling and self.scaling.prewarm else []
         for window in prewarm:
             if window.tier is not None and window.tier not in names:

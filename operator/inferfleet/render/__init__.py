@@ -16,13 +16,13 @@ Extension points for other features, each one line to add to:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from inferfleet.api import InferenceService, Plan
 from inferfleet.cache import objects as cache_objects
 from inferfleet.config import OperatorSettings
-from inferfleet.render import model_source, names
+from inferfleet.render import frontdoor, model_source, names
 from inferfleet.render.objects import (
     PodContributor,
     content_hash,
@@ -65,7 +65,10 @@ OBJECT_CONTRIBUTORS: tuple[ObjectContributor, ...] = (cache_objects.precache_obj
 # Apply order: what others point at first (Services, budgets), the pre-cache (so weights
 # start moving before replicas wait for them), then the workloads.
 KIND_ORDER = (
+    "ServiceAccount", "Role", "RoleBinding", "ConfigMap",
     "Service", "PodDisruptionBudget", "PodMonitor", "DaemonSet", "Job", "Deployment", "LeaderWorkerSet",
+    # The pool once its picker exists, the route once the pool does.
+    "InferencePool", "HTTPRoute",
 )
 
 
@@ -75,17 +78,27 @@ def sort_key(obj: dict[str, Any]) -> tuple[int, str, str]:
     return rank, kind, str(obj["metadata"]["name"])
 
 
-def render(service: InferenceService, plan: Plan, settings: OperatorSettings) -> list[dict[str, Any]]:
-    """Every object the InferenceService should own, sorted for apply order."""
+def render(
+    service: InferenceService,
+    plan: Plan,
+    settings: OperatorSettings,
+    measured_cold_start_s: Mapping[str, float] | None = None,
+) -> list[dict[str, Any]]:
+    """Every object the InferenceService should own, sorted for apply order.
+
+    `measured_cold_start_s` (per tier, from the cluster) only lengthens the front door's
+    hold; pod templates keep the plan's estimate, so a measurement never rolls pods."""
     source = model_source.resolve(service, settings)
     tiers = {tier.name: tier for tier in service.spec.tiers}
+    front = frontdoor.resolve(service, plan, settings, measured_cold_start_s)
     objects = [service_object(service), pod_monitor(service)]
     for tier_plan in plan.feasible_tiers:
         tier = tiers[tier_plan.name]
         ctx = TierContext(service, tier, tier_plan, settings, source)
-        objects.append(workload(ctx, POD_CONTRIBUTORS))
+        objects.append(workload(ctx, POD_CONTRIBUTORS, frontdoor.pod_labels(front, plan, tier.name)))
         objects.append(tier_service(service, tier.name))
         objects.append(disruption_budget(service, tier.name))
+    objects.extend(frontdoor.objects(service, front, settings, owner_reference(service)))
     for contribute in OBJECT_CONTRIBUTORS:
         objects.extend(contribute(service, plan, settings))
     return sorted(objects, key=sort_key)
@@ -101,6 +114,7 @@ __all__ = [
     "TierContext",
     "content_hash",
     "extend",
+    "frontdoor",
     "names",
     "owner_reference",
     "render",

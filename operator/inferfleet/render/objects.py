@@ -74,8 +74,8 @@ def service_object(service: InferenceService) -> dict[str, Any]:
 def pod_monitor(service: InferenceService) -> dict[str, Any]:
     pod_label = "__meta_kubernetes_pod_label_"
     relabel = [
-        (pod_label + _prometheus_name(labels.LABEL_SERVICE), labels.SERIES_LABEL_SERVICE),
-        (pod_label + _prometheus_name(labels.LABEL_TIER), labels.SERIES_LABEL_TIER),
+        (pod_label + prometheus_name(labels.LABEL_SERVICE), labels.SERIES_LABEL_SERVICE),
+        (pod_label + prometheus_name(labels.LABEL_TIER), labels.SERIES_LABEL_TIER),
         ("__meta_kubernetes_namespace", labels.SERIES_LABEL_NAMESPACE),
     ]
     return templating.render_json(
@@ -89,7 +89,7 @@ def pod_monitor(service: InferenceService) -> dict[str, Any]:
     )
 
 
-def _prometheus_name(label: str) -> str:
+def prometheus_name(label: str) -> str:
     # Prometheus service discovery replaces every character outside [a-zA-Z0-9_] with _.
     return "".join(c if c.isalnum() or c == "_" else "_" for c in label)
 
@@ -120,8 +120,15 @@ def initial_replicas(tier: TierSpec) -> int:
     return tier.min_replicas if tier.max_replicas is None else min(tier.min_replicas, tier.max_replicas)
 
 
-def workload(ctx: TierContext, contributors: Sequence[PodContributor]) -> dict[str, Any]:
-    """A Deployment, or a LeaderWorkerSet when one replica spans several nodes."""
+def workload(
+    ctx: TierContext,
+    contributors: Sequence[PodContributor],
+    serving_labels: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """A Deployment, or a LeaderWorkerSet when one replica spans several nodes.
+
+    `serving_labels` go on the pods that serve HTTP (Deployment pods, LeaderWorkerSet
+    leaders): the front door's capacity and pool labels."""
     service, tier, plan = ctx.service, ctx.tier, ctx.plan
     additions = [contribute(ctx) for contribute in contributors]
 
@@ -151,7 +158,7 @@ def workload(ctx: TierContext, contributors: Sequence[PodContributor]) -> dict[s
         "replicas": initial_replicas(tier),
         **_common(service),
     }
-    server_labels = {**tier_labels, labels.LABEL_COMPONENT: names.COMPONENT_SERVER}
+    server_labels = {**(serving_labels or {}), **tier_labels, labels.LABEL_COMPONENT: names.COMPONENT_SERVER}
     if not multi_node:
         return templating.render_json(
             "deployment.json.j2",

@@ -1,5 +1,8 @@
 """Validate rendered objects: core kinds against Kubernetes' OpenAPI (kubernetes-validate),
-LeaderWorkerSet and PodMonitor against the vendored CRD schemas in tests/schemas/."""
+LeaderWorkerSet and PodMonitor against the vendored CRD schemas in tests/schemas/, and the
+front door's InferencePool and HTTPRoute against the schemas of their pinned CRDs
+(hack/frontdoor-crds/go.mod), CEL rules included, evaluated after structural defaulting
+as the API server does."""
 
 from __future__ import annotations
 
@@ -11,13 +14,18 @@ import kubernetes_validate
 import yaml
 
 from tests.conftest import REPO_ROOT
+from tests.unit.api import cel_eval
 
 KUBERNETES_VERSION = "1.30.0"
 SCHEMAS = REPO_ROOT / "tests" / "schemas"
 CRD_SCHEMAS = {
     "leaderworkerset.x-k8s.io/v1": "leaderworkerset-v1.yaml",
     "monitoring.coreos.com/v1": "podmonitor-v1.yaml",
+    "inference.networking.k8s.io/v1": "inferencepool-v1.yaml",
+    "gateway.networking.k8s.io/v1": "httproute-v1.yaml",
 }
+# Generated from the pinned CRDs: their CEL rules are checked too.
+PINNED_CRDS = frozenset({"inference.networking.k8s.io/v1", "gateway.networking.k8s.io/v1"})
 
 
 @functools.cache
@@ -30,7 +38,12 @@ def validate(obj: dict[str, Any]) -> None:
     """Raise when `obj` is not a valid object of its kind."""
     api_version = obj["apiVersion"]
     if api_version in CRD_SCHEMAS:
-        jsonschema.validate(obj, crd_schema(api_version))
+        schema = crd_schema(api_version)
+        jsonschema.validate(obj, schema)
+        if api_version in PINNED_CRDS:
+            failures = cel_eval.failed_rules(schema, cel_eval.apply_defaults(schema, obj))
+            if failures:
+                raise jsonschema.ValidationError(f"{obj['kind']} breaks CEL rules: {failures}")
         if obj["kind"] == "LeaderWorkerSet":
             template = obj["spec"]["leaderWorkerTemplate"]
             for key in ("leaderTemplate", "workerTemplate"):

@@ -1,0 +1,456 @@
+"""The front door: one endpoint for every tier of an InferenceService (pure).
+
+In `gateway` mode the service gets an `HTTPRoute` (gateway.networking.k8s.io/v1) to an
+`InferencePool` (inference.networking.k8s.io/v1) and, per pool, an endpoint picker
+(EPP, llm-d's router) with its configuration. The picker chooses a pod per request
+(load, KV use, prefix cache), drops the pods whose max-model-len the prompt exceeds,
+and holds requests while no pod can take them (flow control), which is what lets a tier
+start from zero without losing the first request.
+
+Routing shares (`workload.routing`) are weights on the route: one pool per tier behind
+weighted `backendRefs`, so the Gateway sends each tier its planned share. A weighted
+split happens before anyone reads the prompt, so a tier's pool also holds the pods of
+the tiers that accept longer prompts (its "overflow" tiers): the picker's length filter
+sends a prompt its own tier cannot take to one of them, and its context-length scorer
+prefers the pool's own tier for every prompt that fits there. Without shares there is
+one pool over all tiers and the picker alone places each request.
+
+`service` mode (no Gateway named in the spec or the operator's settings) renders none
+of this: clients use the `<service>` Service, nothing filters by length (vLLM answers
+400) and nothing holds requests, so scale to zero is refused (render.checks).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from inferfleet.api import InferenceService, Plan, TierPlan, labels
+from inferfleet.api.frontdoor import EndpointPickerRef
+from inferfleet.config import OperatorSettings
+from inferfleet.planner.workload import tier_share
+from inferfleet.render import lifecycle, names, templating
+from inferfleet.render.objects import prometheus_name
+from inferfleet.render.vllm_args import HTTP_PORT
+
+# Pod labels the endpoint picker's plugins read (a picker sees pod labels, not
+# annotations). The context-length range is llm-d's `context-length-aware` plugin's
+# label: "min-max" prompt tokens the pod accepts.
+LABEL_CONTEXT_LENGTH_RANGE = "llm-d.ai/context-length-range"
+LABEL_MAX_MODEL_LEN = f"{labels.GROUP}/max-model-len"
+LABEL_MAX_NUM_SEQS = f"{labels.GROUP}/max-num-seqs"
+LABEL_KV_CACHE_TOKENS = f"{labels.GROUP}/kv-cache-tokens"
+LABEL_COST_RANK = f"{labels.GROUP}/cost-rank"
+# Pool membership in share mode: `inferfleet.dev/pool-<tier>: member` on the pods of that
+# tier and of its overflow tiers (an InferencePool selects by equality only).
+POOL_LABEL_PREFIX = f"{labels.GROUP}/pool-"
+POOL_MEMBER = "member"
+LABEL_POOL = f"{labels.GROUP}/pool"
+
+COMPONENT_EPP = "epp"
+EPP_GRPC_PORT = 9002
+EPP_HEALTH_PORT = 9003
+EPP_METRICS_PORT = 9090
+EPP_CONFIG_DIR = "/config"
+EPP_CONFIG_FILE = "config.yaml"
+EPP_GRACE_S = 130
+EPP_RESOURCES = {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"memory": "4Gi"}}
+EPP_CONFIG_API_VERSION = "inference.networking.x-k8s.io/v1alpha1"
+# Scorer weights: load and KV balance with prefix-cache affinity (the picker's own
+# defaults), plus the context-length scorer. In a share-mode pool it outweighs them all so
+# a prompt that fits the pool's own tier stays there (its range is the tightest).
+LOAD_SCORER_WEIGHTS = (("queue-scorer", 2.0), ("kv-cache-utilization-scorer", 2.0),
+                       ("prefix-cache-scorer", 3.0))
+OWN_TIER_WEIGHT_SHARED = 1.0
+OWN_TIER_WEIGHT_SPLIT = 10.0
+# Route weights are integers: shares to a thousandth.
+WEIGHT_SCALE = 1000
+# Holds move in whole steps so a new cold-start measurement rarely restarts a picker
+# (a restart drops what it holds).
+HOLD_STEP_S = 30
+
+# The flow-control queue metric, per pool (label `inference_pool`): what the autoscaler
+# wakes a tier on. llm-d's router exports it under its own prefix as well.
+QUEUE_METRICS = ("inference_extension_flow_control_queue_size", "llm_d_epp_flow_control_queue_size")
+
+
+@dataclass(frozen=True)
+class Pool:
+    """One InferencePool: its name, the tiers it routes to first, their overflow tiers,
+    its route weight (None: the only backend) and its hold."""
+
+    name: str
+    tiers: tuple[str, ...]
+    overflow: tuple[str, ...]
+    weight: int | None
+    hold_s: int
+
+
+@dataclass(frozen=True)
+class Gateway:
+    name: str
+    namespace: str | None
+    section_name: str | None
+
+
+@dataclass(frozen=True)
+class FrontDoor:
+    """What the front door of one InferenceService is, before it becomes objects."""
+
+    mode: str
+    gateway: Gateway | None
+    pools: tuple[Pool, ...]
+    picker: EndpointPickerRef | None  # a picker the platform runs, else one per pool
+
+    @property
+    def holds_requests(self) -> bool:
+        if self.mode != "gateway":
+            return False
+        return self.picker is None or self.picker.holds_requests
+
+    def pool_of(self, tier: str) -> Pool | None:
+        """The pool whose picker holds requests for `tier` when it is at zero."""
+        return next((pool for pool in self.pools if tier in pool.tiers), None)
+
+
+def gateway_of(service: InferenceService, settings: OperatorSettings) -> Gateway | None:
+    """The Gateway the route attaches to: the spec's, else the operator's default."""
+    front = service.spec.front_door
+    if front is not None and front.mode == "service":
+        return None
+    if front is not None and front.gateway is not None:
+        ref = front.gateway
+        return Gateway(ref.name, ref.namespace, ref.section_name)
+    if settings.gateway_name:
+        return Gateway(settings.gateway_name, settings.gateway_namespace, None)
+    return None
+
+
+def mode_of(service: InferenceService, settings: OperatorSettings) -> str:
+    return "gateway" if gateway_of(service, settings) is not None else "service"
+
+
+def hold_seconds(
+    service: InferenceService,
+    settings: OperatorSettings,
+    tiers: Sequence[TierPlan],
+    measured_cold_start_s: Mapping[str, float],
+) -> int:
+    """How long a picker holds a request: the slowest of `tiers` to start (measured when the
+    cluster has shown it, never below the estimate) plus the cold-start margin, in whole
+    steps; `frontDoor.holdSeconds` wins."""
+    front = service.spec.front_door
+    if front is not None and front.hold_seconds is not None:
+        return front.hold_seconds
+    slowest_s = max(
+        (max(tier.cold_start_seconds, measured_cold_start_s.get(tier.name, 0.0)) for tier in tiers),
+        default=0.0,
+    )
+    return HOLD_STEP_S * math.ceil((slowest_s + settings.cold_start_margin_s) / HOLD_STEP_S)
+
+
+def _zero_able(service: InferenceService, tiers: Sequence[TierPlan]) -> list[TierPlan]:
+    """The tiers that may stand at zero replicas (what a hold has to outlast); all of them
+    when none may (a pool can still empty during a failure)."""
+    by_name = {tier.name: tier for tier in service.spec.tiers}
+    zero = [tier for tier in tiers if by_name[tier.name].min_replicas == 0]
+    return zero or list(tiers)
+
+
+def resolve(
+    service: InferenceService,
+    plan: Plan,
+    settings: OperatorSettings,
+    measured_cold_start_s: Mapping[str, float] | None = None,
+) -> FrontDoor:
+    """The front door the spec, plan and settings ask for."""
+    measured = measured_cold_start_s or {}
+    gateway = gateway_of(service, settings)
+    picker = service.spec.front_door.endpoint_picker if service.spec.front_door else None
+    feasible = plan.feasible_tiers
+    if gateway is None or not feasible:
+        return FrontDoor("service" if gateway is None else "gateway", gateway, (), picker)
+    if not service.spec.workload.routing:
+        hold = hold_seconds(service, settings, _zero_able(service, feasible), measured)
+        pool = Pool(service.name, tuple(t.name for t in feasible), (), None, hold)
+        return FrontDoor("gateway", gateway, (pool,), picker)
+    specs = {tier.name: tier for tier in service.spec.tiers}
+    pools = []
+    for tier in feasible:
+        overflow = tuple(t.name for t in feasible if t.max_model_len > tier.max_model_len)
+        weight = round(tier_share(service.spec, specs[tier.name]) * WEIGHT_SCALE)
+        hold = hold_seconds(service, settings, [tier], measured)
+        pools.append(Pool(names.bounded(f"{service.name}-{tier.name}"), (tier.name,), overflow, weight, hold))
+    return FrontDoor("gateway", gateway, tuple(pools), picker)
+
+
+# --- pod labels ------------------------------------------------------------------------
+
+
+def cost_ranks(plan: Plan) -> dict[str, int]:
+    """1 for the feasible tier with the lowest cost per token, 2 for the next, ...; tiers
+    without a cost come last, in spec order."""
+    feasible = plan.feasible_tiers
+    order = sorted(
+        range(len(feasible)),
+        key=lambda i: (feasible[i].cost_per_million_tokens_usd is None,
+                       feasible[i].cost_per_million_tokens_usd or 0.0, i),
+    )
+    return {feasible[index].name: rank for rank, index in enumerate(order, start=1)}
+
+
+def capacity_labels(tier: TierPlan, cost_rank: int) -> dict[str, str]:
+    """What one tier's pods publish about their planned capacity. vLLM answers 400 to a
+    prompt of max-model-len tokens or more, so the range ends one token below it."""
+    return {
+        LABEL_CONTEXT_LENGTH_RANGE: f"0-{max(0, tier.max_model_len - 1)}",
+        LABEL_MAX_MODEL_LEN: str(tier.max_model_len),
+        LABEL_MAX_NUM_SEQS: str(tier.max_num_seqs),
+        LABEL_KV_CACHE_TOKENS: str(tier.kv_cache_tokens),
+        LABEL_COST_RANK: str(cost_rank),
+    }
+
+
+def pod_labels(front: FrontDoor, plan: Plan, tier: str) -> dict[str, str]:
+    """Capacity labels plus, in share mode, the pools this tier's pods belong to."""
+    out = capacity_labels(plan.tier(tier), cost_ranks(plan).get(tier, len(plan.tiers)))
+    if any(pool.weight is not None for pool in front.pools):
+        for pool in front.pools:
+            if tier in pool.tiers or tier in pool.overflow:
+                out[POOL_LABEL_PREFIX + pool.tiers[0]] = POOL_MEMBER
+    return dict(sorted(out.items()))
+
+
+def pool_selector(service: InferenceService, pool: Pool) -> dict[str, str]:
+    selector = {labels.LABEL_SERVICE: service.name, labels.LABEL_COMPONENT: names.COMPONENT_SERVER}
+    if pool.weight is not None:
+        selector[POOL_LABEL_PREFIX + pool.tiers[0]] = POOL_MEMBER
+    return selector
+
+
+# --- objects ---------------------------------------------------------------------------
+
+
+def picker_name(pool: Pool) -> str:
+    return names.bounded(f"{pool.name}-epp", names.WORKLOAD_NAME_MAX)
+
+
+def service_account_name(service: InferenceService) -> str:
+    return names.bounded(f"{service.name}-epp")
+
+
+def route_name(service: InferenceService) -> str:
+    return service.name
+
+
+def _common(service: InferenceService, owner: dict[str, str] | None) -> dict[str, Any]:
+    return {"namespace": service.namespace, "owner": owner}
+
+
+def picker_config(pool: Pool) -> dict[str, Any]:
+    """The EndpointPickerConfig of one pool's picker."""
+    own_weight = OWN_TIER_WEIGHT_SPLIT if pool.weight is not None else OWN_TIER_WEIGHT_SHARED
+    plugins: list[dict[str, Any]] = [
+        # Filter (hard): no pod whose range the prompt is outside of; scorer: the tightest
+        # range that fits first.
+        {"name": "context-length", "type": "context-length-aware",
+         "parameters": {"label": LABEL_CONTEXT_LENGTH_RANGE, "enableFiltering": True}},
+        *({"type": scorer} for scorer, _ in LOAD_SCORER_WEIGHTS),
+        {"type": "max-score-picker"},
+    ]
+    profile = [
+        {"pluginRef": "context-length", "weight": own_weight},
+        *({"pluginRef": scorer, "weight": weight} for scorer, weight in LOAD_SCORER_WEIGHTS),
+        {"pluginRef": "max-score-picker"},
+    ]
+    return {
+        "apiVersion": EPP_CONFIG_API_VERSION,
+        "kind": "EndpointPickerConfig",
+        "featureGates": ["flowControl"],
+        "plugins": plugins,
+        "schedulingProfiles": [{"name": "default", "plugins": profile}],
+        # A pool with no ready pod is saturated: flow control holds its requests (FIFO)
+        # until a pod is ready or the hold runs out.
+        "flowControl": {"defaultRequestTTL": f"{pool.hold_s}s"},
+    }
+
+
+def _picker_objects(
+    service: InferenceService, pool: Pool, settings: OperatorSettings, owner: dict[str, str] | None
+) -> list[dict[str, Any]]:
+    name = picker_name(pool)
+    pool_labels = {**names.service_labels(service.name), labels.LABEL_COMPONENT: COMPONENT_EPP,
+                   LABEL_POOL: pool.name}
+    selector = {labels.LABEL_SERVICE: service.name, labels.LABEL_COMPONENT: COMPONENT_EPP,
+                LABEL_POOL: pool.name}
+    config_text = yaml.safe_dump(picker_config(pool), sort_keys=False)
+    config_map = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _metadata(name, service, pool_labels, owner),
+        "data": {EPP_CONFIG_FILE: config_text},
+    }
+    args = [
+        "--pool-name", pool.name,
+        "--pool-namespace", service.namespace,
+        "--config-file", f"{EPP_CONFIG_DIR}/{EPP_CONFIG_FILE}",
+        "--grpc-port", str(EPP_GRPC_PORT),
+        "--grpc-health-port", str(EPP_HEALTH_PORT),
+        "--metrics-port", str(EPP_METRICS_PORT),
+        # Prometheus scrapes the queue metric without a token (the PodMonitor has none).
+        "--metrics-endpoint-auth=false",
+    ]
+    deployment = templating.render_json(
+        "epp-deployment.json.j2",
+        name=name,
+        labels=pool_labels,
+        selector=selector,
+        pod_labels=pool_labels,
+        # The picker reads its configuration once: a new one needs a new pod.
+        pod_annotations={f"{labels.GROUP}/config-hash": _hash(config_text)},
+        service_account=service_account_name(service),
+        grace_s=EPP_GRACE_S,
+        image=settings.epp_image,
+        args=args,
+        grpc_port=EPP_GRPC_PORT,
+        health_port=EPP_HEALTH_PORT,
+        metrics_port=EPP_METRICS_PORT,
+        resources=EPP_RESOURCES,
+        config_dir=EPP_CONFIG_DIR,
+        config_map=name,
+        **_common(service, owner),
+    )
+    svc = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _metadata(name, service, pool_labels, owner),
+        "spec": {
+            "type": "ClusterIP",
+            "selector": selector,
+            "ports": [
+                {"name": "grpc", "port": EPP_GRPC_PORT, "targetPort": "grpc", "protocol": "TCP",
+                 "appProtocol": "http2"},
+                {"name": "metrics", "port": EPP_METRICS_PORT, "targetPort": "metrics", "protocol": "TCP"},
+            ],
+        },
+    }
+    return [config_map, deployment, svc]
+
+
+def _picker_access(service: InferenceService, owner: dict[str, str] | None) -> list[dict[str, Any]]:
+    """The pickers' identity: they watch the pods and read the pool (and the Inference
+    Extension's objective and rewrite objects) in this namespace, nothing else."""
+    name = service_account_name(service)
+    object_labels = {**names.service_labels(service.name), labels.LABEL_COMPONENT: COMPONENT_EPP}
+    read = ["get", "list", "watch"]
+    return [
+        {"apiVersion": "v1", "kind": "ServiceAccount",
+         "metadata": _metadata(name, service, object_labels, owner)},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+         "metadata": _metadata(name, service, object_labels, owner),
+         "rules": [
+             {"apiGroups": [""], "resources": ["pods"], "verbs": read},
+             {"apiGroups": ["inference.networking.k8s.io"], "resources": ["inferencepools"], "verbs": read},
+             {"apiGroups": ["inference.networking.x-k8s.io"],
+              "resources": ["inferenceobjectives", "inferencemodelrewrites"], "verbs": read},
+         ]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+         "metadata": _metadata(name, service, object_labels, owner),
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+         "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": service.namespace}]},
+    ]
+
+
+def _picker_monitor(service: InferenceService, owner: dict[str, str] | None) -> dict[str, Any]:
+    """Prometheus scrapes the pickers: their queue is what wakes a tier from zero."""
+    relabel = [
+        ("__meta_kubernetes_pod_label_" + prometheus_name(labels.LABEL_SERVICE), labels.SERIES_LABEL_SERVICE),
+        ("__meta_kubernetes_namespace", labels.SERIES_LABEL_NAMESPACE),
+    ]
+    return templating.render_json(
+        "podmonitor.json.j2",
+        name=names.bounded(f"{service.name}-epp"),
+        labels={**names.service_labels(service.name), labels.LABEL_COMPONENT: COMPONENT_EPP},
+        selector={labels.LABEL_SERVICE: service.name, labels.LABEL_COMPONENT: COMPONENT_EPP},
+        port="metrics",
+        interval="5s",
+        relabel=relabel,
+        **_common(service, owner),
+    )
+
+
+def _metadata(
+    name: str, service: InferenceService, object_labels: dict[str, str], owner: dict[str, str] | None
+) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"name": name, "namespace": service.namespace, "labels": object_labels}
+    if owner:
+        metadata["ownerReferences"] = [{**owner, "controller": True, "blockOwnerDeletion": True}]
+    return metadata
+
+
+def _hash(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def request_timeout_s(service: InferenceService, front: FrontDoor) -> int:
+    """The route's request timeout: the longest hold plus the longest answer."""
+    hold = max((pool.hold_s for pool in front.pools), default=0)
+    return hold + lifecycle.drain_budget_s(service)
+
+
+def objects(
+    service: InferenceService, front: FrontDoor, settings: OperatorSettings, owner: dict[str, str] | None
+) -> list[dict[str, Any]]:
+    """Every front-door object of one InferenceService (none in service mode)."""
+    if front.mode != "gateway" or not front.pools or front.gateway is None:
+        return []
+    out: list[dict[str, Any]] = []
+    object_labels = names.service_labels(service.name)
+    for pool in front.pools:
+        external = front.picker
+        out.append(templating.render_json(
+            "inferencepool.json.j2",
+            name=pool.name,
+            labels={**object_labels, LABEL_POOL: pool.name},
+            annotations={f"{labels.GROUP}/tiers": ",".join(pool.tiers),
+                         f"{labels.GROUP}/overflow-tiers": ",".join(pool.overflow),
+                         f"{labels.GROUP}/hold-seconds": str(pool.hold_s)},
+            selector=pool_selector(service, pool),
+            port=HTTP_PORT,
+            picker_name=external.name if external else picker_name(pool),
+            picker_port=external.port if external else EPP_GRPC_PORT,
+            **_common(service, owner),
+        ))
+        if external is None:
+            out.extend(_picker_objects(service, pool, settings, owner))
+    if front.picker is None:
+        out.extend(_picker_access(service, owner))
+        out.append(_picker_monitor(service, owner))
+    parent: dict[str, Any] = {"group": "gateway.networking.k8s.io", "kind": "Gateway",
+                              "name": front.gateway.name}
+    if front.gateway.namespace:
+        parent["namespace"] = front.gateway.namespace
+    if front.gateway.section_name:
+        parent["sectionName"] = front.gateway.section_name
+    backends = []
+    for pool in front.pools:
+        backend: dict[str, Any] = {"group": "inference.networking.k8s.io", "kind": "InferencePool",
+                                   "name": pool.name}
+        if pool.weight is not None:
+            backend["weight"] = pool.weight
+        backends.append(backend)
+    out.append(templating.render_json(
+        "httproute.json.j2",
+        name=route_name(service),
+        labels=object_labels,
+        parent=parent,
+        backends=backends,
+        request_timeout=f"{request_timeout_s(service, front)}s",
+        **_common(service, owner),
+    ))
+    return out
