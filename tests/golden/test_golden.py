@@ -19,8 +19,9 @@ from tests.conftest import REPO_ROOT, example_paths
 from tests.unit.render.validation import validate
 
 GOLDEN_DIR = REPO_ROOT / "tests" / "golden"
-# Defaults, not the environment: goldens must not depend on who runs them.
-SETTINGS = OperatorSettings()
+# Defaults, not the environment: goldens must not depend on who runs them. A default
+# Gateway, so every example shows its front door (InferencePool, picker, HTTPRoute).
+SETTINGS = OperatorSettings(gateway_name="inference-gateway", gateway_namespace="gateway-system")
 EXAMPLES = example_paths()
 
 

@@ -10,7 +10,8 @@ each problem with the field path to fix:
 - `render_problems`: things that must never be rendered: a cache path outside the
   operator's allowed root, a GPU without node labels whose tier gives no placement of its
   own (its pods would fit any GPU node), one `serving.image` for tiers of different
-  vendors, a vendor without a default image. The reconciler refuses the spec
+  vendors, a vendor without a default image, scale to zero without a front door that holds
+  requests (no Gateway, or a platform picker not declared to hold them). The reconciler refuses the spec
   (InvalidSpec) before rendering; the CLI and the webhook refuse it too.
 """
 
@@ -29,7 +30,7 @@ from inferfleet.catalog.placement import (
     tier_gpu,
 )
 from inferfleet.config import OperatorSettings
-from inferfleet.render import runtime
+from inferfleet.render import frontdoor, runtime
 
 
 def catalog_problems(service: InferenceService, catalogs: Catalogs) -> list[Problem]:
@@ -100,6 +101,7 @@ def render_problems(
                 f"the operator has no default vLLM image for {gpu.vendor} GPUs ({gpu.name}); set this "
                 "tier's image or spec.serving.image",
             ))
+    found.extend(front_door_problems(service, settings))
     serving = service.spec.serving
     if serving is not None and serving.image and len(needs_serving_image) > 1:
         groups = "; ".join(
@@ -111,6 +113,32 @@ def render_problems(
             "tiers of all but one vendor, or drop serving.image to use the operator's image for each vendor",
         ))
     return found
+
+
+def front_door_problems(service: InferenceService, settings: OperatorSettings) -> list[Problem]:
+    """Scale to zero needs a front door that holds the first request while a tier starts."""
+    scaling = service.spec.scaling
+    if scaling is None or not scaling.allow_scale_to_zero:
+        return []
+    if frontdoor.gateway_of(service, settings) is None:
+        return [Problem(
+            "spec.scaling.allowScaleToZero",
+            "scale to zero needs a front door that holds requests, and this service has none: no "
+            "Gateway is named in spec.frontDoor.gateway nor in the operator's settings (Helm "
+            "frontDoor.gateway.name), so clients reach plain Services and the first request after "
+            "idle would fail while a tier starts; name a Gateway or keep minReplicas >= 1",
+        )]
+    front = service.spec.front_door
+    picker = front.endpoint_picker if front is not None else None
+    if picker is not None and not picker.holds_requests:
+        return [Problem(
+            "spec.frontDoor.endpointPicker.holdsRequests",
+            f"scale to zero needs an endpoint picker that holds requests while the pool is empty; "
+            f"the operator cannot see the configuration of {picker.name!r}: set holdsRequests: true "
+            "once its flow control does (featureGates [flowControl]), or drop endpointPicker to use "
+            "the operator's own",
+        )]
+    return []
 
 
 def problems(service: InferenceService, settings: OperatorSettings) -> list[Problem]:

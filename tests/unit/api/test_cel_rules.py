@@ -52,6 +52,21 @@ CASES: list[tuple[str, Mutation, str | None]] = [
         _all(_set("tiers.1.minReplicas", 0), _set("scaling.allowScaleToZero", True)),
         None,
     ),
+    (
+        "scale-to-zero-without-a-front-door",
+        _all(_set("scaling.allowScaleToZero", True), _set("frontDoor", {"mode": "service"})),
+        "needs a front door that holds requests",
+    ),
+    (
+        "scale-to-zero-behind-a-gateway",
+        _all(_set("scaling.allowScaleToZero", True), _set("frontDoor", {"gateway": {"name": "gw"}})),
+        None,
+    ),
+    (
+        "service-mode-with-a-gateway",
+        _set("frontDoor", {"mode": "service", "gateway": {"name": "gw"}}),
+        "renders no route",
+    ),
     ("pvc-without-name", _set("cache.mode", "pvc"), "pvcName"),
     ("pvc-with-name", _all(_set("cache.mode", "pvc"), _set("cache.pvcName", "weights")), None),
     (
