@@ -111,10 +111,30 @@ rules appear only with peering (more than one replica).
 - apiGroups: [batch]
   resources: [jobs]
   verbs: [get, list, watch, create, patch, delete]
-# The autoscaler marks the pods to remove first (pod-deletion-cost annotation).
+# The front door: the InferencePool(s) and HTTPRoute, and per pool an endpoint picker
+# (Deployment and Service above; its identity here).
+- apiGroups: [inference.networking.k8s.io]
+  resources: [inferencepools]
+  verbs: [get, list, watch, create, patch, delete]
+- apiGroups: [gateway.networking.k8s.io]
+  resources: [httproutes]
+  verbs: [get, list, create, patch, delete]
+- apiGroups: [""]
+  resources: [serviceaccounts]
+  verbs: [get, list, create, patch, delete]
+- apiGroups: [rbac.authorization.k8s.io]
+  resources: [roles, rolebindings]
+  verbs: [get, list, create, patch, delete]
+# The pickers' Role grants them read access to these; the API server lets the operator
+# create that Role only while it holds the same access itself.
+- apiGroups: [inference.networking.x-k8s.io]
+  resources: [inferenceobjectives, inferencemodelrewrites]
+  verbs: [get, list, watch]
+# The autoscaler marks the pods to remove first (pod-deletion-cost annotation); the
+# pickers read pods (get, watch: delegated, see above).
 - apiGroups: [""]
   resources: [pods]
-  verbs: [list, patch]
+  verbs: [get, list, watch, patch]
 # Events about plans, scaling decisions and handler progress.
 - apiGroups: [""]
   resources: [events]

@@ -130,6 +130,18 @@ PRINTER_COLUMNS: list[dict[str, Any]] = [
     },
     {"name": "Ready", "type": "integer", "jsonPath": ".status.readyReplicas"},
     {"name": "Desired", "type": "integer", "jsonPath": ".status.desiredReplicas"},
+    {
+        "name": "Endpoints",
+        "type": "integer",
+        "jsonPath": ".status.frontDoor.endpoints",
+        "description": "Ready pods behind the front door",
+    },
+    {
+        "name": "Route",
+        "type": "string",
+        "jsonPath": ".status.frontDoor.route",
+        "description": "HTTPRoute on the Gateway: Accepted, NotAccepted, Pending, Missing, None",
+    },
     {"name": "TTFT-P99-ms", "type": "number", "jsonPath": ".status.ttftP99Ms"},
     {"name": "Status", "type": "string", "jsonPath": '.status.conditions[?(@.type=="Ready")].reason'},
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},

@@ -59,6 +59,7 @@ REASON_INFEASIBLE_TIER: Final = "InfeasibleTier"
 REASON_NO_FEASIBLE_TIER: Final = "NoFeasibleTier"
 REASON_APPLY_FAILED: Final = "ApplyFailed"
 REASON_METRICS_UNAVAILABLE: Final = "MetricsUnavailable"
+REASON_FRONT_DOOR_UNAVAILABLE: Final = "FrontDoorUnavailable"
 REASON_AVAILABLE: Final = "Available"
 REASON_PROGRESSING: Final = "Progressing"
 

@@ -56,6 +56,27 @@ class ScalingDecision(ApiModel):
     applied: bool = Field(default=True, description="False in advisory mode.")
 
 
+class PoolStatus(ApiModel):
+    """One InferencePool of the front door."""
+
+    name: str
+    tiers: list[str] = Field(default_factory=list, description="Tiers it routes to first.")
+    endpoints: int = Field(default=0, description="Ready serving pods its selector matches.")
+    hold_seconds: int | None = Field(default=None, description="How long its picker holds a request.")
+    picker_ready: bool | None = Field(default=None, description="Its endpoint picker is Ready.")
+
+
+class FrontDoorStatus(ApiModel):
+    """How clients reach the service: the route on the Gateway and the pools behind it."""
+
+    mode: str = Field(description="gateway or service.")
+    gateway: str | None = Field(default=None, description="namespace/name of the Gateway.")
+    route: str = Field(description="Accepted, NotAccepted, Pending, Missing, or None (service mode).")
+    route_message: str | None = None
+    endpoints: int = Field(default=0, description="Ready serving pods behind the front door.")
+    pools: list[PoolStatus] | None = None
+
+
 class InferenceServiceStatus(ApiModel):
     """Observed state."""
 
@@ -67,6 +88,7 @@ class InferenceServiceStatus(ApiModel):
     ready_replicas: int | None = Field(default=None, description="Sum over tiers.")
     tier_summary: str | None = Field(default=None, description="tier:ready/desired, for kubectl get.")
     ttft_p99_ms: float | None = None
+    front_door: FrontDoorStatus | None = None
     cache: list[TierCache] | None = None
     last_scaling_decision: ScalingDecision | None = None
     autoscaler_state: dict[str, Any] | None = Field(

@@ -73,6 +73,12 @@ POD = Resource("v1", "Pod", "pods")
 DAEMON_SET = Resource("apps/v1", "DaemonSet", "daemonsets")
 JOB = Resource("batch/v1", "Job", "jobs")
 EVENT = Resource("v1", "Event", "events")
+# The front door (render.frontdoor): the pool, its route, and the pickers' identity.
+INFERENCE_POOL = Resource("inference.networking.k8s.io/v1", "InferencePool", "inferencepools")
+HTTP_ROUTE = Resource("gateway.networking.k8s.io/v1", "HTTPRoute", "httproutes")
+SERVICE_ACCOUNT = Resource("v1", "ServiceAccount", "serviceaccounts")
+ROLE = Resource("rbac.authorization.k8s.io/v1", "Role", "roles")
+ROLE_BINDING = Resource("rbac.authorization.k8s.io/v1", "RoleBinding", "rolebindings")
 INFERENCE_SERVICE = Resource(labels.API_VERSION, labels.KIND, labels.PLURAL)
 # Leader election among the operator's replicas (controller.leader), in its own namespace.
 LEASE = Resource("coordination.k8s.io/v1", "Lease", "leases")
@@ -94,6 +100,11 @@ PERMISSIONS: dict[Resource, frozenset[Operation]] = {
     # The autoscaler marks the pods it wants removed first (pod-deletion-cost).
     POD: frozenset({Operation.LIST, Operation.ANNOTATE}),
     EVENT: frozenset({Operation.CREATE}),
+    INFERENCE_POOL: _OWNED,
+    HTTP_ROUTE: _OWNED,
+    SERVICE_ACCOUNT: _OWNED,
+    ROLE: _OWNED,
+    ROLE_BINDING: _OWNED,
     LEASE: frozenset({Operation.GET, Operation.CREATE, Operation.UPDATE}),
 }
 
@@ -137,11 +148,23 @@ _FRAMEWORK_CALLS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
 )
 
 
+# What the Role the operator renders for its endpoint pickers grants them
+# (render.frontdoor): the API server lets a subject create a Role only with permissions it
+# holds itself, so the operator must hold these too. It calls none of them.
+_DELEGATED_CALLS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("", "pods", ("get", "list", "watch")),
+    ("inference.networking.k8s.io", "inferencepools", ("get", "list", "watch")),
+    ("inference.networking.x-k8s.io", "inferenceobjectives", ("get", "list", "watch")),
+    ("inference.networking.x-k8s.io", "inferencemodelrewrites", ("get", "list", "watch")),
+)
+
+
 def derive_api_calls(
     permissions: dict[Resource, frozenset[Operation]] = PERMISSIONS,
-    framework: Iterable[tuple[str, str, tuple[str, ...]]] = _FRAMEWORK_CALLS,
+    framework: Iterable[tuple[str, str, tuple[str, ...]]] = _FRAMEWORK_CALLS + _DELEGATED_CALLS,
 ) -> frozenset[ApiCall]:
-    """Merge the port's table and kopf's needs into one rule per (group, resource)."""
+    """Merge the port's table, kopf's needs and what the operator delegates into one rule
+    per (group, resource)."""
     verbs: dict[tuple[str, str], set[str]] = {}
     for resource, operations in permissions.items():
         for operation in operations:

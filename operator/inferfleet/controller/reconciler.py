@@ -26,10 +26,11 @@ from inferfleet.config import OperatorSettings
 from inferfleet.controller import executor
 from inferfleet.reconcile import diff, rollout
 from inferfleet.reconcile import events as event_rules
+from inferfleet.reconcile import frontdoor as frontdoor_status
 from inferfleet.reconcile import status as status_rules
 from inferfleet.reconcile.actions import Action, Delete
 from inferfleet.reconcile.objects import ObjectRef, owner_uids, ref_of
-from inferfleet.render import content_hash, render
+from inferfleet.render import content_hash, frontdoor, render
 from inferfleet.render import names as render_names
 from inferfleet.render import pod as render_pod
 from inferfleet.render.checks import render_problems
@@ -48,6 +49,11 @@ OWNED_KINDS: tuple[access.Resource, ...] = (
     access.LEADER_WORKER_SET,
     access.DAEMON_SET,
     access.JOB,
+    access.INFERENCE_POOL,
+    access.HTTP_ROUTE,
+    access.SERVICE_ACCOUNT,
+    access.ROLE,
+    access.ROLE_BINDING,
 )
 
 
@@ -134,13 +140,16 @@ class Reconciler:
 
         observed = self.observe(namespace, name, uid)
         pods = self._cache_pods(service) if service is not None else []
+        serving_pods = self._serving_pods(service) if service is not None else []
+        measured = self._measured_cold_starts(serving_pods)
+        measured_s = {tier: found.seconds for tier, found in measured.items()}
         actions: list[Action] = []
         report = None
         held: tuple[rollout.RolloutHold, ...] = ()
         if service is not None and plan is not None:
-            desired = render(service, plan, self.settings)
+            desired = render(service, plan, self.settings, measured_s)
             held = rollout.holds(service, plan, observed, pods)
-            desired = self._hold_rollouts(desired, service, plan, held)
+            desired = self._hold_rollouts(desired, service, plan, held, measured_s)
             infeasible = frozenset(tier.name for tier in plan.tiers if not tier.feasible)
             actions = diff(desired, observed, keep_tiers=infeasible)
             report = executor.execute(self.cluster, actions)
@@ -150,7 +159,7 @@ class Reconciler:
             # Status (and so the autoscaler's lead time) gets the measured cold starts; the
             # render above used the estimate, so a new measurement never changes the pods'
             # startup probe and never rolls them.
-            plan = planner.observe_cold_starts(plan, self._measured_cold_starts(service))
+            plan = planner.observe_cold_starts(plan, measured)
         plan_hash = content_hash(plan.to_wire()) if plan is not None else None
         result = status_rules.PassResult(
             generation=metadata.get("generation"),
@@ -162,6 +171,10 @@ class Reconciler:
             skipped=tuple(report.skipped) if report else (),
         )
         status = status_rules.compute(previous, result, now=rfc3339(self.clock()))
+        if service is not None and plan is not None:
+            front = frontdoor.resolve(service, plan, self.settings, measured_s)
+            current = self._current(observed, report)
+            status["frontDoor"] = frontdoor_status.summarize(service, front, current, serving_pods)
         if service is not None:
             self._cache_ready(
                 status, service, plan, observed, pods=pods, held=held, generation=metadata.get("generation")
@@ -176,17 +189,32 @@ class Reconciler:
             self.cluster.create_event(body, type_=event.type, reason=event.reason, message=event.message)
         return Outcome(tuple(actions), status, report)
 
-    def _measured_cold_starts(self, service: InferenceService) -> dict[str, planner.MeasuredColdStart]:
-        """Per tier, the start-to-Ready of its serving pods (planner.observed says why)."""
-        pods = self.cluster.list(
+    def _serving_pods(self, service: InferenceService) -> list[dict[str, Any]]:
+        """The vLLM pods that serve HTTP (their start-to-Ready is the cold start; the Ready
+        ones are the front door's endpoints)."""
+        return self.cluster.list(
             access.POD.api_version,
             access.POD.kind,
             service.namespace,
             {labels.LABEL_SERVICE: service.name, labels.LABEL_COMPONENT: render_names.COMPONENT_SERVER},
         )
+
+    @staticmethod
+    def _measured_cold_starts(pods: list[dict[str, Any]]) -> dict[str, planner.MeasuredColdStart]:
+        """Per tier, the start-to-Ready of its serving pods (planner.observed says why)."""
         return coldstart.measured_cold_starts(
             pods, container=render_pod.CONTAINER_NAME, tier_label=labels.LABEL_TIER
         )
+
+    @staticmethod
+    def _current(observed: list[dict[str, Any]], report: executor.Report | None) -> list[dict[str, Any]]:
+        """What the service owns after this pass: observed, updated by what was applied."""
+        by_ref = {ref_of(obj): obj for obj in observed}
+        if report is not None:
+            by_ref.update(report.applied)
+            for gone in report.deleted:
+                by_ref.pop(gone, None)
+        return list(by_ref.values())
 
     def _cache_pods(self, service: InferenceService) -> list[dict[str, Any]]:
         """The pre-cache pods (their readiness per revision is what CacheReady counts)."""
@@ -205,12 +233,13 @@ class Reconciler:
         service: InferenceService,
         plan: Plan,
         held: tuple[rollout.RolloutHold, ...],
+        measured_s: dict[str, float],
     ) -> list[dict[str, Any]]:
         """Held tiers keep the workload rendered at the revision they serve (one render per
         distinct revision); the new DaemonSets go out in this same pass."""
         for revision in sorted({hold.serving_revision for hold in held}):
             tiers = {hold.tier for hold in held if hold.serving_revision == revision}
-            previous = render(rollout.at_revision(service, revision), plan, self.settings)
+            previous = render(rollout.at_revision(service, revision), plan, self.settings, measured_s)
             desired = rollout.keep_workloads(desired, previous, tiers)
         return desired
 

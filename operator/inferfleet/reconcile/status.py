@@ -135,7 +135,10 @@ def _degraded(result: PassResult, planned: tuple[str, str, str]) -> tuple[str, s
         suffix = " (running workloads are kept as they were)" if result.workloads else ""
         return "True", planned[1], planned[2] + suffix
     if result.skipped:
-        return "True", labels.REASON_METRICS_UNAVAILABLE, "; ".join(result.skipped)
+        # The front door's kinds (no Gateway API / Inference Extension CRDs) say so by name.
+        front_door = any("InferencePool" in s or "HTTPRoute" in s for s in result.skipped)
+        reason = labels.REASON_FRONT_DOOR_UNAVAILABLE if front_door else labels.REASON_METRICS_UNAVAILABLE
+        return "True", reason, "; ".join(result.skipped)
     return "False", REASON_AS_PLANNED, "every tier is deployed as planned"
 
 

@@ -65,7 +65,7 @@ OBJECT_CONTRIBUTORS: tuple[ObjectContributor, ...] = (cache_objects.precache_obj
 # Apply order: what others point at first (Services, budgets), the pre-cache (so weights
 # start moving before replicas wait for them), then the workloads.
 KIND_ORDER = (
-    "ServiceAccount", "Role", "RoleBinding", "ConfigMap",
+    "ServiceAccount", "Role", "RoleBinding",
     "Service", "PodDisruptionBudget", "PodMonitor", "DaemonSet", "Job", "Deployment", "LeaderWorkerSet",
     # The pool once its picker exists, the route once the pool does.
     "InferencePool", "HTTPRoute",

@@ -22,7 +22,6 @@ of this: clients use the `<service>` Service, nothing filters by length (vLLM an
 
 from __future__ import annotations
 
-import hashlib
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -56,16 +55,17 @@ COMPONENT_EPP = "epp"
 EPP_GRPC_PORT = 9002
 EPP_HEALTH_PORT = 9003
 EPP_METRICS_PORT = 9090
-EPP_CONFIG_DIR = "/config"
-EPP_CONFIG_FILE = "config.yaml"
 EPP_GRACE_S = 130
 EPP_RESOURCES = {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"memory": "4Gi"}}
 EPP_CONFIG_API_VERSION = "inference.networking.x-k8s.io/v1alpha1"
 # Scorer weights: load and KV balance with prefix-cache affinity (the picker's own
 # defaults), plus the context-length scorer. In a share-mode pool it outweighs them all so
 # a prompt that fits the pool's own tier stays there (its range is the tightest).
-LOAD_SCORER_WEIGHTS = (("queue-scorer", 2.0), ("kv-cache-utilization-scorer", 2.0),
-                       ("prefix-cache-scorer", 3.0))
+LOAD_SCORER_WEIGHTS = (
+    ("queue-scorer", 2.0),
+    ("kv-cache-utilization-scorer", 2.0),
+    ("prefix-cache-scorer", 3.0),
+)
 OWN_TIER_WEIGHT_SHARED = 1.0
 OWN_TIER_WEIGHT_SPLIT = 10.0
 # Route weights are integers: shares to a thousandth.
@@ -173,11 +173,14 @@ def resolve(
     gateway = gateway_of(service, settings)
     picker = service.spec.front_door.endpoint_picker if service.spec.front_door else None
     feasible = plan.feasible_tiers
-    if gateway is None or not feasible:
-        return FrontDoor("service" if gateway is None else "gateway", gateway, (), picker)
-    if not service.spec.workload.routing:
-        hold = hold_seconds(service, settings, _zero_able(service, feasible), measured)
-        pool = Pool(service.name, tuple(t.name for t in feasible), (), None, hold)
+    if gateway is None:
+        return FrontDoor("service", None, (), picker)
+    if not service.spec.workload.routing or not feasible:
+        # One pool over every serving pod of the service. With no tier feasible it stays,
+        # routing to the workloads an infeasible spec leaves running.
+        members = feasible or plan.tiers
+        hold = hold_seconds(service, settings, _zero_able(service, members), measured)
+        pool = Pool(service.name, tuple(t.name for t in members), (), None, hold)
         return FrontDoor("gateway", gateway, (pool,), picker)
     specs = {tier.name: tier for tier in service.spec.tiers}
     pools = []
@@ -198,8 +201,11 @@ def cost_ranks(plan: Plan) -> dict[str, int]:
     feasible = plan.feasible_tiers
     order = sorted(
         range(len(feasible)),
-        key=lambda i: (feasible[i].cost_per_million_tokens_usd is None,
-                       feasible[i].cost_per_million_tokens_usd or 0.0, i),
+        key=lambda i: (
+            feasible[i].cost_per_million_tokens_usd is None,
+            feasible[i].cost_per_million_tokens_usd or 0.0,
+            i,
+        ),
     )
     return {feasible[index].name: rank for rank, index in enumerate(order, start=1)}
 
@@ -258,8 +264,11 @@ def picker_config(pool: Pool) -> dict[str, Any]:
     plugins: list[dict[str, Any]] = [
         # Filter (hard): no pod whose range the prompt is outside of; scorer: the tightest
         # range that fits first.
-        {"name": "context-length", "type": "context-length-aware",
-         "parameters": {"label": LABEL_CONTEXT_LENGTH_RANGE, "enableFiltering": True}},
+        {
+            "name": "context-length",
+            "type": "context-length-aware",
+            "parameters": {"label": LABEL_CONTEXT_LENGTH_RANGE, "enableFiltering": True},
+        },
         *({"type": scorer} for scorer, _ in LOAD_SCORER_WEIGHTS),
         {"type": "max-score-picker"},
     ]
@@ -284,24 +293,33 @@ def _picker_objects(
     service: InferenceService, pool: Pool, settings: OperatorSettings, owner: dict[str, str] | None
 ) -> list[dict[str, Any]]:
     name = picker_name(pool)
-    pool_labels = {**names.service_labels(service.name), labels.LABEL_COMPONENT: COMPONENT_EPP,
-                   LABEL_POOL: pool.name}
-    selector = {labels.LABEL_SERVICE: service.name, labels.LABEL_COMPONENT: COMPONENT_EPP,
-                LABEL_POOL: pool.name}
-    config_text = yaml.safe_dump(picker_config(pool), sort_keys=False)
-    config_map = {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": _metadata(name, service, pool_labels, owner),
-        "data": {EPP_CONFIG_FILE: config_text},
+    pool_labels = {
+        **names.service_labels(service.name),
+        labels.LABEL_COMPONENT: COMPONENT_EPP,
+        LABEL_POOL: pool.name,
     }
+    selector = {
+        labels.LABEL_SERVICE: service.name,
+        labels.LABEL_COMPONENT: COMPONENT_EPP,
+        LABEL_POOL: pool.name,
+    }
+    # The configuration travels as an argument (--config-text), not a ConfigMap: the
+    # operator never reads or writes ConfigMaps (they can hold what env valueFrom points
+    # at), and a new configuration is a new pod template, so the picker restarts with it.
+    config_text = yaml.safe_dump(picker_config(pool), sort_keys=False)
     args = [
-        "--pool-name", pool.name,
-        "--pool-namespace", service.namespace,
-        "--config-file", f"{EPP_CONFIG_DIR}/{EPP_CONFIG_FILE}",
-        "--grpc-port", str(EPP_GRPC_PORT),
-        "--grpc-health-port", str(EPP_HEALTH_PORT),
-        "--metrics-port", str(EPP_METRICS_PORT),
+        "--pool-name",
+        pool.name,
+        "--pool-namespace",
+        service.namespace,
+        "--config-text",
+        config_text,
+        "--grpc-port",
+        str(EPP_GRPC_PORT),
+        "--grpc-health-port",
+        str(EPP_HEALTH_PORT),
+        "--metrics-port",
+        str(EPP_METRICS_PORT),
         # Prometheus scrapes the queue metric without a token (the PodMonitor has none).
         "--metrics-endpoint-auth=false",
     ]
@@ -311,8 +329,7 @@ def _picker_objects(
         labels=pool_labels,
         selector=selector,
         pod_labels=pool_labels,
-        # The picker reads its configuration once: a new one needs a new pod.
-        pod_annotations={f"{labels.GROUP}/config-hash": _hash(config_text)},
+        pod_annotations={},
         service_account=service_account_name(service),
         grace_s=EPP_GRACE_S,
         image=settings.epp_image,
@@ -321,8 +338,6 @@ def _picker_objects(
         health_port=EPP_HEALTH_PORT,
         metrics_port=EPP_METRICS_PORT,
         resources=EPP_RESOURCES,
-        config_dir=EPP_CONFIG_DIR,
-        config_map=name,
         **_common(service, owner),
     )
     svc = {
@@ -333,13 +348,18 @@ def _picker_objects(
             "type": "ClusterIP",
             "selector": selector,
             "ports": [
-                {"name": "grpc", "port": EPP_GRPC_PORT, "targetPort": "grpc", "protocol": "TCP",
-                 "appProtocol": "http2"},
+                {
+                    "name": "grpc",
+                    "port": EPP_GRPC_PORT,
+                    "targetPort": "grpc",
+                    "protocol": "TCP",
+                    "appProtocol": "http2",
+                },
                 {"name": "metrics", "port": EPP_METRICS_PORT, "targetPort": "metrics", "protocol": "TCP"},
             ],
         },
     }
-    return [config_map, deployment, svc]
+    return [deployment, svc]
 
 
 def _picker_access(service: InferenceService, owner: dict[str, str] | None) -> list[dict[str, Any]]:
@@ -349,20 +369,36 @@ def _picker_access(service: InferenceService, owner: dict[str, str] | None) -> l
     object_labels = {**names.service_labels(service.name), labels.LABEL_COMPONENT: COMPONENT_EPP}
     read = ["get", "list", "watch"]
     return [
-        {"apiVersion": "v1", "kind": "ServiceAccount",
-         "metadata": _metadata(name, service, object_labels, owner)},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-         "metadata": _metadata(name, service, object_labels, owner),
-         "rules": [
-             {"apiGroups": [""], "resources": ["pods"], "verbs": read},
-             {"apiGroups": ["inference.networking.k8s.io"], "resources": ["inferencepools"], "verbs": read},
-             {"apiGroups": ["inference.networking.x-k8s.io"],
-              "resources": ["inferenceobjectives", "inferencemodelrewrites"], "verbs": read},
-         ]},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-         "metadata": _metadata(name, service, object_labels, owner),
-         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
-         "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": service.namespace}]},
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": _metadata(name, service, object_labels, owner),
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": _metadata(name, service, object_labels, owner),
+            "rules": [
+                {"apiGroups": [""], "resources": ["pods"], "verbs": read},
+                {
+                    "apiGroups": ["inference.networking.k8s.io"],
+                    "resources": ["inferencepools"],
+                    "verbs": read,
+                },
+                {
+                    "apiGroups": ["inference.networking.x-k8s.io"],
+                    "resources": ["inferenceobjectives", "inferencemodelrewrites"],
+                    "verbs": read,
+                },
+            ],
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": _metadata(name, service, object_labels, owner),
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+            "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": service.namespace}],
+        },
     ]
 
 
@@ -393,10 +429,6 @@ def _metadata(
     return metadata
 
 
-def _hash(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
 def request_timeout_s(service: InferenceService, front: FrontDoor) -> int:
     """The route's request timeout: the longest hold plus the longest answer."""
     hold = max((pool.hold_s for pool in front.pools), default=0)
@@ -413,44 +445,56 @@ def objects(
     object_labels = names.service_labels(service.name)
     for pool in front.pools:
         external = front.picker
-        out.append(templating.render_json(
-            "inferencepool.json.j2",
-            name=pool.name,
-            labels={**object_labels, LABEL_POOL: pool.name},
-            annotations={f"{labels.GROUP}/tiers": ",".join(pool.tiers),
-                         f"{labels.GROUP}/overflow-tiers": ",".join(pool.overflow),
-                         f"{labels.GROUP}/hold-seconds": str(pool.hold_s)},
-            selector=pool_selector(service, pool),
-            port=HTTP_PORT,
-            picker_name=external.name if external else picker_name(pool),
-            picker_port=external.port if external else EPP_GRPC_PORT,
-            **_common(service, owner),
-        ))
+        out.append(
+            templating.render_json(
+                "inferencepool.json.j2",
+                name=pool.name,
+                labels={**object_labels, LABEL_POOL: pool.name},
+                annotations={
+                    f"{labels.GROUP}/tiers": ",".join(pool.tiers),
+                    f"{labels.GROUP}/overflow-tiers": ",".join(pool.overflow),
+                    f"{labels.GROUP}/hold-seconds": str(pool.hold_s),
+                },
+                selector=pool_selector(service, pool),
+                port=HTTP_PORT,
+                picker_name=external.name if external else picker_name(pool),
+                picker_port=external.port if external else EPP_GRPC_PORT,
+                **_common(service, owner),
+            )
+        )
         if external is None:
             out.extend(_picker_objects(service, pool, settings, owner))
     if front.picker is None:
         out.extend(_picker_access(service, owner))
         out.append(_picker_monitor(service, owner))
-    parent: dict[str, Any] = {"group": "gateway.networking.k8s.io", "kind": "Gateway",
-                              "name": front.gateway.name}
+    parent: dict[str, Any] = {
+        "group": "gateway.networking.k8s.io",
+        "kind": "Gateway",
+        "name": front.gateway.name,
+    }
     if front.gateway.namespace:
         parent["namespace"] = front.gateway.namespace
     if front.gateway.section_name:
         parent["sectionName"] = front.gateway.section_name
     backends = []
     for pool in front.pools:
-        backend: dict[str, Any] = {"group": "inference.networking.k8s.io", "kind": "InferencePool",
-                                   "name": pool.name}
+        backend: dict[str, Any] = {
+            "group": "inference.networking.k8s.io",
+            "kind": "InferencePool",
+            "name": pool.name,
+        }
         if pool.weight is not None:
             backend["weight"] = pool.weight
         backends.append(backend)
-    out.append(templating.render_json(
-        "httproute.json.j2",
-        name=route_name(service),
-        labels=object_labels,
-        parent=parent,
-        backends=backends,
-        request_timeout=f"{request_timeout_s(service, front)}s",
-        **_common(service, owner),
-    ))
+    out.append(
+        templating.render_json(
+            "httproute.json.j2",
+            name=route_name(service),
+            labels=object_labels,
+            parent=parent,
+            backends=backends,
+            request_timeout=f"{request_timeout_s(service, front)}s",
+            **_common(service, owner),
+        )
+    )
     return out

@@ -189,7 +189,8 @@ def test_default_values_are_the_operators_defaults(default_objects: list[dict[st
     assert all(name.startswith(ENV_PREFIX) for name in env)
     fields = {ENV_PREFIX + name.upper() for name in OperatorSettings.model_fields}
     assert set(env) <= fields, f"env vars the operator does not read: {set(env) - fields}"
-    optional = {"INFERFLEET_CATALOG_FILE", "INFERFLEET_PROMETHEUS_BEARER_TOKEN_FILE"}
+    optional = {"INFERFLEET_CATALOG_FILE", "INFERFLEET_PROMETHEUS_BEARER_TOKEN_FILE",
+                "INFERFLEET_GATEWAY_NAME", "INFERFLEET_GATEWAY_NAMESPACE"}
     assert fields - set(env) == optional
     assert OperatorSettings.from_env(env) == OperatorSettings()
 
@@ -218,6 +219,9 @@ def test_values_become_the_operators_settings(full_objects: list[dict[str, Any]]
     assert settings.cold_start_margin_s == scaling["coldStartMarginSeconds"]
     assert settings.vllm_image == values["images"]["vllm"]["nvidia"]
     assert settings.vllm_image_amd == values["images"]["vllm"]["amd"]
+    assert settings.epp_image == values["images"]["endpointPicker"]
+    assert settings.gateway_name == values["frontDoor"]["gateway"]["name"]
+    assert settings.gateway_namespace == values["frontDoor"]["gateway"]["namespace"]
     assert settings.amd_supplemental_groups == (44, 992)
     assert settings.vllm_run_as_user == values["serving"]["runAsUser"]
     assert settings.vllm_run_as_root is True

@@ -77,11 +77,23 @@ conditions = st.lists(
     generation=st.integers(1, 5),
     observed=st.none() | st.integers(1, 5),
     summary=st.none() | st.just("l4:1/2"),
+    front=st.none() | st.fixed_dictionaries(
+        {"mode": st.sampled_from(["gateway", "service"]),
+         "route": st.sampled_from(["Accepted", "NotAccepted", "Pending", "Missing", "None"]),
+         "endpoints": st.integers(0, 3)},
+        optional={"gateway": st.just("gw-ns/gw"), "routeMessage": st.text(max_size=20)},
+    ),
 )
 def test_any_status_yields_a_valid_health(
-    conditions: list[dict[str, str]], generation: int, observed: int | None, summary: str | None
+    conditions: list[dict[str, str]],
+    generation: int,
+    observed: int | None,
+    summary: str | None,
+    front: dict[str, Any] | None,
 ) -> None:
     status: dict[str, Any] = {"conditions": conditions}
+    if front is not None:
+        status["frontDoor"] = front
     if observed is not None:
         status["observedGeneration"] = observed
     if summary is not None:
@@ -96,6 +108,10 @@ def test_any_status_yields_a_valid_health(
     if result["status"] == "Healthy":
         assert first.get(labels.CONDITION_READY) == "True"
         assert first.get(labels.CONDITION_DEGRADED) != "True"
+        if front is not None and front["mode"] == "gateway":  # a front door that takes requests
+            assert front["route"] == "Accepted"
+    if front is not None and front["mode"] == "gateway" and front["route"] == "NotAccepted":
+        assert result["status"] in {"Degraded", "Progressing"}  # Progressing: stale generation
     if observed is not None and observed < generation:
         assert result["status"] == "Progressing"
 

@@ -79,7 +79,8 @@ class Control:
         return next(c for c in self.status()["conditions"] if c["type"] == type_)
 
     def workloads(self) -> dict[str, dict[str, Any]]:
-        return {obj["metadata"]["labels"][labels.LABEL_TIER]: obj for obj in self.cluster.kinds("Deployment")}
+        return {obj["metadata"]["labels"][labels.LABEL_TIER]: obj for obj in self.cluster.kinds("Deployment")
+                if labels.LABEL_TIER in obj["metadata"]["labels"]}  # not the front door's pickers
 
     def workload_ref(self, tier: str) -> ObjectRef:
         return ObjectRef("apps/v1", "Deployment", NAMESPACE, f"{NAME}-{tier}")

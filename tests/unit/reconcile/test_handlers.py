@@ -37,10 +37,13 @@ def test_create_renders_every_object_and_reports_status() -> None:
     control = created()
     assert owned(control) == [
         "DaemonSet/llama-8b-chat-a100-burst-cache", "DaemonSet/llama-8b-chat-l4-cache",
-        "Deployment/llama-8b-chat-a100-burst", "Deployment/llama-8b-chat-l4",
+        "Deployment/llama-8b-chat-a100-burst", "Deployment/llama-8b-chat-epp", "Deployment/llama-8b-chat-l4",
+        "HTTPRoute/llama-8b-chat", "InferencePool/llama-8b-chat",
         "PodDisruptionBudget/llama-8b-chat-a100-burst", "PodDisruptionBudget/llama-8b-chat-l4",
-        "PodMonitor/llama-8b-chat",
-        "Service/llama-8b-chat", "Service/llama-8b-chat-a100-burst-api", "Service/llama-8b-chat-l4-api",
+        "PodMonitor/llama-8b-chat", "PodMonitor/llama-8b-chat-epp",
+        "Role/llama-8b-chat-epp", "RoleBinding/llama-8b-chat-epp",
+        "Service/llama-8b-chat", "Service/llama-8b-chat-a100-burst-api", "Service/llama-8b-chat-epp",
+        "Service/llama-8b-chat-l4-api", "ServiceAccount/llama-8b-chat-epp",
     ]
     status = control.status()
     assert status["observedGeneration"] == control.cr()["metadata"]["generation"]
@@ -53,6 +56,12 @@ def test_create_renders_every_object_and_reports_status() -> None:
     # Weight pre-cache: no DaemonSet pod has reported yet.
     assert control.condition("CacheReady")["status"] == "False"
     assert [e["reason"] for e in control.cluster.events] == ["PlanChanged"]
+    # No Gateway controller has answered, no pod is Ready yet.
+    front = status["frontDoor"]
+    assert (front["mode"], front["gateway"], front["route"], front["endpoints"]) == (
+        "gateway", "gateway-system/inference-gateway", "Pending", 0)
+    assert [(p["name"], p["tiers"], p["pickerReady"]) for p in front["pools"]] == [
+        ("llama-8b-chat", ["l4", "a100-burst"], False)]
 
 
 def test_ready_when_every_tier_has_its_replicas() -> None:

@@ -22,8 +22,10 @@ def test_render_prints_valid_multi_document_yaml() -> None:
     result = RUNNER.invoke(app, ["render", "-f", str(EXAMPLES_DIR / "llama-70b-chat.yaml")])
     assert result.exit_code == 0, result.output
     documents = [d for d in yaml.safe_load_all(result.stdout) if d]
+    # The example names a Gateway: its front door comes with it.
     assert {d["kind"] for d in documents} == {"Service", "PodDisruptionBudget", "PodMonitor", "Deployment",
-                                              "DaemonSet"}
+                                              "DaemonSet", "InferencePool", "HTTPRoute",
+                                              "ServiceAccount", "Role", "RoleBinding"}
     for document in documents:
         validate(document)
 

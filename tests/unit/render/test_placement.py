@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from inferfleet import planner
-from inferfleet.api import InferenceService, load_all
+from inferfleet.api import InferenceService, labels, load_all
 from inferfleet.config import OperatorSettings
 from inferfleet.render import render
 from tests.conftest import REPO_ROOT, example_paths
@@ -123,11 +123,16 @@ def fitting(pod: dict[str, Any], *, check_resources: bool = True) -> set[str]:
 # ------------------------------------------------------------------ examples and README
 
 
+def is_tier(obj: dict[str, Any]) -> bool:
+    return labels.LABEL_TIER in obj["metadata"]["labels"]
+
+
 @pytest.mark.parametrize(("name", "text"), specs(), ids=[name for name, _ in specs()])
 def test_every_pod_fits_only_nodes_of_its_own_gpu_type(name: str, text: str) -> None:
     for service in load_all(text):
         objects = rendered(service)
-        workloads = [o for o in objects if o["kind"] in ("Deployment", "LeaderWorkerSet")]
+        # Tier workloads (the front door's endpoint pickers are CPU pods of no tier).
+        workloads = [o for o in objects if o["kind"] in ("Deployment", "LeaderWorkerSet") and is_tier(o)]
         assert workloads
         for workload in workloads:
             tier = tier_of(workload)
@@ -142,7 +147,7 @@ def test_pre_cache_pods_fit_exactly_where_their_serving_pods_fit(name: str, text
     for service in load_all(text):
         objects = rendered(service)
         serving = {tier_of(o): next(serving_pods(o))[1] for o in objects
-                   if o["kind"] in ("Deployment", "LeaderWorkerSet")}
+                   if o["kind"] in ("Deployment", "LeaderWorkerSet") and is_tier(o)}
         daemonsets = {tier_of(o): o["spec"]["template"]["spec"] for o in objects if o["kind"] == "DaemonSet"}
         assert set(daemonsets) == set(serving), name
         for tier, pod in daemonsets.items():

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from inferfleet import planner
-from inferfleet.api import InferenceService, load_all
+from inferfleet.api import InferenceService, labels, load_all
 from inferfleet.cache import objects as cache_objects
 from inferfleet.config import OperatorSettings
 from inferfleet.render import render
@@ -260,7 +260,8 @@ def test_every_flag_the_renderer_sets_is_refused_in_extra_args() -> None:
         if not plan.feasible_tiers:
             plan = plans.plan(*(plans.tier_plan(t.name, enforceEager=True) for t in service.spec.tiers))
         for obj in render(service, plan, SETTINGS):
-            if obj["kind"] in ("Deployment", "LeaderWorkerSet"):
+            tier_workload = labels.LABEL_TIER in obj["metadata"]["labels"]  # not a front-door picker
+            if obj["kind"] in ("Deployment", "LeaderWorkerSet") and tier_workload:
                 spec = obj["spec"]
                 template = spec.get("template") or spec["leaderWorkerTemplate"]["leaderTemplate"]
                 args = template["spec"]["containers"][0].get("args", [])

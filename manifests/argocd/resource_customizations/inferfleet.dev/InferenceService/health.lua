@@ -1,8 +1,10 @@
 -- Argo CD health check for inferfleet.dev/InferenceService.
 -- Maps the operator's status conditions (Planned, CacheReady, Ready, Scaling, Degraded)
 -- to Argo CD health: Progressing while the operator plans, pre-caches and rolls out;
--- Healthy once every tier serves; Degraded when the spec cannot be planned or the
--- operator reports a failure. Plain Lua 5.1 (Argo CD runs gopher-lua).
+-- Healthy once every tier serves and the front door (the HTTPRoute on the Gateway, the
+-- InferencePool's endpoints) can take requests; Degraded when the spec cannot be
+-- planned, the operator reports a failure or the Gateway refuses the route. Plain Lua
+-- 5.1 (Argo CD runs gopher-lua).
 local hs = {}
 
 local function condition(ctype)
@@ -53,10 +55,43 @@ if degraded ~= nil and degraded.status == "True" then
   return hs
 end
 
+local front = obj.status.frontDoor
+local gateway_mode = front ~= nil and front.mode == "gateway"
+local function route_words()
+  local text = "route on Gateway " .. (front.gateway or "?")
+  if front.routeMessage ~= nil and front.routeMessage ~= "" then
+    text = text .. ": " .. front.routeMessage
+  end
+  return text
+end
+if gateway_mode and front.route == "NotAccepted" then
+  hs.status = "Degraded"
+  hs.message = "Front door: the Gateway did not accept the " .. route_words()
+  return hs
+end
+
 local ready = condition("Ready")
 if ready ~= nil and ready.status == "True" then
+  if gateway_mode and front.route ~= "Accepted" then
+    hs.status = "Progressing"
+    hs.message = "Front door: waiting for the " .. route_words()
+    return hs
+  end
+  local desired = obj.status.desiredReplicas or 0
+  if gateway_mode and (front.endpoints or 0) == 0 and desired > 0 then
+    hs.status = "Progressing"
+    hs.message = "Front door: the InferencePool has no ready endpoint yet"
+    return hs
+  end
   hs.status = "Healthy"
   hs.message = describe(ready, "Ready")
+  if gateway_mode then
+    if desired == 0 then
+      hs.message = hs.message .. " (scaled to zero: the front door holds requests while a tier starts)"
+    else
+      hs.message = hs.message .. " (front door: " .. front.endpoints .. " endpoint(s), route accepted)"
+    end
+  end
   local scaling = condition("Scaling")
   if scaling ~= nil and scaling.status == "True" then
     hs.message = hs.message .. " (scaling: " .. describe(scaling, "Scaling") .. ")"
