@@ -23,6 +23,32 @@ echo; echo "== inferfleet render -f $EXAMPLE > $OUT/$name.yaml"
 inferfleet render -f "$EXAMPLE" > "$OUT/$name.yaml"
 grep -E '^kind: ' "$OUT/$name.yaml" | sort | uniq -c
 
+# The front door: one route on the Gateway the example names, to the pool(s) of every
+# tier's serving pods, whose endpoint picker filters by prompt length and holds requests
+# while a tier wakes from zero.
+echo; echo "== the front door in $OUT/$name.yaml"
+python - "$OUT/$name.yaml" <<'PY'
+import sys, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+for d in docs:
+    meta, spec = d["metadata"], d.get("spec", {})
+    if d["kind"] == "HTTPRoute":
+        parent = spec["parentRefs"][0]
+        backends = ", ".join(f"{b['name']}" + (f" (weight {b['weight']})" if "weight" in b else "")
+                             for b in spec["rules"][0]["backendRefs"])
+        print(f"HTTPRoute {meta['name']}: Gateway {parent.get('namespace', meta['namespace'])}/{parent['name']}"
+              f" -> {backends}; request timeout {spec['rules'][0]['timeouts']['request']}")
+    elif d["kind"] == "InferencePool":
+        print(f"InferencePool {meta['name']}: pods {spec['selector']['matchLabels']}, picker "
+              f"{spec['endpointPickerRef']['name']}, hold {meta['annotations']['inferfleet.dev/hold-seconds']} s")
+    elif d["kind"] in ("Deployment", "LeaderWorkerSet") and "inferfleet.dev/tier" in meta["labels"]:
+        pod = spec["template"] if d["kind"] == "Deployment" else spec["leaderWorkerTemplate"]["leaderTemplate"]
+        labels = pod["metadata"]["labels"]
+        print(f"  tier {meta['labels']['inferfleet.dev/tier']}: prompts {labels['llm-d.ai/context-length-range']}"
+              f" tokens, {labels['inferfleet.dev/max-num-seqs']} seqs, {labels['inferfleet.dev/kv-cache-tokens']}"
+              f" KV tokens, cost rank {labels['inferfleet.dev/cost-rank']}")
+PY
+
 echo; echo "== inferfleet simulate -f $EXAMPLE --trace $TRACE --policy all --plot $OUT/$name.sim.png"
 inferfleet simulate -f "$EXAMPLE" --trace "$TRACE" --policy all --plot "$OUT/$name.sim.png"
 echo; echo "wrote $OUT/$name.plan.json, $OUT/$name.yaml and $OUT/$name.sim-<policy>.png"
