@@ -349,13 +349,19 @@ def _picker_objects(
             "selector": selector,
             "ports": [
                 {
-                    "name": "grpc",
+                    # Named as the Inference Extension's chart names them (meshes read the prefix).
+                    "name": "grpc-ext-proc",
                     "port": EPP_GRPC_PORT,
                     "targetPort": "grpc",
                     "protocol": "TCP",
                     "appProtocol": "http2",
                 },
-                {"name": "metrics", "port": EPP_METRICS_PORT, "targetPort": "metrics", "protocol": "TCP"},
+                {
+                    "name": "http-metrics",
+                    "port": EPP_METRICS_PORT,
+                    "targetPort": "metrics",
+                    "protocol": "TCP",
+                },
             ],
         },
     }
