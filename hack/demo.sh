@@ -44,8 +44,10 @@ for d in docs:
     elif d["kind"] in ("Deployment", "LeaderWorkerSet") and "inferfleet.dev/tier" in meta["labels"]:
         pod = spec["template"] if d["kind"] == "Deployment" else spec["leaderWorkerTemplate"]["leaderTemplate"]
         labels = pod["metadata"]["labels"]
-        print(f"  tier {meta['labels']['inferfleet.dev/tier']}: prompts {labels['llm-d.ai/context-length-range']}"
-              f" tokens, {labels['inferfleet.dev/max-num-seqs']} seqs, {labels['inferfleet.dev/kv-cache-tokens']}"
+        prompts = labels.get("llm-d.ai/context-length-range", "any (the longest max-model-len)")
+        print(f"  tier {meta['labels']['inferfleet.dev/tier']}: prompts {prompts},"
+              f" max-model-len {labels['inferfleet.dev/max-model-len']},"
+              f" {labels['inferfleet.dev/max-num-seqs']} seqs, {labels['inferfleet.dev/kv-cache-tokens']}"
               f" KV tokens, cost rank {labels['inferfleet.dev/cost-rank']}")
 PY
 

@@ -210,21 +210,33 @@ def cost_ranks(plan: Plan) -> dict[str, int]:
     return {feasible[index].name: rank for rank, index in enumerate(order, start=1)}
 
 
-def capacity_labels(tier: TierPlan, cost_rank: int) -> dict[str, str]:
+def capacity_labels(tier: TierPlan, cost_rank: int, *, longest: bool) -> dict[str, str]:
     """What one tier's pods publish about their planned capacity. vLLM answers 400 to a
-    prompt of max-model-len tokens or more, so the range ends one token below it."""
-    return {
-        LABEL_CONTEXT_LENGTH_RANGE: f"0-{max(0, tier.max_model_len - 1)}",
+    prompt of max-model-len tokens or more, so a range ends one token below it.
+
+    The tiers with the service's longest max-model-len carry no range: the picker's
+    length filter lets unlabelled pods take any prompt, so a prompt no tier can take
+    still reaches one of them and gets vLLM's own 400 (which tells the client the limit,
+    and which WorkloadDrift counts) instead of a picker error; every shorter tier is
+    closed to the prompts it cannot take."""
+    out = {
         LABEL_MAX_MODEL_LEN: str(tier.max_model_len),
         LABEL_MAX_NUM_SEQS: str(tier.max_num_seqs),
         LABEL_KV_CACHE_TOKENS: str(tier.kv_cache_tokens),
         LABEL_COST_RANK: str(cost_rank),
     }
+    if not longest:
+        out[LABEL_CONTEXT_LENGTH_RANGE] = f"0-{max(0, tier.max_model_len - 1)}"
+    return out
 
 
 def pod_labels(front: FrontDoor, plan: Plan, tier: str) -> dict[str, str]:
     """Capacity labels plus, in share mode, the pools this tier's pods belong to."""
-    out = capacity_labels(plan.tier(tier), cost_ranks(plan).get(tier, len(plan.tiers)))
+    longest = max(t.max_model_len for t in plan.feasible_tiers)
+    this = plan.tier(tier)
+    out = capacity_labels(
+        this, cost_ranks(plan).get(tier, len(plan.tiers)), longest=this.max_model_len >= longest
+    )
     if any(pool.weight is not None for pool in front.pools):
         for pool in front.pools:
             if tier in pool.tiers or tier in pool.overflow:

@@ -132,8 +132,10 @@ def test_capacity_labels_say_what_the_plan_promises() -> None:
         "l4", gpu="L4", maxModelLen=8192, maxNumSeqs=32, kvCacheTokens=90_000, costPerMillionTokensUsd=0.3
     )
     serving = serving_pod_labels(render(plans.service(), plans.plan(h100, l4), GATEWAY))
-    assert serving["h100"][frontdoor.LABEL_CONTEXT_LENGTH_RANGE] == "0-16383"  # 16384 prompt tokens get a 400
-    assert serving["l4"][frontdoor.LABEL_CONTEXT_LENGTH_RANGE] == "0-8191"
+    assert serving["l4"][frontdoor.LABEL_CONTEXT_LENGTH_RANGE] == "0-8191"  # 8192 prompt tokens get a 400
+    # The longest tier takes what nobody else can, so a prompt too long for every tier
+    # still reaches a vLLM and gets its 400 (no range: the picker's filter passes it).
+    assert frontdoor.LABEL_CONTEXT_LENGTH_RANGE not in serving["h100"]
     assert (
         serving["h100"][frontdoor.LABEL_MAX_NUM_SEQS],
         serving["h100"][frontdoor.LABEL_KV_CACHE_TOKENS],
@@ -143,6 +145,9 @@ def test_capacity_labels_say_what_the_plan_promises() -> None:
         "1",
         "2",
     )
+    # Equal limits: every tier is a longest one, none is closed to any prompt.
+    same = serving_pod_labels(render(plans.service(), plans.plan(), GATEWAY))
+    assert not [pod for pod in same.values() if frontdoor.LABEL_CONTEXT_LENGTH_RANGE in pod]
 
 
 def test_shares_become_route_weights_over_one_pool_per_tier_with_longer_tiers_as_overflow() -> None:
@@ -183,7 +188,7 @@ def test_service_mode_renders_no_front_door_but_keeps_the_capacity_labels() -> N
     objects = render(plans.service(), plans.plan(), NO_GATEWAY)
     kinds = {obj["kind"] for obj in objects}
     assert not kinds & {"InferencePool", "HTTPRoute", "Role", "RoleBinding", "ServiceAccount"}
-    assert all(frontdoor.LABEL_CONTEXT_LENGTH_RANGE in pod for pod in serving_pod_labels(objects).values())
+    assert all(frontdoor.LABEL_MAX_MODEL_LEN in pod for pod in serving_pod_labels(objects).values())
     explicit = plans.service(frontDoor={"mode": "service"})
     assert not by_kind(render(explicit, plans.plan(), GATEWAY), "HTTPRoute")  # the spec wins over settings
 
