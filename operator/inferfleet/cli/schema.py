@@ -31,4 +31,4 @@ def validate(
 ) -> None:
     """Validate InferenceService documents; exit 2 naming each bad field and the rule it breaks."""
     for service in load_services(file):
-        stdout.print(f"{file}: {service.name}: valid", highlight=False)
+        stdout.print(f"{file}: {service.name}: valid", highlight=False, markup=False)
