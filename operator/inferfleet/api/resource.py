@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from inferfleet.api import labels
 from inferfleet.api.base import cel
+from inferfleet.api.document_bounds import document_problem
 from inferfleet.api.spec import InferenceServiceSpec
 from inferfleet.api.status import InferenceServiceStatus
 from inferfleet.api.yaml_input import load_documents
@@ -164,6 +165,9 @@ def parse(document: Any, source: str = "") -> InferenceService:
             ],
             source,
         )
+    too_large = document_problem(document)
+    if too_large is not None:
+        raise SpecInvalid([Problem(*too_large)], source)
     try:
         return InferenceService.model_validate(document)
     except ValidationError as error:

@@ -15,6 +15,9 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, StringConstraints, field_validator, model_validator
 
 from inferfleet.api.base import ApiModel, cel, schema_extra
+from inferfleet.api.cron import checked_schedule, checked_zone
+from inferfleet.api.model_config_bounds import checked_config
+from inferfleet.api.source_paths import checked_revision, checked_source
 
 # --- shared vocabularies -------------------------------------------------------------
 
@@ -72,6 +75,8 @@ class LoraAdapter(ApiModel):
     name: DnsLabel = Field(description="Name clients use in the `model` field of a request.")
     source: SourceUri = Field(description="Where the adapter weights live (hf://, s3://, gs://, pvc://).")
     rank: int = Field(default=16, ge=1, le=1024, description="LoRA rank (sizes --max-lora-rank).")
+
+    _source_contained = field_validator("source")(checked_source)
 
 
 class ModelSpec(ApiModel):
@@ -132,6 +137,14 @@ class ModelSpec(ApiModel):
     max_simultaneous_adapters: int | None = Field(
         default=None, ge=1, le=64, description="Adapters resident on a GPU at once (--max-loras)."
     )
+
+    _source_contained = field_validator("source")(checked_source)
+    _revision_is_a_ref = field_validator("revision")(checked_revision)
+
+    @field_validator("config")
+    @classmethod
+    def _config_within_bounds(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        return checked_config(value)
 
     @model_validator(mode="after")
     def _adapters_and_config(self) -> ModelSpec:
@@ -393,6 +406,10 @@ class PrewarmWindow(ApiModel):
     replicas: int = Field(ge=0, le=10_000, description="Replicas to hold during the window.")
     tier: DnsLabel | None = Field(default=None, description="Tier to pre-warm; empty means the cheapest.")
     time_zone: ShortString | None = Field(default=None, description="IANA zone; defaults to UTC.")
+
+    # The policy evaluates both on every tick: refused here, at admission, not there.
+    _schedule_parses = field_validator("schedule")(checked_schedule)
+    _zone_exists = field_validator("time_zone")(checked_zone)
 
 
 class ScalingSpec(ApiModel):
