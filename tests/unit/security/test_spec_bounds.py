@@ -48,9 +48,13 @@ def test_absurd_architecture_numbers_are_refused_at_their_key(key: str, value: A
 
 
 def test_absurd_numbers_nested_in_text_config_and_rope_scaling_are_refused() -> None:
-    spec = with_config(text_config={"hidden_size": 1e308}, rope_scaling={"rope_type": "yarn", "factor": 1e300})
+    spec = with_config(
+        text_config={"hidden_size": 1e308}, rope_scaling={"rope_type": "yarn", "factor": 1e300}
+    )
     problems = problems_of(spec)
-    assert {"spec.model.config.text_config.hidden_size", "spec.model.config.rope_scaling.factor"} <= set(problems)
+    assert {"spec.model.config.text_config.hidden_size", "spec.model.config.rope_scaling.factor"} <= set(
+        problems
+    )
 
 
 def test_a_refused_architecture_costs_no_planning_time() -> None:
@@ -108,7 +112,8 @@ def test_ordinary_sources_pass(uri: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "revision", ["../../../../outside/EVILREV", "a..b", "/abs", "x/", "x.lock", ".hidden", "a b", "a\\b", "@{-1}"]
+    "revision",
+    ["../../../../outside/EVILREV", "a..b", "/abs", "x/", "x.lock", ".hidden", "a b", "a\\b", "@{-1}"],
 )
 def test_revisions_follow_git_ref_rules(revision: str) -> None:
     assert revision_problem(revision) is not None
