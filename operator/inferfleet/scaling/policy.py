@@ -350,6 +350,15 @@ def push_window(
     return window[0][1]
 
 
+def _within_bounds(replicas: int, policy: TierPolicy) -> int:
+    """`replicas` moved into the spec's own [minReplicas, maxReplicas]. A maxReplicas left
+    empty (the plan's peak sizing) only caps targets: it moves with the plan, and a
+    changed plan is paced like any other change of demand."""
+    if policy.max_replicas is not None:
+        replicas = min(replicas, max(policy.max_replicas, policy.min_replicas))
+    return max(replicas, policy.min_replicas)
+
+
 def _pace(
     state: TierState,
     *,
@@ -526,6 +535,14 @@ def decide(ctx: ScalingContext, state: ScalingState | None = None) -> tuple[Reco
             down=config.scale_down,
             may_scale_down=may_down,
         )
+        bounded = _within_bounds(new, t.policy)
+        clamp = ""
+        if bounded != new:
+            # The spec's bounds move at once (maxReplicas lowered, minReplicas raised):
+            # no stabilization, cooldown, step limit or missing signal holds them back.
+            side = "maxReplicas" if bounded < new else "minReplicas"
+            clamp = f"moved to {side} {bounded} at once (the spec's bounds are not paced)"
+            new = bounded
         if new > t.current:
             tier_state.last_scale_up_s = now
         elif new < t.current:
@@ -539,7 +556,7 @@ def decide(ctx: ScalingContext, state: ScalingState | None = None) -> tuple[Reco
             if t.missing:
                 signal, reason = SIGNAL_HOLD, "signals missing; holding"
         else:
-            reason = reasons[signal]
+            reason = clamp or reasons[signal]
         if raw == t.max_replicas and max(targets.values()) > t.max_replicas:
             reason += f" (capped at maxReplicas {t.max_replicas})"
         share = None
