@@ -33,7 +33,7 @@ from typing import Any
 import kopf
 
 from inferfleet.api import labels
-from inferfleet.cluster import KubernetesCluster, TransientApiError
+from inferfleet.cluster import KubernetesCluster, TransientApiError, access
 from inferfleet.config import OperatorSettings
 from inferfleet.controller import admission, certificates, leader, resync
 from inferfleet.controller.passes import run_pass
@@ -106,7 +106,7 @@ def _configure_webhook(settings: kopf.OperatorSettings, memo: Any, port: int) ->
         cafile=cafile,
     )
     # kopf creates/patches the ValidatingWebhookConfiguration with our CA bundle.
-    settings.admission.managed = f"validate.{labels.GROUP}"
+    settings.admission.managed = access.WEBHOOK_CONFIGURATION
 
 
 @kopf.on.startup()
@@ -118,6 +118,9 @@ def configure(*, settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
         prefix=labels.GROUP, key="last-handled-configuration"
     )
     settings.posting.level = logging.WARNING  # our own events say what happened
+    # A namespace-only install has no ClusterRole: kopf must not watch CRDs or namespaces
+    # (it then serves the namespaces it was given, and the CRDs it found at startup).
+    settings.scanning.disabled = not operator_settings.cluster_scanning
     _configure_webhook(settings, memo, operator_settings.webhook_port)
     if memo.get("reconciler") is None:
         cluster = memo.get("cluster") or KubernetesCluster.from_environment()

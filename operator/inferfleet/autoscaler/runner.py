@@ -413,7 +413,11 @@ class Autoscaler:
     def _scale(self, service: ServiceInput, result: StepResult, tick: _Tick) -> int:
         scaled = 0
         for action in result.scales:
-            if action.down and (action.ref.api_version, action.ref.kind) == DEPLOYMENT:
+            if (
+                action.down
+                and self.settings.pod_deletion_cost
+                and (action.ref.api_version, action.ref.kind) == DEPLOYMENT
+            ):
                 self._mark_idle_pods(service, action.tier, tick)
             try:
                 self.api_calls += 1

@@ -60,7 +60,6 @@ from inferfleet.cache.layout import (
 )
 from inferfleet.cache.manifest import Manifest, RemoteFile, ResolvedRevision
 
-CHUNK_BYTES: Final = 8 * 1024 * 1024
 # botocore's body.read(n) blocks until n bytes arrive: smaller keeps resume and progress fine-grained.
 STREAM_CHUNK_BYTES: Final = 1024 * 1024
 CONNECT_TIMEOUT_S: Final = 10.0
@@ -786,8 +785,16 @@ class LocalSource:
             remaining = remote.size_bytes - offset
             if sink.copy_from(fd, offset, remaining):
                 return
-            os.lseek(fd, offset, os.SEEK_SET)
-            while chunk := os.read(fd, CHUNK_BYTES):
-                sink.write(chunk)
+            # The bytes must be seen (hashed): read straight into the writer's block, one
+            # copy from the page cache and none in Python, as the hub's stream does.
+            position = offset
+            while True:
+                buffer = sink.receive_buffer(RECEIVE_BYTES)
+                count = os.preadv(fd, [buffer], position)
+                buffer.release()
+                if not count:
+                    break
+                sink.received(count)
+                position += count
         finally:
             os.close(fd)
