@@ -9,7 +9,10 @@ what its scheme allows, so that no spelling can name something outside what it c
 - the location is what the scheme defines: an `org/repo` hub id, an S3 or GCS bucket
   name, a PersistentVolumeClaim name (DNS-1123 subdomain); file:// is absolute;
 - a revision follows git's ref-name rules (`git check-ref-format`), which every hub
-  branch, tag and commit id satisfies and which keep it one safe path component family.
+  branch, tag and commit id satisfies and which keep it one safe path component family,
+  and does not start with '-' (it is passed as a command-line argument);
+- a model name (a catalog key or hub id, vLLM's model argument when no source is given)
+  holds no whitespace or control character and does not start with '-'.
 """
 
 from __future__ import annotations
@@ -78,6 +81,9 @@ def revision_problem(revision: str) -> str | None:
     """Why a revision is refused (git's ref-name rules), or None."""
     if _CONTROL.search(revision) or _REF_FORBIDDEN.search(revision):
         return "a revision cannot hold control characters, spaces or any of ~ ^ : ? * [ \\"
+    if revision.startswith("-"):
+        # It is passed as an argument (vLLM's --revision, the fetcher's): never an option.
+        return "a revision cannot start with '-'"
     if revision == "@" or "@{" in revision or ".." in revision or "//" in revision:
         return "a revision cannot be '@' or hold '@{', '..' or '//'"
     if revision.startswith("/") or revision.endswith(("/", ".", ".lock")):
@@ -85,6 +91,21 @@ def revision_problem(revision: str) -> str | None:
     if any(part.startswith(".") for part in revision.split("/")):
         return "no component of a revision can start with '.'"
     return None
+
+
+def model_name_problem(name: str) -> str | None:
+    """Why a model name is refused: it reaches vLLM's command line as its model argument."""
+    if _CONTROL.search(name) or any(c.isspace() for c in name):
+        return "a model name cannot hold whitespace or control characters"
+    if name.startswith("-"):
+        return "a model name cannot start with '-' (it is passed as vLLM's model argument)"
+    return None
+
+
+def checked_model_name(name: str) -> str:
+    if (problem := model_name_problem(name)) is not None:
+        raise ValueError(problem)
+    return name
 
 
 def checked_source(uri: str | None) -> str | None:

@@ -17,7 +17,7 @@ from pydantic import Field, StringConstraints, field_validator, model_validator
 from inferfleet.api.base import ApiModel, cel, schema_extra
 from inferfleet.api.cron import checked_schedule, checked_zone
 from inferfleet.api.model_config_bounds import checked_config
-from inferfleet.api.source_paths import checked_revision, checked_source
+from inferfleet.api.source_paths import checked_model_name, checked_revision, checked_source
 
 # --- shared vocabularies -------------------------------------------------------------
 
@@ -138,6 +138,7 @@ class ModelSpec(ApiModel):
         default=None, ge=1, le=64, description="Adapters resident on a GPU at once (--max-loras)."
     )
 
+    _name_is_an_argument = field_validator("name")(checked_model_name)
     _source_contained = field_validator("source")(checked_source)
     _revision_is_a_ref = field_validator("revision")(checked_revision)
 

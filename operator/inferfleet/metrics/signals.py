@@ -60,6 +60,11 @@ class SignalSnapshot:
         return self.tiers.get(TierKey(namespace, service, tier))
 
 
+# No count, rate, duration or fraction the policy reads comes near this; a reading that
+# does is garbage, and arithmetic on it (1e308 x 2) would overflow to infinity.
+MAX_READING = 1e12
+
+
 def _number(value: float | None) -> float | None:
     """A reading the policy may act on, or None ("no data").
 
@@ -67,8 +72,9 @@ def _number(value: float | None) -> float | None:
     or a negative number is no measurement of any of them. It is read as missing (the
     tier holds), never as demand: one pod reporting `num_requests_waiting = +Inf` must
     not scale its tier to the maximum, let alone break the loop for every other tier.
+    Finite values beyond any real fleet (MAX_READING) are read the same way.
     """
-    if value is None or not math.isfinite(value) or value < 0:
+    if value is None or not math.isfinite(value) or value < 0 or value > MAX_READING:
         return None
     return value
 

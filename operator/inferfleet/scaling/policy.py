@@ -315,11 +315,12 @@ def _reactive(tier: _TierInputs, config: PolicyConfig) -> tuple[int, str]:
         backlog = max(0.0, excess + (arrivals - ready * usable) * tier.ctx.figures.cold_start_s)
         needed = (arrivals * (1.0 + config.headroom) + backlog / BACKLOG_DRAIN_S) / usable
         if needed > ready:
-            target = max(ready + 1, math.ceil(needed - 1e-9))
             # Computed from Ready replicas, so ticks during a cold start ask for the same
             # thing instead of compounding; bounded like HPA's default scale-up policy
-            # (double or add four per period) so one burst cannot ask for an absurd fleet.
-            target = min(target, max(2 * ready, ready + REACTIVE_MAX_ADD))
+            # (double or add four per period) so one burst cannot ask for an absurd fleet
+            # (nor an infinite one: the bound is applied before rounding).
+            cap = max(2 * ready, ready + REACTIVE_MAX_ADD)
+            target = cap if needed >= cap else min(cap, max(ready + 1, math.ceil(needed - 1e-9)))
             why = f"queue {waiting:.0f} > {allowance * ready:.0f} allowed"
     p99 = signals.ttft_p99_ms
     # Only when the queue rule has nothing to say: a backlog is sized above from its
