@@ -102,10 +102,33 @@ def model_name_problem(name: str) -> str | None:
     return None
 
 
-def checked_model_name(name: str) -> str:
-    if (problem := model_name_problem(name)) is not None:
+def checked_model_name(name: str | None) -> str | None:
+    if name is not None and (problem := model_name_problem(name)) is not None:
         raise ValueError(problem)
     return name
+
+
+def object_name_problem(name: str) -> str | None:
+    """Why a Kubernetes object name (a claim, a Secret) is refused: DNS-1123 subdomain."""
+    if len(name) > 253 or not _DNS_SUBDOMAIN.match(name):
+        return "must be a Kubernetes object name (DNS-1123 subdomain: lowercase letters, digits, '-', '.')"
+    return None
+
+
+def checked_object_name(name: str | None) -> str | None:
+    if name is not None and (problem := object_name_problem(name)) is not None:
+        raise ValueError(problem)
+    return name
+
+
+_SECRET_KEY: Final = re.compile(r"^[-._a-zA-Z0-9]+$")
+
+
+def checked_secret_key(key: str) -> str:
+    """A Secret's data key (what the API server allows): never a path."""
+    if not _SECRET_KEY.match(key) or key in {".", ".."}:
+        raise ValueError("must be a Secret key (letters, digits, '-', '_', '.'), not a path")
+    return key
 
 
 def checked_source(uri: str | None) -> str | None:

@@ -17,7 +17,13 @@ from pydantic import Field, StringConstraints, field_validator, model_validator
 from inferfleet.api.base import ApiModel, cel, schema_extra
 from inferfleet.api.cron import checked_schedule, checked_zone
 from inferfleet.api.model_config_bounds import checked_config
-from inferfleet.api.source_paths import checked_model_name, checked_revision, checked_source
+from inferfleet.api.source_paths import (
+    checked_model_name,
+    checked_object_name,
+    checked_revision,
+    checked_secret_key,
+    checked_source,
+)
 
 # --- shared vocabularies -------------------------------------------------------------
 
@@ -64,6 +70,9 @@ class SecretKeyRef(ApiModel):
 
     name: ShortString = Field(description="Name of the Secret.")
     key: ShortString = Field(default="token", description="Key within the Secret.")
+
+    _name_is_an_object_name = field_validator("name")(checked_object_name)
+    _key_is_a_key = field_validator("key")(checked_secret_key)
 
 
 # --- model -----------------------------------------------------------------------------
@@ -138,7 +147,7 @@ class ModelSpec(ApiModel):
         default=None, ge=1, le=64, description="Adapters resident on a GPU at once (--max-loras)."
     )
 
-    _name_is_an_argument = field_validator("name")(checked_model_name)
+    _name_is_an_argument = field_validator("name", "served_model_name")(checked_model_name)
     _source_contained = field_validator("source")(checked_source)
     _revision_is_a_ref = field_validator("revision")(checked_revision)
 
@@ -471,6 +480,8 @@ class CacheSpec(ApiModel):
         description="Read bandwidth hint of the cache storage (GB/s) for cold-start estimates.",
     )
     eviction: CacheEviction | None = None
+
+    _pvc_is_an_object_name = field_validator("pvc_name")(checked_object_name)
 
     @model_validator(mode="after")
     def _pvc_named(self) -> CacheSpec:

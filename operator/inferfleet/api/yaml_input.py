@@ -119,7 +119,13 @@ def load_documents(text: str) -> Iterator[Any]:
             if node is None:
                 continue
             _check_document(node)
-            yield loader.construct_document(node)
+            try:
+                document = loader.construct_document(node)
+            except (ValueError, TypeError, OverflowError) as error:
+                # A scalar no Python value can hold (an integer of 5,000 digits, say).
+                message = f"a value cannot be read ({error}) in the document at {_where(node)}"
+                raise YamlRejected(message) from None
+            yield document
     finally:
         loader.dispose()
 
