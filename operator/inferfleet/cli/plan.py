@@ -105,7 +105,13 @@ def plan_command(
     from inferfleet.planner import plan_service
 
     catalogs = _catalogs(catalog_file)
-    plans = [plan_service(service, catalogs) for service in load_services(file)]
+    plans = []
+    for service in load_services(file):
+        try:
+            plans.append(plan_service(service, catalogs))
+        except Exception as error:  # ValueError: the planner's refusal; anything else a bug
+            words = str(error) if isinstance(error, ValueError) else f"{type(error).__name__}: {error}"
+            fail(f"{file}: {service.name}: the planner cannot plan this spec: {words}")
     if output is OutputFormat.table:
         for plan in plans:
             print_table(plan)

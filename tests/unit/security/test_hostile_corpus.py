@@ -14,6 +14,8 @@ import pytest
 from typer.testing import CliRunner
 
 from inferfleet.cli import COMMAND_MODULES, app
+from tests.unit.security.corpus import _base as base
+from tests.unit.security.corpus import _dump as dump
 from tests.unit.security.corpus import entries
 
 ENTRIES = entries()
@@ -63,3 +65,25 @@ def test_no_command_ever_shows_a_traceback(
         output = result.output + (result.stderr if result.stderr_bytes is not None else "")
         assert result.exit_code == 2, f"{name} was admitted"
         assert re.search(rf"{re.escape(str(spec))}: {re.escape(path)}: ", output), f"{name}: {output[-1500:]}"
+
+
+@pytest.mark.parametrize("command", ["plan", "render"])
+@pytest.mark.parametrize(
+    "fault", [OverflowError("math range error"), RecursionError("deep"), ValueError("no")]
+)
+def test_a_planner_fault_is_a_message_with_exit_2(
+    runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: str, fault: Exception
+) -> None:
+    """Whatever the planner raises on a spec validation let through, the CLI says so and exits 2."""
+    from inferfleet import planner
+
+    def broken(*_: object, **__: object) -> None:
+        raise fault
+
+    monkeypatch.setattr(planner, "plan_service", broken)
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(dump(base()), encoding="utf-8")
+    result = runner.invoke(app, [command, "-f", str(spec)])
+    output = result.output + (result.stderr if result.stderr_bytes is not None else "")
+    assert result.exit_code == 2, output
+    assert "Traceback" not in output and str(fault) in output
