@@ -142,10 +142,6 @@ def is_plain_dir(dir_fd: int, name: str) -> bool:
     return info is not None and stat.S_ISDIR(info.st_mode)
 
 
-def fsync_fd(fd: int) -> None:
-    os.fsync(fd)
-
-
 def split(rel: str) -> tuple[str, str]:
     """('dir/sub', 'file') of a relative name; ('', name) for a top-level one."""
     head, _, tail = rel.rpartition("/")

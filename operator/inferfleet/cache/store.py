@@ -65,15 +65,6 @@ def layout_for(dest: Path) -> ModelLayout:
     return ModelLayout(PurePosixPath(str(dest)))
 
 
-def fsync_dir(path: Path) -> None:
-    """Make a rename or a new entry in `path` durable (the file's own fsync is not enough)."""
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 # --- locks -----------------------------------------------------------------------------
 
 
