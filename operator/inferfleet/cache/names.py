@@ -4,8 +4,9 @@ A hub listing, an S3 or GCS key and a file in a source tree all name a path the 
 creates below `.partial/<revision>/`. Each such name is untrusted: `../x`, `/etc/x`, a
 NUL byte or a backslash would reach outside the revision (or the cache root, or another
 model's finished revision), and two names that differ only by Unicode normalisation or
-case are one file on filesystems that fold them. A listing is refused as a whole
-(`UnsafeSource`) when any name it holds is not a plain relative path of safe segments:
+case are one file on filesystems that fold them. The fetch is refused as a whole
+(`UnsafeSource`) when any name it would write (the listing's selected files) is not a
+plain relative path of safe segments:
 
 - segments separated by '/', none empty, '.' or '..', none longer than NAME_MAX bytes;
 - no control character (NUL included) and no backslash anywhere;
