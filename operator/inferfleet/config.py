@@ -70,6 +70,22 @@ class OperatorSettings(BaseModel):
     forecast_window_hours: float = Field(default=336.0, gt=0, le=24 * 56, description="History read.")
     cold_start_margin_s: float = Field(default=60.0, ge=0, le=3600, description="Added to lead time.")
 
+    # Least privilege (issue 14): what needs RBAC beyond the operator's own objects.
+    pod_deletion_cost: bool = Field(
+        default=False,
+        description=(
+            "Annotate pods with controller.kubernetes.io/pod-deletion-cost before a scale-down "
+            "so idle replicas go first; needs `patch pods` in every watched namespace."
+        ),
+    )
+    cluster_scanning: bool = Field(
+        default=True,
+        description=(
+            "Let kopf watch CRDs and namespaces cluster-wide; off for namespace-only installs "
+            "(no ClusterRole): CRDs added later are noticed at the next restart."
+        ),
+    )
+
     # Serving and cache defaults.
     vllm_image: str = Field(
         default="vllm/vllm-openai:v0.11.0",

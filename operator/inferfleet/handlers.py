@@ -33,11 +33,12 @@ from typing import Any
 import kopf
 
 from inferfleet.api import InferenceService, Problem, labels
-from inferfleet.cluster import KubernetesCluster, TransientApiError
+from inferfleet.cluster import KubernetesCluster, TransientApiError, access
 from inferfleet.config import OperatorSettings
 from inferfleet.controller import admission, certificates, leader, resync
 from inferfleet.controller.passes import run_pass
 from inferfleet.controller.reconciler import Planner, Reconciler
+from inferfleet.controller.webhook_server import AdmissionServer
 from inferfleet.metrics import operator_metrics
 from inferfleet.metrics.operator_metrics import OperatorMetrics
 from inferfleet.render import checks
@@ -51,6 +52,10 @@ RETRY_MAX_S = 300.0
 # Written by versions that ran a per-object drift timer; never added any more (see above).
 LEGACY_FINALIZER = f"{labels.GROUP}/timers"
 MANAGED = {labels.LABEL_MANAGED_BY: labels.MANAGED_BY_VALUE}
+# The admission handlers' ids, which kopf puts in the webhook's URL path; the server
+# answers these paths only.
+WEBHOOK_PLAN = "plan"
+WEBHOOK_IDS = (WEBHOOK_PLAN,)
 
 
 def backoff_s(retry: int) -> float:
@@ -92,11 +97,17 @@ def _configure_webhook(settings: kopf.OperatorSettings, memo: Any, port: int) ->
         scratch = Path(tempfile.mkdtemp(prefix="inferfleet-webhook-"))
         certfile, pkeyfile = certificates.self_signed(scratch, [host])
         cafile = certfile
-    settings.admission.server = kopf.WebhookServer(
-        addr="0.0.0.0", port=port, host=host, certfile=certfile, pkeyfile=pkeyfile, cafile=cafile
+    settings.admission.server = AdmissionServer(
+        handler_ids=WEBHOOK_IDS,
+        addr="0.0.0.0",
+        port=port,
+        host=host,
+        certfile=certfile,
+        pkeyfile=pkeyfile,
+        cafile=cafile,
     )
     # kopf creates/patches the ValidatingWebhookConfiguration with our CA bundle.
-    settings.admission.managed = f"validate.{labels.GROUP}"
+    settings.admission.managed = access.WEBHOOK_CONFIGURATION
 
 
 @kopf.on.startup()
@@ -108,6 +119,9 @@ def configure(*, settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
         prefix=labels.GROUP, key="last-handled-configuration"
     )
     settings.posting.level = logging.WARNING  # our own events say what happened
+    # A namespace-only install has no ClusterRole: kopf must not watch CRDs or namespaces
+    # (it then serves the namespaces it was given, and the CRDs it found at startup).
+    settings.scanning.disabled = not operator_settings.cluster_scanning
     _configure_webhook(settings, memo, operator_settings.webhook_port)
     if memo.get("reconciler") is None:
         cluster = memo.get("cluster") or KubernetesCluster.from_environment()
@@ -180,7 +194,7 @@ def reconcile_parent(*, type: str | None, body: kopf.Body, memo: Any, logger: Lo
         logger.warning("parent %s not reconciled now (the resync loop retries): %s", parent, error)
 
 
-@kopf.on.validate(*GVP, id="plan", operations=["CREATE", "UPDATE"])
+@kopf.on.validate(*GVP, id=WEBHOOK_PLAN, operations=["CREATE", "UPDATE"])
 def validate_plan(*, body: kopf.Body, memo: Any, warnings: list[str], **_: Any) -> None:
     reconciler: Reconciler = memo["reconciler"]
     settings = reconciler.settings

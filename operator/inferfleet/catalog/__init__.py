@@ -14,8 +14,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-import yaml
-
+from inferfleet.api.yaml_input import load_one
 from inferfleet.catalog.gpus import (
     CatalogInvalid,
     GpuSpec,
@@ -92,7 +91,7 @@ def parse_models(document: Any, source: str) -> list[tuple[ModelArch, tuple[str,
 
 def _read_data(file_name: str) -> Any:
     text = resources.files("inferfleet.catalog").joinpath("data", file_name).read_text(encoding="utf-8")
-    return yaml.safe_load(text)
+    return load_one(text)
 
 
 @functools.cache

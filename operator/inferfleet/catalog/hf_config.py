@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from inferfleet.api.model_config_bounds import config_problems
 from inferfleet.catalog.models import LayerKind, MlaDims, ModelArch, MoeDims, WeightFormat
 
 
@@ -142,6 +143,12 @@ def parse_hf_config(config: Mapping[str, Any], name: str, parameters_billion: fl
     """One ModelArch from config.json keys; raise ConfigInvalid naming what is missing."""
     if not isinstance(config, Mapping):
         raise ConfigInvalid("config must be a mapping of config.json keys")
+    # A config.json fetched from a source is as untrusted as an inline one: same bounds.
+    problems = config_problems(config)
+    if problems:
+        raise ConfigInvalid(
+            "; ".join(f"{'.'.join(str(part) for part in loc)}: {message}" for loc, message in problems[:5])
+        )
     text = config.get("text_config")
     merged: dict[str, Any] = dict(config)
     if isinstance(text, Mapping):

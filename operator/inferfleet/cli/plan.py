@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from inferfleet.api.plan import Plan, TierPlan
@@ -43,7 +44,8 @@ def _rows(tier: TierPlan) -> list[tuple[str, str]]:
     if tier.nodes_per_replica > 1:
         layout += f" ({tier.nodes_per_replica} nodes)"
     return [
-        ("GPU", tier.gpu),
+        # An inline GPU's name is the user's text: escaped, so Rich prints it rather than parsing it.
+        ("GPU", escape(tier.gpu)),
         ("feasible", "[green]yes[/]" if tier.feasible else "[bold red]no[/]"),
         ("layout", f"{layout} = {tier.gpus_per_replica} GPU"),
         ("quantization / KV", f"{tier.quantization} / {tier.kv_cache_dtype}"),
@@ -83,7 +85,7 @@ def print_table(plan: Plan) -> None:
         stdout.print(f"[bold]{tier.name}[/] — why:", highlight=False)
         for position, reason in enumerate(tier.reasons):
             style = "red" if position == 0 and not tier.feasible else ""
-            line = f"  • {reason}"
+            line = f"  • {escape(reason) if style else reason}"
             stdout.print(f"[{style}]{line}[/]" if style else line, highlight=False, markup=bool(style))
     stdout.print()
 
@@ -109,7 +111,13 @@ def plan_command(
     from inferfleet.planner import plan_service
 
     catalogs = _catalogs(catalog_file)
-    plans = [plan_service(service, catalogs) for service in load_services(file)]
+    plans = []
+    for service in load_services(file):
+        try:
+            plans.append(plan_service(service, catalogs))
+        except Exception as error:  # ValueError: the planner's refusal; anything else a bug
+            words = str(error) if isinstance(error, ValueError) else f"{type(error).__name__}: {error}"
+            fail(f"{file}: {service.name}: the planner cannot plan this spec: {words}")
     if output is OutputFormat.table:
         for plan in plans:
             print_table(plan)

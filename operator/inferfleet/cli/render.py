@@ -44,11 +44,15 @@ def render_file(path: Path, settings: OperatorSettings) -> list[dict[str, Any]]:
             plan = planner.plan_service(service, settings.catalogs())
         except ValueError as error:
             fail(f"{path}: {service.name}: {error}")
+        except Exception as error:  # a value validation let through, or a bug: still a message
+            fail(f"{path}: {service.name}: the planner failed on this spec ({type(error).__name__}: {error})")
         for tier in plan.tiers:
             if not tier.feasible:
-                stderr.print(f"{service.name}: tier {tier.name} is infeasible, not rendered: "
-                             f"{tier.infeasible_reason}",
-                             highlight=False, markup=False)
+                stderr.print(
+                    f"{service.name}: tier {tier.name} is infeasible, not rendered: {tier.infeasible_reason}",
+                    highlight=False,
+                    markup=False,
+                )
         if not plan.feasible_tiers:
             fail(f"{path}: {service.name}: no tier can serve the model")
         problems = render_problems(service, settings, {tier.name for tier in plan.feasible_tiers})
@@ -56,7 +60,10 @@ def render_file(path: Path, settings: OperatorSettings) -> list[dict[str, Any]]:
             stderr.print(f"{path}: {service.name}: {problem}", highlight=False, markup=False)
         if problems:
             fail(f"{path}: {service.name}: cannot be rendered ({len(problems)} problem(s))")
-        objects.extend(render.render(service, plan, settings))
+        try:
+            objects.extend(render.render(service, plan, settings))
+        except Exception as error:
+            fail(f"{path}: {service.name}: cannot render this spec ({type(error).__name__}: {error})")
     return objects
 
 

@@ -157,6 +157,17 @@ _DELEGATED_CALLS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("inference.networking.x-k8s.io", "inferenceobjectives", ("get", "list", "watch")),
     ("inference.networking.x-k8s.io", "inferencemodelrewrites", ("get", "list", "watch")),
 )
+# The ValidatingWebhookConfiguration kopf creates and patches (handlers._configure_webhook).
+WEBHOOK_CONFIGURATION = f"validate.{labels.GROUP}"
+# Calls the chart narrows to one object by name (RBAC resourceNames), and whose name:
+# the webhook configuration above, and the leader-election Lease, which is named like
+# the peering object (`--peering`; "<peering>" here). A create cannot be narrowed so: the
+# API server authorises it before the object, and so its name, exists.
+NAMED_CALLS: dict[tuple[str, str, str], str] = {
+    ("admissionregistration.k8s.io", "validatingwebhookconfigurations", "patch"): WEBHOOK_CONFIGURATION,
+    (LEASE.group, LEASE.plural, "get"): "<peering>",
+    (LEASE.group, LEASE.plural, "update"): "<peering>",
+}
 
 
 def derive_api_calls(

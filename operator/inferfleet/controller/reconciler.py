@@ -74,6 +74,16 @@ class Outcome:
     report: executor.Report | None
 
 
+def _internal(stage: str, service: InferenceService, error: Exception) -> str:
+    """Words for an exception the pure core raised on this spec: a value validation let
+    through, or a bug. Logged with its traceback for us, a condition for the user."""
+    logger.error("cannot %s %s/%s", stage, service.namespace, service.name, exc_info=error)
+    return (
+        f"the operator could not {stage} this spec ({type(error).__name__}: {error}); running workloads "
+        "are kept as they are. Check the values the message names; if they look sane, report it as a bug"
+    )[:1024]
+
+
 def cr_ref(namespace: str, name: str) -> ObjectRef:
     return ObjectRef(labels.API_VERSION, labels.KIND, namespace, name)
 
@@ -110,6 +120,23 @@ class Reconciler:
             return None, str(error)
         except ValueError as error:  # the planner refuses input it cannot size
             return None, f"the planner rejected the spec: {error}"
+        except Exception as error:
+            return None, _internal("plan", service, error)
+
+    def _desired(
+        self,
+        service: InferenceService,
+        plan: Plan,
+        observed: list[dict[str, Any]],
+        pods: list[dict[str, Any]],
+        measured_s: dict[str, float],
+    ) -> tuple[list[Action], tuple[rollout.RolloutHold, ...]]:
+        """Render, hold rollouts, diff: pure, so any exception here is about this spec."""
+        desired = render(service, plan, self.settings, measured_s)
+        held = rollout.holds(service, plan, observed, pods)
+        desired = self._hold_rollouts(desired, service, plan, held, measured_s)
+        infeasible = frozenset(tier.name for tier in plan.tiers if not tier.feasible)
+        return diff(desired, observed, keep_tiers=infeasible), held
 
     def reconcile(self, namespace: str, name: str) -> Outcome | None:
         """One pass; None when the InferenceService is gone or being deleted."""
@@ -147,14 +174,17 @@ class Reconciler:
         report = None
         held: tuple[rollout.RolloutHold, ...] = ()
         if service is not None and plan is not None:
-            desired = render(service, plan, self.settings, measured_s)
-            held = rollout.holds(service, plan, observed, pods)
-            desired = self._hold_rollouts(desired, service, plan, held, measured_s)
-            infeasible = frozenset(tier.name for tier in plan.tiers if not tier.feasible)
-            actions = diff(desired, observed, keep_tiers=infeasible)
-            report = executor.execute(self.cluster, actions)
+            try:
+                actions, held = self._desired(service, plan, observed, pods, measured_s)
+            except Exception as error:
+                # Nothing is applied or pruned: the running fleet stays as it was, and the
+                # condition says why instead of the pass failing (and retrying) forever.
+                invalid, plan = _internal("render", service, error), None
+            else:
+                report = executor.execute(self.cluster, actions)
 
         workloads = self._workloads(observed, report)
+        rendered_plan = plan  # the front door's holds come from the plan as rendered
         if service is not None and plan is not None:
             # Status (and so the autoscaler's lead time) gets the measured cold starts; the
             # render above used the estimate, so a new measurement never changes the pods'
@@ -171,8 +201,8 @@ class Reconciler:
             skipped=tuple(report.skipped) if report else (),
         )
         status = status_rules.compute(previous, result, now=rfc3339(self.clock()))
-        if service is not None and plan is not None:
-            front = frontdoor.resolve(service, plan, self.settings, measured_s)
+        if service is not None and rendered_plan is not None:
+            front = frontdoor.resolve(service, rendered_plan, self.settings, measured_s)
             current = self._current(observed, report)
             status["frontDoor"] = frontdoor_status.summarize(service, front, current, serving_pods)
         if service is not None:

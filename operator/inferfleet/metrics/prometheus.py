@@ -8,6 +8,7 @@ step has completed, and backs off while Prometheus is failing.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -111,6 +112,11 @@ class PrometheusClient:
             raise self._failed(kind, "http", str(error)) from error
         except (requests.exceptions.RequestException, ValueError, KeyError, OSError) as error:
             raise self._failed(kind, "parse", f"{type(error).__name__}: {error}") from error
+        except (TypeError, AttributeError, IndexError, RecursionError) as error:
+            # The client indexes `body["data"]["result"]` blindly: `data: null`, a JSON list
+            # or a string where an object belongs end up here. Malformed, like bad JSON.
+            message = f"malformed answer ({type(error).__name__}: {error})"
+            raise self._failed(kind, "parse", message) from error
         finally:
             if self.metrics is not None:
                 self.metrics.query_duration_s.labels(kind=kind).observe(time.perf_counter() - started)
@@ -186,6 +192,8 @@ class SignalReader:
                 )
             except QueryFailed as error:
                 failed[signal] = str(error)
+            except Exception as error:  # an answer no parser foresaw: that signal is missing
+                failed[signal] = f"malformed answer ({type(error).__name__}: {error})"
         if len(failed) == len(Signal):
             self.backoff.failed(now_s)
         else:
@@ -218,6 +226,8 @@ class SignalReader:
             sample = parse_sample(item.get("value"))
             if key is None or sample is None or sample[1] is None or not labels.get("pod"):
                 continue
+            if not math.isfinite(sample[1]) or sample[1] < 0:
+                continue  # no count of requests: the pod reads as idle (deletion_costs)
             out.setdefault(key, {})[str(labels["pod"])] = sample[1]
         return out
 
@@ -238,5 +248,7 @@ class SignalReader:
             # All or nothing: storing later chunks without an earlier one would turn the
             # missing chunk into a permanent gap instead of a retry next loop.
             return str(error)
+        except Exception as error:  # an answer no parser foresaw: retried next loop
+            return f"malformed history answer ({type(error).__name__}: {error})"
         self.history.merge(fetches, series, now_s)
         return None
