@@ -16,6 +16,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from inferfleet.catalog import Catalogs, default_catalogs
+from inferfleet.planner.releases import DEFAULT_VLLM_IMAGE
 
 ENV_PREFIX = "INFERFLEET_"
 
@@ -68,7 +69,7 @@ class OperatorSettings(BaseModel):
     cold_start_margin_s: float = Field(default=60.0, ge=0, le=3600, description="Added to lead time.")
 
     # Serving and cache defaults.
-    vllm_image: str = Field(default="vllm/vllm-openai:v0.11.0", min_length=1)
+    vllm_image: str = Field(default=DEFAULT_VLLM_IMAGE, min_length=1)
     operator_image: str = Field(default="ghcr.io/inferfleet/inferfleet:0.1.0", min_length=1)
     cache_node_path: str = Field(default="/mnt/nvme/inferfleet", pattern=r"^/")
     cache_budget_gib: float = Field(default=500.0, gt=0)
