@@ -11,13 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from inferfleet.planner.releases import (
-    FLASHINFER_SAMPLER_UNTIL,
     HYBRID_ALLOCATOR,
     TORCH_ONLY_PEAK_UNTIL,
     V0_MLA_ALIGNMENT,
     Engine,
     Family,
     Release,
+    Version,
 )
 from inferfleet.planner.units import GIB
 
@@ -25,9 +25,12 @@ from inferfleet.planner.units import GIB
 # V1's PyTorch top-k/top-p path sorts the float32 logits (values + int64 indices) next to
 # probabilities: vLLM 0.11 on H100 logged 4.76, 5.56, 5.64 and 7.38 GiB for 1024 rows of
 # 128k, 152k, 152k and 201k vocabularies, 38.5-39 bytes each. FlashInfer's kernels skip
-# the sort (0.10.1 on A100: about 12). V0's sampler sorts and also keeps log-probs.
-SAMPLER_BYTES_TORCH = 39.0
-SAMPLER_BYTES_FLASHINFER = 12.0
+# the sort (about 12 bytes: 0.10.1 on A100 with flashinfer-python installed), but which
+# one a release picks depends on what the image installed and on VLLM_USE_FLASHINFER_SAMPLER
+# (0.9.2 on H100 logged the larger peak), so the larger is planned: an install with
+# FlashInfer gets up to ~1 GiB (256 rows) or ~4 GiB (1024 rows) more KV than planned.
+# V0's sampler sorts and also keeps log-probs.
+SAMPLER_BYTES_V1 = 39.0
 SAMPLER_BYTES_V0 = 32.0
 # Non-torch memory per GPU by tensor-parallel degree (CUDA graphs excluded): cuBLAS
 # workspaces, NCCL communicators and custom all-reduce buffers. Public logs: 0.13-0.15
@@ -49,6 +52,8 @@ LEGACY_ALLOCATOR_SLACK = 0.10
 GRAPH_RESERVE_BASE_GIB = 0.25
 GRAPH_RESERVE_FULL_BATCH_GIB = 0.75
 GRAPH_CAPTURE_FULL_BATCH = 512
+# vLLM stopped holding all-reduce inputs during the profile after 0.2.x.
+ALLREDUCE_FREED = Version(0, 3, 0)
 # V0's MLA backends pad each cached latent entry to this many bytes.
 MLA_ALIGN_BYTES = 256
 
@@ -66,6 +71,9 @@ class Accounting:
     graph_reserve: bool
     hybrid_pool: bool
     mla_align_bytes: int
+    # 0.2.5-0.2.x counted every all-reduce input of the profile as in use: torch kept
+    # them alive until the next synchronisation (vLLM issue #2150).
+    retained_allreduce: bool = False
 
     @property
     def family(self) -> Family:
@@ -96,16 +104,11 @@ class Accounting:
 
 def accounting(release: Release, *, pipeline_parallel: int = 1, vendor: str = "nvidia") -> Accounting:
     engine = release.engine(pipeline_parallel)
-    if engine == "v0":
-        sampler = SAMPLER_BYTES_V0
-    elif vendor == "nvidia" and release.before(FLASHINFER_SAMPLER_UNTIL):
-        sampler = SAMPLER_BYTES_FLASHINFER
-    else:
-        sampler = SAMPLER_BYTES_TORCH
     return Accounting(
         release=release,
         engine=engine,
-        sampler_bytes_per_logit=sampler,
+        sampler_bytes_per_logit=SAMPLER_BYTES_V0 if engine == "v0" else SAMPLER_BYTES_V1,
+        retained_allreduce=release.at_least(TORCH_ONLY_PEAK_UNTIL) and release.before(ALLREDUCE_FREED),
         non_torch_extra_bytes=CUDA_CONTEXT_GIB * GIB if release.family == "v1-early" and engine == "v1" else 0.0,
         torch_only_peak=release.before(TORCH_ONLY_PEAK_UNTIL),
         allocator_slack=LEGACY_ALLOCATOR_SLACK if release.family == "v0-legacy" else 0.0,

@@ -118,6 +118,10 @@ def estimate(
     )
     pp = len(layout.stage_layers)
     overhead = accounting.non_torch_bytes(tp, pp)
+    if accounting.retained_allreduce and tp > 1:
+        # two all-reduces per layer, each holding the step's hidden states
+        layers = max(layout.stage_layers)
+        overhead += 2 * layers * max_num_batched_tokens * arch.hidden_size * act_bytes
     graphs = accounting.graph_reserve_bytes(max_num_seqs, enforce_eager)
     reserve = budget * accounting.release.reserve_fraction
     first = 0
