@@ -7,8 +7,9 @@ chosen under one set of flags and deployed with another.
 The prefill chunk (`--max-num-batched-tokens` with chunked prefill) trades both
 latencies: a step that carries a chunk takes `decode step + chunk / prefill rate`, and
 under load such steps are frequent enough to set the ITL p99; small chunks, however,
-re-read the weights for every few hundred prompt tokens, so prefill runs at a fraction
-of its rate, a P95 prompt needs many steps, and prompts queue behind each other (TTFT).
+re-read the weights for every few hundred prompt tokens (and share the token budget
+with one decode token per running sequence), so prefill runs at a fraction of its rate,
+a P99 prompt needs many steps, and prompts queue behind each other (TTFT).
 The chosen chunk is the largest that keeps both SLOs; when none does, the one that
 keeps the first token in time (the smallest such), and the plan warns with the numbers.
 """
@@ -25,7 +26,7 @@ from inferfleet.planner.workload import Workload
 # Share of the ITL SLO the steady decode step may use; the rest absorbs the prefill
 # chunks that chunked prefill mixes into some steps.
 ITL_HEADROOM = 0.8
-# Share of the TTFT SLO a P95 prompt's prefill (queueing behind other prompts' chunks
+# Share of the TTFT SLO a P99 prompt's prefill (queueing behind other prompts' chunks
 # included) may take; the rest is for waiting for a free sequence slot, the network
 # and detokenizing.
 PREFILL_SHARE_OF_TTFT = 0.8
@@ -43,7 +44,7 @@ class ChunkOption:
     step_ms: float  # a decode step that also carries one chunk
     prefill_tokens_per_s: float  # when every step carries a chunk
     prefill_load: float  # share of that capacity the replica's prompts use at peak
-    ttft_ms: float  # a P95 prompt's prefill, queueing behind other prefills included
+    ttft_ms: float  # a P99 prompt's prefill, queueing behind other prefills included
     itl_ms: float
 
     def meets(self, ttft_budget_ms: float, itl_slo_ms: float) -> tuple[bool, bool]:
@@ -72,7 +73,9 @@ def round_seqs(value: int) -> int:
 def chunk_option(roof: Roofline, workload: Workload, running: float, tokens: int) -> ChunkOption:
     chunk_ms = tokens / roof.prefill_tokens_per_second * 1000
     step_ms = roof.step_ms(running) + chunk_ms
-    capacity = tokens / step_ms * 1000
+    # The token budget also carries one decode token per running sequence.
+    prefill_per_step = max(1.0, tokens - running)
+    capacity = prefill_per_step / step_ms * 1000
     # Replicas are sized so each carries its usable rate at peak over the headroom; its
     # prompts then keep prefill this busy.
     decode_tokens_per_s = max(1.0, running) / (roof.step_ms(running) / 1000)
@@ -81,9 +84,10 @@ def chunk_option(roof: Roofline, workload: Workload, running: float, tokens: int
     )
     rps = USABLE_SHARE_OF_ROOFLINE / seconds_per_request / (1 + DEFAULT_HEADROOM)
     load = min(MAX_PREFILL_LOAD, rps * workload.mean_input_tokens / capacity)
-    steps = math.ceil(workload.input_p95 / tokens)
+    # The SLO is a P99: the P99 prompt, waiting behind other prompts' chunks (an M/D/1
+    # queue's mean wait).
+    steps = math.ceil(workload.input_p99 / prefill_per_step)
     service_ms = steps * step_ms
-    # Waiting behind other prompts' chunks: an M/D/1 queue's mean wait.
     return ChunkOption(
         tokens=tokens,
         step_ms=step_ms,
@@ -96,7 +100,7 @@ def chunk_option(roof: Roofline, workload: Workload, running: float, tokens: int
 
 def _chunk_text(option: ChunkOption) -> str:
     return (
-        f"a step carrying a chunk takes ~{option.itl_ms:.0f} ms and a P95 prompt's prefill "
+        f"a step carrying a chunk takes ~{option.itl_ms:.0f} ms and a P99 prompt's prefill "
         f"~{option.ttft_ms:,.0f} ms at {option.prefill_load:.0%} prefill load"
     )
 
@@ -119,19 +123,19 @@ def choose_chunk(
         if first_token:
             chosen = first_token[0]
             why = (
-                f"the smallest chunk that keeps a P95 prompt within {PREFILL_SHARE_OF_TTFT:.0%} of the "
+                f"the smallest chunk that keeps a P99 prompt within {PREFILL_SHARE_OF_TTFT:.0%} of the "
                 f"TTFT SLO: {_chunk_text(chosen)}"
             )
             misses.append(
                 f"ITL: steps carrying a {chosen.tokens}-token prefill chunk take ~{chosen.itl_ms:.0f} ms, "
-                f"above the {itl_ms:.0f} ms ITL SLO, and smaller chunks would push the P95 prompt past "
+                f"above the {itl_ms:.0f} ms ITL SLO, and smaller chunks would push the P99 prompt past "
                 f"the TTFT budget ({ttft_budget_ms:,.0f} ms)"
             )
         elif in_itl:
             chosen = in_itl[-1]
             why = f"the largest chunk within the ITL SLO: {_chunk_text(chosen)}"
             misses.append(
-                f"TTFT: a P95 prompt of {workload.input_p95:,} tokens takes ~{chosen.ttft_ms:,.0f} ms to "
+                f"TTFT: a P99 prompt of {workload.input_p99:,} tokens takes ~{chosen.ttft_ms:,.0f} ms to "
                 f"prefill ({chosen.prefill_tokens_per_s:,.0f} tokens/s at {chosen.prefill_load:.0%} load), "
                 f"above {PREFILL_SHARE_OF_TTFT:.0%} of the {workload.ttft_slo_s * 1000:,.0f} ms TTFT SLO"
             )
@@ -139,7 +143,7 @@ def choose_chunk(
             chosen = min(options, key=lambda o: max(o.ttft_ms / ttft_budget_ms, o.itl_ms / itl_ms))
             why = f"no chunk meets either SLO; the closest to both: {_chunk_text(chosen)}"
             misses.append(
-                f"TTFT and ITL: a P95 prompt of {workload.input_p95:,} tokens takes ~{chosen.ttft_ms:,.0f} "
+                f"TTFT and ITL: a P99 prompt of {workload.input_p99:,} tokens takes ~{chosen.ttft_ms:,.0f} "
                 f"ms to prefill (budget {ttft_budget_ms:,.0f} ms of the {workload.ttft_slo_s * 1000:,.0f} ms "
                 f"TTFT SLO) and chunked steps ~{chosen.itl_ms:.0f} ms (ITL SLO {itl_ms:.0f} ms)"
             )
@@ -210,10 +214,10 @@ def deployed_batching(
         batched = max(OFFLINE_CHUNK_LARGE_GPU if large_gpu else OFFLINE_CHUNK, seqs)
         notes.append(f"max-num-batched-tokens {batched}: large prefill chunks for throughput (offline)")
     if workload.online and not chunked_prefill:
-        prefill_ms = workload.input_p95 / roof.prefill_tokens_per_second * 1000
+        prefill_ms = workload.input_p99 / roof.prefill_tokens_per_second * 1000
         if prefill_ms > workload.ttft_slo_s * 1000 * PREFILL_SHARE_OF_TTFT:
             misses.append(
-                f"TTFT: a P95 prompt of {workload.input_p95:,} tokens takes ~{prefill_ms:,.0f} ms to prefill "
+                f"TTFT: a P99 prompt of {workload.input_p99:,} tokens takes ~{prefill_ms:,.0f} ms to prefill "
                 f"({roof.prefill_tokens_per_second:,.0f} tokens/s), above {PREFILL_SHARE_OF_TTFT:.0%} of the "
                 f"{workload.ttft_slo_s * 1000:,.0f} ms TTFT SLO"
             )

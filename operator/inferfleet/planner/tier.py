@@ -320,6 +320,57 @@ def _base_settings(
     )
 
 
+def _capacity(c: Candidate, workload: Workload) -> tuple[float, float]:
+    """(running sequences, usable requests/s) of one replica of this layout as deployed."""
+    s = c.settings
+    roof = c.roof
+    if workload.online:
+        within = roof.max_batch_within(workload.itl_slo_s * 1000 * ITL_HEADROOM)
+        running = max(1.0, min(float(s.max_num_seqs), math.floor(c.concurrency_p95), float(within)))
+    else:
+        mean_context = int(workload.mean_input_tokens + workload.mean_output_tokens)
+        running = max(1.0, min(float(s.max_num_seqs), c.memory.concurrency_at(mean_context) if c.starts else 1.0))
+    rps = roof.requests_per_second(
+        running, workload.mean_input_tokens, workload.mean_output_tokens, c.batching.prefill_tokens_per_s
+    )
+    return (running, rps)
+
+
+# A wider layout is taken over the lowest that fits only when it serves this much more
+# per GPU: wider replicas cost more in lost redundancy and scheduling granularity.
+WIDER_GAIN_PER_GPU = 1.10
+
+
+def _cheaper_wider(
+    ev: _Evaluator, chosen: Candidate, overrides: TierOverrides
+) -> tuple[Candidate, str | None]:
+    """A wider TP (fast links, one node) when, with the settings each would deploy, it
+    serves clearly more requests per GPU, e.g. because the narrow layout must cut its
+    prefill chunks to small pieces to keep the ITL SLO."""
+    if overrides.tensor_parallel_size or chosen.pp > 1:
+        return (chosen, None)
+    _, base_rps = _capacity(chosen, ev.workload)
+    best, best_per_gpu = chosen, base_rps / chosen.gpus
+    for tp in ev.tp_options(chosen.quant):
+        if tp <= chosen.tp or not ev.gpu.fast_link(tp):
+            continue
+        candidate = ev.evaluate(chosen.quant, tp, 1)
+        if not candidate.meets(ev.workload.target_concurrency) or not candidate.batching.meets_slo:
+            continue
+        _, rps = _capacity(candidate, ev.workload)
+        if rps / candidate.gpus > best_per_gpu * WIDER_GAIN_PER_GPU:
+            best, best_per_gpu = candidate, rps / candidate.gpus
+    if best is chosen:
+        return (chosen, None)
+    return (
+        best,
+        f"TP={best.tp} rather than {chosen.tp}: with the settings each deploys it serves "
+        f"{best_per_gpu:.2f} req/s per GPU against {base_rps / chosen.gpus:.2f} "
+        f"(max-num-batched-tokens {best.settings.max_num_batched_tokens} against "
+        f"{chosen.settings.max_num_batched_tokens})",
+    )
+
+
 def _raise_for_slo(
     ev: _Evaluator, chosen: Candidate, overrides: TierOverrides
 ) -> tuple[Candidate, str | None]:
@@ -519,6 +570,8 @@ def build_tier_plan(spec: InferenceServiceSpec, tier: TierSpec, inputs: TierInpu
         note = None
         if level == 0:
             candidate, note = _raise_for_slo(ev, candidate, overrides)
+            if note is None:
+                candidate, note = _cheaper_wider(ev, candidate, overrides)
         results.append((level, candidate.gpus, order, candidate, note))
     level, _, _, chosen, slo_note = min(results, key=lambda r: r[:3])
     feasible = level < 4 and chosen.starts
@@ -534,15 +587,7 @@ def build_tier_plan(spec: InferenceServiceSpec, tier: TierSpec, inputs: TierInpu
     # Capacity at the SLO, with the prefill rate the chosen chunk leaves.
     concurrency_p95 = min(float(s.max_num_seqs), chosen.concurrency_p95)
     prefill_rate = chosen.batching.prefill_tokens_per_s
-    if workload.online:
-        within = roof.max_batch_within(workload.itl_slo_s * 1000 * ITL_HEADROOM)
-        running = max(1.0, min(float(s.max_num_seqs), math.floor(chosen.concurrency_p95), float(within)))
-    else:
-        mean_context = int(workload.mean_input_tokens + workload.mean_output_tokens)
-        running = max(1.0, min(float(s.max_num_seqs), m.concurrency_at(mean_context) if feasible else 1.0))
-    usable_rps = roof.requests_per_second(
-        running, workload.mean_input_tokens, workload.mean_output_tokens, prefill_rate
-    )
+    running, usable_rps = _capacity(chosen, workload)
     if not feasible:
         usable_rps = 0.0
     replicas = fleet.replicas_for_peak(workload.tier_peak_rps, usable_rps, headroom) if feasible else 0
