@@ -8,6 +8,7 @@ stays one formula: `KV = total × utilization − weights − activation peak �
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from inferfleet.planner.releases import (
@@ -102,6 +103,7 @@ class Accounting:
         return (GRAPH_RESERVE_BASE_GIB + GRAPH_RESERVE_FULL_BATCH_GIB * share) * GIB
 
 
+@functools.lru_cache(maxsize=512)
 def accounting(release: Release, *, pipeline_parallel: int = 1, vendor: str = "nvidia") -> Accounting:
     engine = release.engine(pipeline_parallel)
     return Accounting(

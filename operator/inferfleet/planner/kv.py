@@ -13,6 +13,7 @@ Follows shared/reference/vllm-kv-budget.md §2.2-2.4 (vLLM V1):
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from inferfleet.catalog.models import LayerKind, ModelArch
@@ -52,6 +53,7 @@ class KvGroups:
         return self.full_groups + self.sliding_groups
 
 
+@functools.lru_cache(maxsize=1024)
 def kv_groups(kinds: tuple[LayerKind, ...]) -> KvGroups:
     full = sum(1 for kind in kinds if kind == "full")
     sliding = len(kinds) - full

@@ -126,6 +126,8 @@ class _Evaluator:
         self.chunked_prefill = chunked_prefill
         self.scale = _scale(inputs.arch)
         self._seen: dict[tuple[str, str, int, int], Candidate] = {}
+        # A layout that would run but cannot load (online quantization's 16-bit peak).
+        self.refused_at_load = False
 
     def tp_options(self, quant: QuantChoice) -> list[int]:
         if self.overrides.tensor_parallel_size:
@@ -138,6 +140,8 @@ class _Evaluator:
         if found is None:
             found = self._evaluate(quant, tp, pp)
             self._seen[key] = found
+            if found.load_problem is not None:
+                self.refused_at_load = True
         return found
 
     def _evaluate(self, quant: QuantChoice, tp: int, pp: int) -> Candidate:
@@ -482,12 +486,17 @@ def _load_reason(c: Candidate, gpu: GpuSpec, arch: ModelArch) -> str:
 
 
 def _pre_quantized_note(
-    spec: InferenceServiceSpec, tier: TierSpec, inputs: TierInputs, chosen: Candidate, feasible: bool
+    spec: InferenceServiceSpec,
+    tier: TierSpec,
+    inputs: TierInputs,
+    chosen: Candidate,
+    feasible: bool,
+    refused_at_load: bool,
 ) -> str | None:
     """Names a pre-quantized checkpoint when online quantization's 16-bit load forced a
     larger layout (or no layout), with the layout that checkpoint would take."""
     arch = inputs.arch
-    if not inputs.pre_quantized:
+    if not inputs.pre_quantized or not refused_at_load:
         return None
     refused_at_load = not feasible and chosen.load_problem is not None
     online = online_quantization(arch, chosen.quant.weight_format) or refused_at_load
@@ -621,7 +630,7 @@ def build_tier_plan(spec: InferenceServiceSpec, tier: TierSpec, inputs: TierInpu
     )
     if slo_note:
         reasons.append(slo_note)
-    pre_quantized = _pre_quantized_note(spec, tier, inputs, chosen, feasible)
+    pre_quantized = _pre_quantized_note(spec, tier, inputs, chosen, feasible, ev.refused_at_load)
     if pre_quantized:
         reasons.append(pre_quantized)
     if feasible:

@@ -10,6 +10,7 @@ projections when TP exceeds the KV head count) are counted on every GPU.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from inferfleet.catalog.models import ModelArch, WeightFormat
@@ -171,6 +172,7 @@ def body_scale(arch: ModelArch) -> float:
     return stated / computed
 
 
+@functools.lru_cache(maxsize=4096)
 def weight_layout(
     arch: ModelArch,
     *,
@@ -252,6 +254,7 @@ def _stage_bytes(
     return (tuple(stage_bytes), tuple(stage_expert_bytes))
 
 
+@functools.lru_cache(maxsize=512)
 def checkpoint_bytes(arch: ModelArch, dtype_bytes: int, scale: float) -> float:
     """The bytes a replica reads from storage: the model once, as stored.
 
