@@ -87,7 +87,11 @@ def row_spec(
         pipeline_parallel=pp,
     )
     seqs = int(row["max_num_seqs"]) if row["max_num_seqs"] else defaults.max_num_seqs
-    batched = int(row["max_num_batched_tokens"]) if row["max_num_batched_tokens"] else defaults.max_num_batched_tokens
+    batched = (
+        int(row["max_num_batched_tokens"])
+        if row["max_num_batched_tokens"]
+        else defaults.max_num_batched_tokens
+    )
     kv = row["kv_cache_dtype"].strip() or "auto"
     overrides: dict[str, Any] = {
         "tensorParallelSize": tp,
@@ -115,7 +119,9 @@ def row_spec(
                 "peakRequestsPerSecond": 1,
             },
             "serving": {"image": image, "chunkedPrefill": defaults.chunked_prefill},
-            "tiers": [{"name": "row", "gpu": gpu_field, "gpusPerNode": max(8, tp * pp), "overrides": overrides}],
+            "tiers": [
+                {"name": "row", "gpu": gpu_field, "gpusPerNode": max(8, tp * pp), "overrides": overrides}
+            ],
         }
     )
 
@@ -198,7 +204,9 @@ def _summary(results: Iterable[dict[str, Any]]) -> dict[str, Any]:
         r for r in results if "kv" in r and r["kv"]["overPromise"] and r["releaseFamily"].startswith("v1")
     ]
     v1_failed_feasible = [
-        r for r in results if "failedStart" in r and not r["failedStart"]["ok"] and r["releaseFamily"].startswith("v1")
+        r
+        for r in results
+        if "failedStart" in r and not r["failedStart"]["ok"] and r["releaseFamily"].startswith("v1")
     ]
     within = sum(1 for r in kv if r["withinTarget"])
     return {
@@ -225,13 +233,17 @@ def evaluate(data: Path, archs_path: Path) -> dict[str, Any]:
     catalogs = default_catalogs()
     archs = load_archs(archs_path)
     results = [evaluate_row(row, catalogs, archs) for row in load_rows(data)]
-    by_split = {split: _summary(r for r in results if r["split"] == split) for split in ("calibration", "holdout")}
+    by_split = {
+        split: _summary(r for r in results if r["split"] == split) for split in ("calibration", "holdout")
+    }
     families = sorted({r["releaseFamily"] for r in results})
     by_family = {family: _summary(r for r in results if r["releaseFamily"] == family) for family in families}
     overall = _summary(results)
     holdout = by_split["holdout"]
     targets = {
-        "holdoutKvShare": f">= {KV_SHARE_TARGET} within ±{KV_TOLERANCE_REL:.0%} or {KV_TOLERANCE_GIB} GiB/GPU",
+        "holdoutKvShare": (
+            f">= {KV_SHARE_TARGET} within ±{KV_TOLERANCE_REL:.0%} or {KV_TOLERANCE_GIB} GiB/GPU"
+        ),
         "weights": f"every row within ±{WEIGHTS_TOLERANCE_REL:.0%}",
         "v1OverPromises": 0,
         "failedStarts": "all infeasible",

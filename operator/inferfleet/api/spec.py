@@ -51,7 +51,10 @@ SourceUri = Annotated[
 ShortString = Annotated[str, StringConstraints(min_length=1, max_length=253)]
 # A vLLM release: `0.11.0`, `v0.6.4`, `0.10.1.1`, `0.7.4.dev713+gb4961126`.
 VllmVersion = Annotated[
-    str, StringConstraints(min_length=3, max_length=64, pattern=r"^v?[0-9]+\.[0-9]+(\.[0-9]+)?([.+-][0-9A-Za-z.+-]*)?$")
+    str,
+    StringConstraints(
+        min_length=3, max_length=64, pattern=r"^v?[0-9]+\.[0-9]+(\.[0-9]+)?([.+-][0-9A-Za-z.+-]*)?$"
+    ),
 ]
 ArgString = Annotated[str, StringConstraints(min_length=1, max_length=4096)]
 # A 5-field cron expression (minute hour day-of-month month day-of-week).

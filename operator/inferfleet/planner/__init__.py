@@ -111,7 +111,9 @@ def plan_tier(
         return unplannable_tier(tier, gpu, None, gpu_problem or "infeasible: unknown GPU", release=release)
     arch, model_problem = resolve_model(spec.model, catalogs, fetched)
     if arch is None:
-        return unplannable_tier(tier, gpu, None, model_problem or "infeasible: unknown model", release=release)
+        return unplannable_tier(
+            tier, gpu, None, model_problem or "infeasible: unknown model", release=release
+        )
     speculative = spec.serving.speculative_decoding if spec.serving else None
     draft = catalogs.model(speculative.model) if speculative is not None and speculative.model else None
     pre_quantized = tuple(

@@ -89,7 +89,9 @@ class Accounting:
             below = max(k for k in NON_TORCH_BY_TP_GIB if k < tp)
             above = min(k for k in NON_TORCH_BY_TP_GIB if k > tp)
             share = (tp - below) / (above - below)
-            gib = NON_TORCH_BY_TP_GIB[below] + share * (NON_TORCH_BY_TP_GIB[above] - NON_TORCH_BY_TP_GIB[below])
+            gib = NON_TORCH_BY_TP_GIB[below] + share * (
+                NON_TORCH_BY_TP_GIB[above] - NON_TORCH_BY_TP_GIB[below]
+            )
         else:
             gib = NON_TORCH_BY_TP_GIB[8] + NON_TORCH_PER_EXTRA_RANK_GIB * (tp - 8)
         if pp > 1:
@@ -111,7 +113,9 @@ def accounting(release: Release, *, pipeline_parallel: int = 1, vendor: str = "n
         engine=engine,
         sampler_bytes_per_logit=SAMPLER_BYTES_V0 if engine == "v0" else SAMPLER_BYTES_V1,
         retained_allreduce=release.at_least(TORCH_ONLY_PEAK_UNTIL) and release.before(ALLREDUCE_FREED),
-        non_torch_extra_bytes=CUDA_CONTEXT_GIB * GIB if release.family == "v1-early" and engine == "v1" else 0.0,
+        non_torch_extra_bytes=CUDA_CONTEXT_GIB * GIB
+        if release.family == "v1-early" and engine == "v1"
+        else 0.0,
         torch_only_peak=release.before(TORCH_ONLY_PEAK_UNTIL),
         allocator_slack=LEGACY_ALLOCATOR_SLACK if release.family == "v0-legacy" else 0.0,
         graph_reserve=release.family == "v1-graph-reserve" and engine == "v1",

@@ -123,7 +123,9 @@ def observe_kv_capacity(
         return plan
     tiers: list[TierPlan] = []
     specs = {tier.name: tier for tier in spec.tiers}
-    headroom = spec.scaling.headroom if spec.scaling and spec.scaling.headroom is not None else DEFAULT_HEADROOM
+    headroom = (
+        spec.scaling.headroom if spec.scaling and spec.scaling.headroom is not None else DEFAULT_HEADROOM
+    )
     for tier in plan.tiers:
         found = measured.get(tier.name)
         if found is None or not tier.feasible or found.num_gpu_blocks <= 0 or tier.kv_cache_tokens <= 0:

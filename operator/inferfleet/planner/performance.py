@@ -68,7 +68,9 @@ class Roofline:
         concurrency = max(1.0, concurrency)
         decode_tokens_per_s = concurrency / (self.step_ms(concurrency) / 1000)
         prefill = prefill_tokens_per_second or self.prefill_tokens_per_second
-        seconds_per_request = mean_output_tokens / decode_tokens_per_s + mean_input_tokens / max(prefill, 1e-9)
+        seconds_per_request = mean_output_tokens / decode_tokens_per_s + mean_input_tokens / max(
+            prefill, 1e-9
+        )
         return USABLE_SHARE_OF_ROOFLINE / seconds_per_request
 
 

@@ -184,7 +184,8 @@ def resolve_release(image: str | None, explicit: str | None) -> Release:
         return Release(
             version, source, "v1-graph-reserve", False,
             f"newer than the modelled releases (up to {NEWEST_MODELLED.major}.{NEWEST_MODELLED.minor}.x): "
-            f"planned with the newest accounting and {UNMODELLED_RESERVE_FRACTION:.0%} of the budget held back",
+            f"planned with the newest accounting and {UNMODELLED_RESERVE_FRACTION:.0%} of the budget "
+            "held back",
         )  # fmt: skip
     return Release(version, source, family_of(version), True, "")
 
@@ -233,9 +234,11 @@ def engine_defaults(
         chunked = (
             chunked_prefill
             if chunked_prefill is not None
-            else (entry_point == "api_server" and max_model_len > V0_LONG_CONTEXT and release.at_least(
-                Version(0, 5, 1)
-            ))
+            else (
+                entry_point == "api_server"
+                and max_model_len > V0_LONG_CONTEXT
+                and release.at_least(Version(0, 5, 1))
+            )
         )
         if chunked:
             batched = 2048 if release.at_least(V0_CHUNKED_DEFAULT_TOKENS_FROM) else 512
@@ -253,8 +256,10 @@ def engine_defaults(
     if big_defaults:
         seqs = 1024
         batched = 16384 if entry_point == "llm_class" else 8192
-        if entry_point == "api_server" and gpu_memory_gib >= HUGE_GPU_GIB and release.at_least(
-            V1_HUGE_GPU_BATCH
+        if (
+            entry_point == "api_server"
+            and gpu_memory_gib >= HUGE_GPU_GIB
+            and release.at_least(V1_HUGE_GPU_BATCH)
         ):
             batched = 16384
         source = "V1 on a large GPU: 1024 sequences"

@@ -333,7 +333,9 @@ def _capacity(c: Candidate, workload: Workload) -> tuple[float, float]:
         running = max(1.0, min(float(s.max_num_seqs), math.floor(c.concurrency_p95), float(within)))
     else:
         mean_context = int(workload.mean_input_tokens + workload.mean_output_tokens)
-        running = max(1.0, min(float(s.max_num_seqs), c.memory.concurrency_at(mean_context) if c.starts else 1.0))
+        running = max(
+            1.0, min(float(s.max_num_seqs), c.memory.concurrency_at(mean_context) if c.starts else 1.0)
+        )
     rps = roof.requests_per_second(
         running, workload.mean_input_tokens, workload.mean_output_tokens, c.batching.prefill_tokens_per_s
     )
@@ -482,7 +484,10 @@ def _load_reason(c: Candidate, gpu: GpuSpec, arch: ModelArch) -> str:
             f"load peak {peak:.1f} GiB per GPU: {FORMAT_NAMES[c.quant.weight_format]} is applied online, "
             f"so vLLM loads the 16-bit checkpoint whole first (fits the {gpu.memory_gib:g} GiB GPU)"
         )
-    return f"load peak {peak:.1f} GiB per GPU (weights as stored, CUDA context): fits the {gpu.memory_gib:g} GiB GPU"
+    return (
+        f"load peak {peak:.1f} GiB per GPU (weights as stored, CUDA context): "
+        f"fits the {gpu.memory_gib:g} GiB GPU"
+    )
 
 
 def _pre_quantized_note(
@@ -490,6 +495,7 @@ def _pre_quantized_note(
     tier: TierSpec,
     inputs: TierInputs,
     chosen: Candidate,
+    *,
     feasible: bool,
     refused_at_load: bool,
 ) -> str | None:
@@ -630,7 +636,9 @@ def build_tier_plan(spec: InferenceServiceSpec, tier: TierSpec, inputs: TierInpu
     )
     if slo_note:
         reasons.append(slo_note)
-    pre_quantized = _pre_quantized_note(spec, tier, inputs, chosen, feasible, ev.refused_at_load)
+    pre_quantized = _pre_quantized_note(
+        spec, tier, inputs, chosen, feasible=feasible, refused_at_load=ev.refused_at_load
+    )
     if pre_quantized:
         reasons.append(pre_quantized)
     if feasible:
@@ -740,6 +748,7 @@ def _unplannable(
     settings: Settings | None,
     reason: str,
     extra: list[str] | None = None,
+    *,
     release: Release | None = None,
 ) -> TierPlan:
     """A full TierPlan for a tier that cannot be planned at all (unknown model, unsupported GPU)."""

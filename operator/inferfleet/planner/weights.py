@@ -262,6 +262,12 @@ def checkpoint_bytes(arch: ModelArch, dtype_bytes: int, scale: float) -> float:
     checkpoint's own format, not the tier's.
     """
     stage_bytes, _ = _stage_bytes(
-        arch, weight_format=arch.checkpoint_format, dtype_bytes=dtype_bytes, tp=1, pp=1, family="", scale=scale
+        arch,
+        weight_format=arch.checkpoint_format,
+        dtype_bytes=dtype_bytes,
+        tp=1,
+        pp=1,
+        family="",
+        scale=scale,
     )
     return stage_bytes[0]

@@ -265,7 +265,14 @@ def test_cli_json_follows_the_contract() -> None:
     ):
         assert key in tier, key
     # The contract's four figures stay; fields are only ever added.
-    assert set(tier["memoryGiB"]) == {"weights", "activations", "overhead", "kvCache", "cudaGraphs", "reserve"}
+    assert set(tier["memoryGiB"]) == {
+        "weights",
+        "activations",
+        "overhead",
+        "kvCache",
+        "cudaGraphs",
+        "reserve",
+    }
     assert tier["vllmRelease"] == "0.11.0" and tier["releaseFamily"] == "v1"
     assert tier["loadPeakGiB"] > tier["memoryGiB"]["weights"] and tier["numGpuBlocks"] > 0
 
