@@ -52,7 +52,11 @@ def test_create_renders_every_object_and_reports_status() -> None:
     assert control.condition("Degraded")["status"] == "False"
     # Weight pre-cache: no DaemonSet pod has reported yet.
     assert control.condition("CacheReady")["status"] == "False"
-    assert [e["reason"] for e in control.cluster.events] == ["PlanChanged"]
+    # the example's L4 tier cannot keep its 80 ms ITL SLO with any prefill chunk at peak:
+    # SloAtRisk turns True once, with a Warning event
+    assert [e["reason"] for e in control.cluster.events] == ["PlanChanged", "SloUnreachable"]
+    assert control.condition("SloAtRisk")["status"] == "True"
+    assert control.condition("SloAtRisk")["message"].startswith("l4: ITL")
 
 
 def test_ready_when_every_tier_has_its_replicas() -> None:
@@ -73,7 +77,7 @@ def test_a_second_pass_writes_nothing() -> None:
     writes = [op for op, _ in control.cluster.calls[calls:] if op in {"apply", "delete", "patch_status"}]
     assert writes == []
     assert control.cr()["metadata"]["resourceVersion"] == rv
-    assert len(control.cluster.events) == 1
+    assert len(control.cluster.events) == 2  # the first pass's PlanChanged and SloUnreachable
 
 
 def test_scale_out_and_back_survives_reconcile() -> None:
