@@ -76,6 +76,13 @@ class OperatorSettings(BaseModel):
     catalog_file: str | None = Field(
         default=None, description="YAML file with extra GPUs for the hardware catalog."
     )
+    fetch_model_config: bool = Field(
+        default=True,
+        description=(
+            "Read config.json and the parameter count of a model the catalog lacks from the source "
+            "its spec names (with spec.model.credentialsSecretRef), instead of requiring it inline."
+        ),
+    )
 
     # vLLM pod security. The official vLLM image runs as root unless told otherwise; it
     # also runs fine as any UID once HOME and the caches point at writable volumes, which

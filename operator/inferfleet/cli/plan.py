@@ -14,8 +14,10 @@ import typer
 from rich.table import Table
 
 from inferfleet.api.plan import Plan, TierPlan
+from inferfleet.cache.modelconfig import ModelConfigCache
 from inferfleet.catalog import CatalogInvalid, Catalogs, default_catalogs
 from inferfleet.cli.app import OutputFormat, app, fail, load_services, stdout
+from inferfleet.planner import FetchedModel
 
 
 def _catalogs(catalog_file: Path | None) -> Catalogs:
@@ -88,6 +90,39 @@ def print_table(plan: Plan) -> None:
     stdout.print()
 
 
+def _default_image() -> str:
+    """The operator's default vLLM image (INFERFLEET_VLLM_IMAGE), as the operator plans."""
+    from inferfleet.config import OperatorSettings, SettingsInvalid
+
+    try:
+        return OperatorSettings.from_env().vllm_image
+    except SettingsInvalid as error:
+        fail(str(error))
+
+
+def fetched_model(
+    service: Any, catalogs: Catalogs, offline: bool
+) -> tuple[FetchedModel | None, str | None]:
+    """config.json of a model the catalog lacks, from its source with this machine's own
+    credentials (HF_TOKEN, the AWS and Google default chains); (None, why) otherwise."""
+    from inferfleet.cache.modelconfig import Access
+    from inferfleet.controller.modelsource import needs_fetch, source_uri
+
+    if not needs_fetch(service, catalogs):
+        return (None, None)
+    if offline:
+        return (None, "--offline: the source was not read")
+    model = service.spec.model
+    cache = _CACHE.setdefault("cache", ModelConfigCache())
+    revision = model.revision or "main"
+    need_parameters = model.parameters_billion is None
+    return cache.get(source_uri(service), revision, Access(), need_parameters=need_parameters)
+
+
+# One cache per process: a file with several services of one model reads it once.
+_CACHE: dict[str, ModelConfigCache] = {}
+
+
 @app.command("plan")
 def plan_command(
     file: Annotated[Path, typer.Option("--file", "-f", help="InferenceService YAML ('-' for stdin).")],
@@ -97,13 +132,27 @@ def plan_command(
     catalog_file: Annotated[
         Path | None, typer.Option("--catalog-file", help="YAML with extra GPUs merged into the catalog.")
     ] = None,
+    offline: Annotated[
+        bool,
+        typer.Option("--offline", help="Never read config.json of uncatalogued models from their source."),
+    ] = False,
 ) -> None:
-    """Plan each tier: TP/PP, quantization, vLLM memory settings, capacity, replicas and cost."""
+    """Plan each tier: TP/PP, quantization, vLLM memory settings, capacity, replicas and cost.
+
+    The memory figures model the vLLM release of each tier's image (spec.serving.image, or
+    INFERFLEET_VLLM_IMAGE like the operator); a model the catalog lacks is read from its
+    source (config.json and safetensors headers) unless --offline."""
     from inferfleet.cli.app import emit
     from inferfleet.planner import plan_service
 
     catalogs = _catalogs(catalog_file)
-    plans = [plan_service(service, catalogs) for service in load_services(file)]
+    image = _default_image()
+    plans = []
+    for service in load_services(file):
+        fetched, problem = fetched_model(service, catalogs, offline)
+        plans.append(
+            plan_service(service, catalogs, default_image=image, fetched=fetched, fetch_problem=problem)
+        )
     if output is OutputFormat.table:
         for plan in plans:
             print_table(plan)

@@ -45,7 +45,10 @@ class FetchedModel:
 
 
 def resolve_model(
-    model: ModelSpec, catalogs: Catalogs, fetched: FetchedModel | None = None
+    model: ModelSpec,
+    catalogs: Catalogs,
+    fetched: FetchedModel | None = None,
+    fetch_problem: str | None = None,
 ) -> tuple[ModelArch | None, str | None]:
     """The architecture from an inline config (it wins), the config read from the
     model's source, or the catalog; else why not."""
@@ -62,11 +65,12 @@ def resolve_model(
             return (None, f"infeasible: the config.json read from {fetched.source}: {error}")
     found = catalogs.model(model.name)
     if found is None:
+        why = f" ({fetch_problem})" if fetch_problem else ""
         return (
             None,
             f"infeasible: model {model.name!r} is not in the catalog and its config.json could not be "
-            "read from its source; give its architecture inline as spec.model.config (the keys of its "
-            "config.json) plus parametersBillion",
+            f"read from its source{why}; give its architecture inline as spec.model.config (the keys of "
+            "its config.json) plus parametersBillion",
         )
     if model.parameters_billion is not None and model.parameters_billion != found.parameters_billion:
         found = replace(found, parameters_billion=model.parameters_billion)
@@ -104,12 +108,13 @@ def plan_tier(
     *,
     release: Release | None = None,
     fetched: FetchedModel | None = None,
+    fetch_problem: str | None = None,
 ) -> TierPlan:
     release = release or tier_release(spec, tier, DEFAULT_VLLM_IMAGE, {})
     gpu, gpu_problem = resolve_gpu(tier, catalogs)
     if gpu is None or gpu_problem:
         return unplannable_tier(tier, gpu, None, gpu_problem or "infeasible: unknown GPU", release=release)
-    arch, model_problem = resolve_model(spec.model, catalogs, fetched)
+    arch, model_problem = resolve_model(spec.model, catalogs, fetched, fetch_problem)
     if arch is None:
         return unplannable_tier(
             tier, gpu, None, model_problem or "infeasible: unknown model", release=release
@@ -140,6 +145,7 @@ def plan(
     default_image: str | None = DEFAULT_VLLM_IMAGE,
     tier_images: Mapping[str, str] | None = None,
     fetched: FetchedModel | None = None,
+    fetch_problem: str | None = None,
     measured_kv: Mapping[str, MeasuredKvCapacity] | None = None,
 ) -> Plan:
     """Plan every tier of an InferenceService spec (pure, no I/O).
@@ -153,7 +159,12 @@ def plan(
         name=name,
         tiers=[
             plan_tier(
-                spec, tier, catalogs, release=tier_release(spec, tier, default_image, images), fetched=fetched
+                spec,
+                tier,
+                catalogs,
+                release=tier_release(spec, tier, default_image, images),
+                fetched=fetched,
+                fetch_problem=fetch_problem,
             )
             for tier in spec.tiers
         ],
@@ -170,6 +181,7 @@ def plan_service(
     default_image: str | None = DEFAULT_VLLM_IMAGE,
     tier_images: Mapping[str, str] | None = None,
     fetched: FetchedModel | None = None,
+    fetch_problem: str | None = None,
     measured_kv: Mapping[str, MeasuredKvCapacity] | None = None,
 ) -> Plan:
     return plan(
@@ -180,6 +192,7 @@ def plan_service(
         default_image=default_image,
         tier_images=tier_images,
         fetched=fetched,
+        fetch_problem=fetch_problem,
         measured_kv=measured_kv,
     )
 
