@@ -543,8 +543,8 @@ def _layout_reason(
         text = f"{where}: set by the tier override"
     elif level == 0:
         text = (
-            f"{where}: the lowest tensor-parallel degree whose KV cache holds the target of "
-            f"{workload.target_concurrency} concurrent requests at P95 context"
+            f"{where}: its KV cache holds the target of {workload.target_concurrency} concurrent "
+            "requests at P95 context"
         )
     elif level == 1:
         text = (
