@@ -97,11 +97,13 @@ rules appear only with peering (more than one replica).
 - apiGroups: [""]
   resources: [services]
   verbs: [get, list, create, patch, delete]
-# The secret a spec names as its model credentials, read by name (never listed) to fetch
-# config.json of a model the catalog lacks, as the pre-cache does.
+{{- if .Values.serving.fetchModelConfig }}
+# The secret a spec names as its model credentials, read by name (never listed or
+# watched) to fetch config.json of a model the catalog lacks, as its pre-cache does.
 - apiGroups: [""]
   resources: [secrets]
   verbs: [get]
+{{- end }}
 - apiGroups: [policy]
   resources: [poddisruptionbudgets]
   verbs: [get, list, create, patch, delete]

@@ -39,7 +39,8 @@ def render_file(path: Path, settings: OperatorSettings) -> list[dict[str, Any]]:
     objects: list[dict[str, Any]] = []
     for service in load_services(path):
         try:
-            plan = planner.plan_service(service, settings.catalogs())
+            # The operator's default image: its release is the one the memory figures model.
+            plan = planner.plan_service(service, settings.catalogs(), default_image=settings.vllm_image)
         except ValueError as error:
             fail(f"{path}: {service.name}: {error}")
         for tier in plan.tiers:
