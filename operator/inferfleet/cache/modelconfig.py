@@ -280,6 +280,8 @@ class ModelConfigCache:
             try:
                 answer = _Answer(self.reader(uri, revision, access, need_parameters), None, now)
             except (ModelConfigUnavailable, CacheError) as error:
-                answer = _Answer(None, f"{uri}@{revision}: {error}", now)
+                # Source errors already name the source; ours do not.
+                text = str(error)
+                answer = _Answer(None, text if uri in text else f"{uri}@{revision}: {text}", now)
             self._answers[key] = answer
             return (answer.model, answer.problem)
