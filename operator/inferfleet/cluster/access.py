@@ -76,6 +76,9 @@ EVENT = Resource("v1", "Event", "events")
 INFERENCE_SERVICE = Resource(labels.API_VERSION, labels.KIND, labels.PLURAL)
 # Leader election among the operator's replicas (controller.leader), in its own namespace.
 LEASE = Resource("coordination.k8s.io/v1", "Lease", "leases")
+# The credentials a spec names (spec.model.credentialsSecretRef), read by name only, to
+# fetch config.json of a model the catalog lacks (controller.modelsource). Never listed.
+SECRET = Resource("v1", "Secret", "secrets")
 
 _OWNED = frozenset({Operation.APPLY, Operation.GET, Operation.LIST, Operation.DELETE})
 _WORKLOAD = _OWNED | {Operation.SCALE, Operation.WATCH}
@@ -95,6 +98,7 @@ PERMISSIONS: dict[Resource, frozenset[Operation]] = {
     POD: frozenset({Operation.LIST, Operation.ANNOTATE}),
     EVENT: frozenset({Operation.CREATE}),
     LEASE: frozenset({Operation.GET, Operation.CREATE, Operation.UPDATE}),
+    SECRET: frozenset({Operation.GET}),
 }
 
 _BY_KIND: dict[tuple[str, str], Resource] = {(r.api_version, r.kind): r for r in PERMISSIONS}
