@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from inferfleet.api import host_paths
 from inferfleet.catalog import Catalogs, default_catalogs
+from inferfleet.planner.releases import DEFAULT_VLLM_IMAGE
 
 ENV_PREFIX = "INFERFLEET_"
 # Settings read from one comma-separated variable.
@@ -88,7 +89,7 @@ class OperatorSettings(BaseModel):
 
     # Serving and cache defaults.
     vllm_image: str = Field(
-        default="vllm/vllm-openai:v0.11.0",
+        default=DEFAULT_VLLM_IMAGE,
         min_length=1,
         description="Default vLLM image for NVIDIA GPUs (the CUDA build).",
     )
@@ -144,6 +145,13 @@ class OperatorSettings(BaseModel):
     cache_budget_gib: float = Field(default=500.0, gt=0)
     catalog_file: str | None = Field(
         default=None, description="YAML file with extra GPUs for the hardware catalog."
+    )
+    fetch_model_config: bool = Field(
+        default=True,
+        description=(
+            "Read config.json and the parameter count of a model the catalog lacks from the source "
+            "its spec names (with spec.model.credentialsSecretRef), instead of requiring it inline."
+        ),
     )
 
     # vLLM pod security. The official vLLM image runs as root unless told otherwise; it

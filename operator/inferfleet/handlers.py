@@ -33,7 +33,7 @@ from typing import Any
 import kopf
 
 from inferfleet.api import InferenceService, Problem, labels
-from inferfleet.cluster import KubernetesCluster, TransientApiError, access
+from inferfleet.cluster import Cluster, KubernetesCluster, TransientApiError, access
 from inferfleet.config import OperatorSettings
 from inferfleet.controller import admission, certificates, leader, resync
 from inferfleet.controller.passes import run_pass
@@ -41,7 +41,8 @@ from inferfleet.controller.reconciler import Planner, Reconciler
 from inferfleet.controller.webhook_server import AdmissionServer
 from inferfleet.metrics import operator_metrics
 from inferfleet.metrics.operator_metrics import OperatorMetrics
-from inferfleet.render import checks
+from inferfleet.metrics.prometheus import KvCapacityReader, PrometheusClient, PrometheusConfig
+from inferfleet.render import checks, runtime
 
 GVP = (labels.GROUP, labels.VERSION, labels.PLURAL)
 # How often every InferenceService is re-checked even without a watch event.
@@ -71,15 +72,29 @@ def metrics_of(memo: Any) -> OperatorMetrics:
     return metrics
 
 
-def make_planner(settings: OperatorSettings) -> Planner:
-    """The planner with the operator's catalogs (built-in plus the optional GPU file)."""
+def make_planner(settings: OperatorSettings, cluster: Cluster | None = None) -> Planner:
+    """The planner with the operator's catalogs (built-in plus the optional GPU file), its
+    default vLLM image (the release the memory figures model), and, with a cluster, the
+    config.json of models the catalog lacks read from their source (controller.modelsource)."""
     from inferfleet import planner
+    from inferfleet.controller.modelsource import ClusterModelSource
 
     # The same catalogs the renderer reads GPU resource names from (settings.catalogs()).
     catalogs = settings.catalogs()
+    fetch = None
+    if cluster is not None and settings.fetch_model_config:
+        fetch = ClusterModelSource(cluster, catalogs)
 
     def plan(service: Any) -> Any:
-        return planner.plan_service(service, catalogs)
+        fetched, problem = fetch(service) if fetch is not None else (None, None)
+        return planner.plan_service(
+            service,
+            catalogs,
+            default_image=settings.vllm_image,
+            tier_images=runtime.tier_images(service, settings),
+            fetched=fetched,
+            fetch_problem=problem,
+        )
 
     return plan
 
@@ -125,7 +140,13 @@ def configure(*, settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
     _configure_webhook(settings, memo, operator_settings.webhook_port)
     if memo.get("reconciler") is None:
         cluster = memo.get("cluster") or KubernetesCluster.from_environment()
-        memo["reconciler"] = Reconciler(cluster, operator_settings, make_planner(operator_settings))
+        # The Prometheus the autoscaler reads also tells what KV cache each engine allocated.
+        kv_capacity = KvCapacityReader(
+            PrometheusClient(PrometheusConfig.from_settings(operator_settings), metrics_of(memo))
+        )
+        memo["reconciler"] = Reconciler(
+            cluster, operator_settings, make_planner(operator_settings, cluster), kv_capacity=kv_capacity
+        )
     if memo.get("resync") is None:
         namespaces = memo.get("namespaces")
         loop = resync.Resync(

@@ -113,6 +113,13 @@ cannot be narrowed that way (the name is not known when it is authorised).
 - apiGroups: [""]
   resources: [services]
   verbs: [get, list, create, patch, delete]
+{{- if .Values.serving.fetchModelConfig }}
+# The secret a spec names as its model credentials, read by name (never listed or
+# watched) to fetch config.json of a model the catalog lacks, as its pre-cache does.
+- apiGroups: [""]
+  resources: [secrets]
+  verbs: [get]
+{{- end }}
 - apiGroups: [policy]
   resources: [poddisruptionbudgets]
   verbs: [get, list, create, patch, delete]

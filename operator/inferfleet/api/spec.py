@@ -62,6 +62,13 @@ SourceUri = Annotated[
     StringConstraints(min_length=6, max_length=1024, pattern=r"^(hf|s3|gs|pvc|file)://[^\s]+$"),
 ]
 ShortString = Annotated[str, StringConstraints(min_length=1, max_length=253)]
+# A vLLM release: `0.11.0`, `v0.6.4`, `0.10.1.1`, `0.7.4.dev713+gb4961126`.
+VllmVersion = Annotated[
+    str,
+    StringConstraints(
+        min_length=3, max_length=64, pattern=r"^v?[0-9]+\.[0-9]+(\.[0-9]+)?([.+-][0-9A-Za-z.+-]*)?$"
+    ),
+]
 ArgString = Annotated[str, StringConstraints(min_length=1, max_length=4096)]
 # A 5-field cron expression (minute hour day-of-month month day-of-week).
 Cron = Annotated[
@@ -709,6 +716,12 @@ class ServingSpec(ApiModel):
     """How vLLM is run."""
 
     image: ShortString | None = Field(default=None, description="vLLM image; operator default if empty.")
+    vllm_version: VllmVersion | None = Field(
+        default=None,
+        description="The vLLM release the image runs (e.g. `0.11.0`), for images whose tag does "
+        "not name one (`latest`, a digest, a custom build); wins over the tag. The planner models "
+        "each release's memory accounting and defaults.",
+    )
     prefix_caching: bool = Field(default=True, description="--enable-prefix-caching.")
     chunked_prefill: bool = Field(default=True, description="--enable-chunked-prefill.")
     speculative_decoding: SpeculativeDecoding | None = None

@@ -36,12 +36,19 @@ def to_yaml(objects: list[dict[str, Any]]) -> str:
 def render_file(path: Path, settings: OperatorSettings) -> list[dict[str, Any]]:
     """Plan and render every InferenceService in a file; exit 2 when a spec cannot be served."""
     from inferfleet import planner, render
+    from inferfleet.render import runtime
     from inferfleet.render.checks import render_problems
 
     objects: list[dict[str, Any]] = []
     for service in load_services(path):
         try:
-            plan = planner.plan_service(service, settings.catalogs())
+            # The operator's default image: its release is the one the memory figures model.
+            plan = planner.plan_service(
+                service,
+                settings.catalogs(),
+                default_image=settings.vllm_image,
+                tier_images=runtime.tier_images(service, settings),
+            )
         except ValueError as error:
             fail(f"{path}: {service.name}: {error}")
         except Exception as error:  # a value validation let through, or a bug: still a message

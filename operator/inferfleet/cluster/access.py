@@ -82,6 +82,9 @@ ROLE_BINDING = Resource("rbac.authorization.k8s.io/v1", "RoleBinding", "rolebind
 INFERENCE_SERVICE = Resource(labels.API_VERSION, labels.KIND, labels.PLURAL)
 # Leader election among the operator's replicas (controller.leader), in its own namespace.
 LEASE = Resource("coordination.k8s.io/v1", "Lease", "leases")
+# The credentials a spec names (spec.model.credentialsSecretRef), read by name only, to
+# fetch config.json of a model the catalog lacks (controller.modelsource). Never listed.
+SECRET = Resource("v1", "Secret", "secrets")
 
 _OWNED = frozenset({Operation.APPLY, Operation.GET, Operation.LIST, Operation.DELETE})
 _WORKLOAD = _OWNED | {Operation.SCALE, Operation.WATCH}
@@ -106,6 +109,7 @@ PERMISSIONS: dict[Resource, frozenset[Operation]] = {
     ROLE: _OWNED,
     ROLE_BINDING: _OWNED,
     LEASE: frozenset({Operation.GET, Operation.CREATE, Operation.UPDATE}),
+    SECRET: frozenset({Operation.GET}),
 }
 
 _BY_KIND: dict[tuple[str, str], Resource] = {(r.api_version, r.kind): r for r in PERMISSIONS}

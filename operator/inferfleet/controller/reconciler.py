@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from inferfleet import planner
 from inferfleet.api import InferenceService, Plan, SpecInvalid, labels, parse
@@ -24,6 +24,7 @@ from inferfleet.cache import readiness as cache_readiness
 from inferfleet.cluster import Cluster, KindNotServed, access
 from inferfleet.config import OperatorSettings
 from inferfleet.controller import executor
+from inferfleet.metrics.parse import KvCapacityReading
 from inferfleet.reconcile import diff, rollout
 from inferfleet.reconcile import events as event_rules
 from inferfleet.reconcile import frontdoor as frontdoor_status
@@ -39,6 +40,12 @@ logger = logging.getLogger(__name__)
 
 Planner = Callable[[InferenceService], Plan]
 Clock = Callable[[], dt.datetime]
+
+
+class KvCapacitySource(Protocol):
+    """Where the engines' allocated KV cache is read (metrics.prometheus.KvCapacityReader)."""
+
+    def tiers_of(self, namespace: str, service: str) -> Mapping[str, KvCapacityReading]: ...
 
 # Kinds the reconciler owns and prunes; listed by the InferenceService's label.
 OWNED_KINDS: tuple[access.Resource, ...] = (
@@ -92,12 +99,18 @@ class Reconciler:
     """Holds the port, the settings, the planner and the clock; `reconcile` runs a pass."""
 
     def __init__(
-        self, cluster: Cluster, settings: OperatorSettings, planner: Planner, clock: Clock = utc_now
+        self,
+        cluster: Cluster,
+        settings: OperatorSettings,
+        planner: Planner,
+        clock: Clock = utc_now,
+        kv_capacity: KvCapacitySource | None = None,
     ) -> None:
         self.cluster = cluster
         self.settings = settings
         self.planner = planner
         self.clock = clock
+        self.kv_capacity = kv_capacity
 
     def observe(self, namespace: str, name: str, uid: str) -> list[dict[str, Any]]:
         """Every object this InferenceService owns, by label and owner reference."""
@@ -186,9 +199,10 @@ class Reconciler:
         workloads = self._workloads(observed, report)
         rendered_plan = plan  # the front door's holds come from the plan as rendered
         if service is not None and plan is not None:
-            # Status (and so the autoscaler's lead time) gets the measured cold starts; the
-            # render above used the estimate, so a new measurement never changes the pods'
-            # startup probe and never rolls them.
+            # Status (and so the autoscaler's lead time and capacity) gets the measured cold
+            # starts and KV capacity; the render above used the estimate, so a new
+            # measurement never changes the pods' flags or startup probe and never rolls them.
+            plan = planner.observe_kv_capacity(plan, service.spec, self._measured_kv(service))
             plan = planner.observe_cold_starts(plan, measured)
         plan_hash = content_hash(plan.to_wire()) if plan is not None else None
         result = status_rules.PassResult(
@@ -245,6 +259,16 @@ class Reconciler:
             for gone in report.deleted:
                 by_ref.pop(gone, None)
         return list(by_ref.values())
+
+    def _measured_kv(self, service: InferenceService) -> dict[str, planner.MeasuredKvCapacity]:
+        """Per tier, the KV cache its running engines allocated (planner.observed says how
+        it is used); nothing when no Prometheus is configured or it has no answer."""
+        if self.kv_capacity is None:
+            return {}
+        return {
+            tier: planner.MeasuredKvCapacity(reading.num_gpu_blocks, reading.block_size, reading.pods)
+            for tier, reading in self.kv_capacity.tiers_of(service.namespace, service.name).items()
+        }
 
     def _cache_pods(self, service: InferenceService) -> list[dict[str, Any]]:
         """The pre-cache pods (their readiness per revision is what CacheReady counts)."""

@@ -8,7 +8,9 @@ step has completed, and backs off while Prometheus is failing.
 
 from __future__ import annotations
 
+import logging
 import math
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -27,16 +29,25 @@ from inferfleet.metrics.backoff import Backoff
 from inferfleet.metrics.history import FetchRange, RateHistoryCache
 from inferfleet.metrics.operator_metrics import OperatorMetrics
 from inferfleet.metrics.parse import (
+    KvCapacityReading,
     ServiceKey,
     TierKey,
     VectorResult,
+    parse_kv_capacity,
     parse_matrix,
     parse_sample,
     parse_vector,
     service_key,
     tier_key,
 )
-from inferfleet.metrics.queries import QueryConfig, Signal, history_query, pod_load_query, signal_queries
+from inferfleet.metrics.queries import (
+    QueryConfig,
+    Signal,
+    history_query,
+    kv_capacity_query,
+    pod_load_query,
+    signal_queries,
+)
 from inferfleet.metrics.signals import SignalSnapshot, assemble
 
 
@@ -252,3 +263,67 @@ class SignalReader:
             return f"malformed history answer ({type(error).__name__}: {error})"
         self.history.merge(fetches, series, now_s)
         return None
+
+
+log = logging.getLogger(__name__)
+
+
+class KvCapacityReader:
+    """The KV capacity every tier's engines allocated (`vllm:cache_config_info`), for the
+    reconciler to put beside the plan's estimate.
+
+    One query answers for every InferenceService; the answer is kept for `ttl_s` so that
+    reconciling many objects costs one query a minute, and a failed query keeps serving
+    the last answer for up to `max_stale_s` (the value only changes when engines
+    restart). Never raises: without an answer the plans keep their estimates."""
+
+    def __init__(
+        self,
+        client: PrometheusClient,
+        config: QueryConfig | None = None,
+        *,
+        ttl_s: float = 60.0,
+        max_stale_s: float = 600.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.client = client
+        self.query = kv_capacity_query(config or QueryConfig())
+        self.ttl_s = ttl_s
+        self.max_stale_s = max_stale_s
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._answer: dict[TierKey, KvCapacityReading] = {}
+        self._read_at: float | None = None
+        self._tried_at: float | None = None
+        self._failing = False
+
+    def _refresh(self, now_s: float) -> None:
+        self._tried_at = now_s
+        try:
+            parsed = parse_kv_capacity(self.client.instant(self.query, now_s))
+        except QueryFailed as error:
+            # Said once per outage, not once a minute.
+            (log.debug if self._failing else log.warning)(
+                "cannot read vllm:cache_config_info (plans keep their KV estimates): %s", error
+            )
+            self._failing = True
+            if self._read_at is not None and now_s - self._read_at > self.max_stale_s:
+                self._answer, self._read_at = {}, None
+            return
+        self._failing = False
+        for problem in parsed.problems[:5]:
+            log.info("vllm:cache_config_info: %s", problem)
+        self._answer, self._read_at = parsed.tiers, now_s
+
+    def tiers_of(self, namespace: str, service: str) -> dict[str, KvCapacityReading]:
+        """Per tier name, what the service's engines allocated (empty when unknown)."""
+        now_s = self.clock()
+        with self._lock:
+            if self._tried_at is None or now_s - self._tried_at >= self.ttl_s:
+                self._refresh(now_s)
+            answer = self._answer
+        return {
+            key.tier: reading
+            for key, reading in answer.items()
+            if key.namespace == namespace and key.service == service
+        }

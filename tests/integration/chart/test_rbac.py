@@ -128,11 +128,20 @@ def test_api_calls_name_no_wildcards() -> None:
 
 
 @pytest.mark.parametrize("values", [None, {"replicaCount": 2, "watchNamespaces": WATCHED}])
-def test_operator_can_never_read_secrets(values: dict[str, Any] | None) -> None:
-    """Model credentials reach pods as secret references; the operator itself reads none."""
+def test_operator_reads_secrets_only_by_name_and_only_to_fetch_model_configs(
+    values: dict[str, Any] | None,
+) -> None:
+    """Model credentials reach pods as secret references. The operator reads one only by
+    name (never lists or watches them), to fetch config.json of a model the catalog lacks
+    with the credentials its pre-cache uses; with serving.fetchModelConfig off, none."""
     objects = render(values)
     for role in by_kind(objects, "ClusterRole") + by_kind(objects, "Role"):
-        assert not {r for _, r, _ in rule_calls(role["rules"])} & {"secrets", "configmaps"}
+        calls = rule_calls(role["rules"])
+        assert not {r for _, r, _ in calls} & {"configmaps"}
+        assert {verb for group, resource, verb in calls if resource == "secrets"} <= {"get"}
+    off = render({**(values or {}), "serving": {"fetchModelConfig": False}})
+    for role in by_kind(off, "ClusterRole") + by_kind(off, "Role"):
+        assert "secrets" not in {r for _, r, _ in rule_calls(role["rules"])}
 
 
 @pytest.mark.parametrize(
