@@ -116,7 +116,17 @@ def render_problems(
 
 
 def front_door_problems(service: InferenceService, settings: OperatorSettings) -> list[Problem]:
-    """Scale to zero needs a front door that holds the first request while a tier starts."""
+    """Scale to zero needs a front door that holds the first request while a tier starts;
+    a platform's endpoint picker serves one pool, so it cannot serve per-tier pools."""
+    front = service.spec.front_door
+    if (front is not None and front.endpoint_picker is not None and service.spec.workload.routing
+            and frontdoor.gateway_of(service, settings) is not None):
+        return [Problem(
+            "spec.frontDoor.endpointPicker",
+            "with workload.routing the route splits traffic over one InferencePool per tier, and an "
+            "endpoint picker serves exactly one pool; drop endpointPicker (the operator runs one "
+            "picker per pool) or the routing shares",
+        )]
     scaling = service.spec.scaling
     if scaling is None or not scaling.allow_scale_to_zero:
         return []
@@ -128,7 +138,6 @@ def front_door_problems(service: InferenceService, settings: OperatorSettings) -
             "frontDoor.gateway.name), so clients reach plain Services and the first request after "
             "idle would fail while a tier starts; name a Gateway or keep minReplicas >= 1",
         )]
-    front = service.spec.front_door
     picker = front.endpoint_picker if front is not None else None
     if picker is not None and not picker.holds_requests:
         return [Problem(

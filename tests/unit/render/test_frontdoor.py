@@ -295,3 +295,10 @@ def test_the_examples_that_scale_to_zero_name_a_gateway() -> None:
         for service in load_all(path.read_text(encoding="utf-8")):
             if service.spec.scaling is not None and service.spec.scaling.allow_scale_to_zero:
                 assert render_problems(service, NO_GATEWAY) == [], path.name
+
+
+def test_a_platform_picker_cannot_serve_per_tier_pools() -> None:
+    routing = {**plans.BASE_SERVICE["spec"]["workload"], "routing": {"h100": 0.5}}
+    shared = plans.service(workload=routing, frontDoor={"endpointPicker": {"name": "theirs"}})
+    assert [p.path for p in render_problems(shared, GATEWAY)] == ["spec.frontDoor.endpointPicker"]
+    assert render_problems(plans.service(workload=routing), GATEWAY) == []
