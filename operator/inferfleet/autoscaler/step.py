@@ -63,6 +63,14 @@ _VOLATILE_TIER_STATE = frozenset(
         "promptTokensAvg",
         "capacityFactor",
         "breachStreak",
+        "generationTokensAvg",
+        "rejectedAvg",
+        "mixRequests",
+        "mixFactor",
+        "promptQuantiles",
+        "outputQuantiles",
+        "breachSinceS",
+        "breachWaiting",
     }
 )
 

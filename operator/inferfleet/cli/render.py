@@ -44,9 +44,11 @@ def render_file(path: Path, settings: OperatorSettings) -> list[dict[str, Any]]:
             fail(f"{path}: {service.name}: {error}")
         for tier in plan.tiers:
             if not tier.feasible:
-                stderr.print(f"{service.name}: tier {tier.name} is infeasible, not rendered: "
-                             f"{tier.infeasible_reason}",
-                             highlight=False, markup=False)
+                stderr.print(
+                    f"{service.name}: tier {tier.name} is infeasible, not rendered: {tier.infeasible_reason}",
+                    highlight=False,
+                    markup=False,
+                )
         if not plan.feasible_tiers:
             fail(f"{path}: {service.name}: no tier can serve the model")
         objects.extend(render.render(service, plan, settings))

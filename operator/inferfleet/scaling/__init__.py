@@ -14,7 +14,7 @@ from inferfleet.scaling.baselines import (
     reactive_util,
     static_peak,
 )
-from inferfleet.scaling.config import figures_from_plan, mean_input_tokens, resolve_policy
+from inferfleet.scaling.config import figures_from_plan, mean_input_tokens, mean_output_tokens, resolve_policy
 from inferfleet.scaling.forecast import Forecast, ForecastConfig, forecast
 from inferfleet.scaling.placement import Placement, TierSlot, place
 from inferfleet.scaling.policy import decide
@@ -36,6 +36,7 @@ from inferfleet.scaling.types import (
     TierRecommendation,
     TierSignals,
     TierState,
+    TokenQuantiles,
 )
 
 __all__ = [
@@ -62,10 +63,12 @@ __all__ = [
     "TierSignals",
     "TierSlot",
     "TierState",
+    "TokenQuantiles",
     "decide",
     "figures_from_plan",
     "forecast",
     "mean_input_tokens",
+    "mean_output_tokens",
     "place",
     "policy_function",
     "queue_only",

@@ -123,8 +123,19 @@ def mean_input_tokens(spec: InferenceServiceSpec) -> float:
     return mean_tokens(tokens.p50, tokens.p95)
 
 
-def figures_from_plan(tier_plan: TierPlan, mean_input_tokens: float | None = None) -> TierFigures:
-    """The handful of plan figures the policy and the simulator use."""
+def mean_output_tokens(spec: InferenceServiceSpec) -> float:
+    """The declared mean output length, as the planner estimates it."""
+    tokens = spec.workload.output_tokens
+    return mean_tokens(tokens.p50, tokens.p95)
+
+
+def figures_from_plan(
+    tier_plan: TierPlan,
+    mean_input_tokens: float | None = None,
+    mean_output_tokens: float | None = None,
+) -> TierFigures:
+    """The handful of plan figures the policy and the simulator use; the declared means
+    are the prior the request mix the engines report replaces."""
     performance = tier_plan.performance
     slots = tier_plan.concurrency_at_p95 if tier_plan.concurrency_at_p95 > 0 else tier_plan.max_concurrency
     if tier_plan.max_num_seqs > 0:
@@ -142,4 +153,6 @@ def figures_from_plan(tier_plan: TierPlan, mean_input_tokens: float | None = Non
         decode_step_per_seq_ms=performance.decode_step_per_seq_ms if performance else 0.0,
         prefill_tokens_per_s=performance.prefill_tokens_per_second if performance else 0.0,
         mean_input_tokens=mean_input_tokens,
+        mean_output_tokens=mean_output_tokens,
+        max_model_len=int(tier_plan.max_model_len),
     )
