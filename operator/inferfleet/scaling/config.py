@@ -86,6 +86,8 @@ def resolve_policy(settings: OperatorSettings, spec: InferenceServiceSpec) -> Po
             else settings.sync_period_s
         ),
         headroom=float(scaling.headroom if scaling and scaling.headroom is not None else settings.headroom),
+        # A headroom written into the spec is the share the team wants, as it is.
+        headroom_mode="fixed" if scaling and scaling.headroom is not None else settings.headroom_mode,
         queue_depth_per_replica=float(queue_depth),
         predictive_enabled=(
             predictive.enabled

@@ -25,11 +25,13 @@ on the next tier.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from inferfleet.scaling import cron, mix
+from inferfleet.scaling import headroom as headroom_rules
 from inferfleet.scaling.forecast import Forecast, ForecastConfig, forecast
 from inferfleet.scaling.placement import Placement, TierSlot, place
 from inferfleet.scaling.types import (
@@ -63,6 +65,9 @@ BACKLOG_DRAIN_S = 120.0
 # more replicas would not have helped.
 TTFT_LOAD_EVIDENCE = 0.8
 TTFT_MAX_STEP_RATIO = 2.0
+# The p99 is read over this window (the live loop's 2-minute rate window): a p99 taken
+# sooner after new replicas became Ready still remembers the minutes before them.
+TTFT_WINDOW_S = 120.0
 # Batch slots this full say the tier is at its real capacity; it is sized back to the
 # target share (Kubernetes HPA on the same utilization would aim at 70 %).
 OCCUPANCY_HIGH = 0.85
@@ -308,7 +313,7 @@ def _scheduled(
     return targets
 
 
-def _reactive(tier: _TierInputs, config: PolicyConfig, state: TierState) -> tuple[int, str]:
+def _reactive(tier: _TierInputs, config: PolicyConfig, state: TierState, now_s: float) -> tuple[int, str]:
     """Target from the queue and TTFT; 0 when neither is in breach."""
     signals = tier.ctx.signals
     ready = tier.ready or 0
@@ -343,7 +348,8 @@ def _reactive(tier: _TierInputs, config: PolicyConfig, state: TierState) -> tupl
     # already absorbed: only a queue now, with arrivals near what the Ready replicas
     # carry, says more replicas would still help.
     loaded = ready > 0 and waiting > 0 and arrivals >= TTFT_LOAD_EVIDENCE * usable * ready
-    if target == 0 and loaded and p99 is not None and p99 > config.ttft_target_ms:
+    settled = _ttft_settled(tier, state, now_s)
+    if target == 0 and loaded and settled and p99 is not None and p99 > config.ttft_target_ms:
         ratio = min(TTFT_MAX_STEP_RATIO, p99 / config.ttft_target_ms)
         target = max(ready + 1, math.ceil(ready * ratio - 1e-9))
         why = f"TTFT p99 {p99:.0f} ms > {config.ttft_target_ms:.0f} ms"
@@ -358,6 +364,13 @@ def _reactive(tier: _TierInputs, config: PolicyConfig, state: TierState) -> tupl
             target = min(max(ready + 1, needed), max(2 * ready, ready + REACTIVE_MAX_ADD))
             why = f"{occupancy:.0%} of the batch slots busy"
     return target, why
+
+
+def _ttft_settled(tier: _TierInputs, state: TierState, now_s: float) -> bool:
+    """Whether the TTFT p99 can show the last scale-up: its replicas are Ready and the
+    p99's window no longer holds only the minutes before them."""
+    last = state.last_scale_up_s
+    return last is None or now_s - last >= tier.ctx.figures.cold_start_s + TTFT_WINDOW_S
 
 
 def _arrivals_rps(tier: _TierInputs, state: TierState) -> float | None:
@@ -381,7 +394,9 @@ def _escalation(tier: _TierInputs, state: TierState, config: PolicyConfig, now_s
         state.breach_since_s = state.breach_waiting = None
         return 0, ""
     p99 = signals.ttft_p99_ms
-    ttft_breach = waiting > 0 and p99 is not None and p99 > config.ttft_target_ms
+    ttft_breach = (
+        waiting > 0 and p99 is not None and p99 > config.ttft_target_ms and _ttft_settled(tier, state, now_s)
+    )
     queue_limit = config.queue_depth_per_replica * max(1, ready)
     reference = state.breach_waiting if state.breach_since_s is not None else state.last_waiting
     growing = waiting > queue_limit and reference is not None and waiting > reference
@@ -516,6 +531,9 @@ def decide(ctx: ScalingContext, state: ScalingState | None = None) -> tuple[Reco
     fc: Forecast | None = None
     demand = demand_now
     history = ctx.rate_history_rps
+    headroom_rules.check_forecasts(state, now, history, config.headroom)
+    # This decision's headroom: the forecaster's measured error (or the fixed share).
+    config = dataclasses.replace(config, headroom=headroom_rules.headroom(config, state))
     if config.predictive_enabled and history:
         lead_s = max((t.lead_s for t in tiers if t.ctx.figures.feasible), default=0.0)
         fc = forecast(history, lead_s / 60.0, _forecast_config(config))
@@ -524,6 +542,9 @@ def decide(ctx: ScalingContext, state: ScalingState | None = None) -> tuple[Reco
             # last-minute rate on top would chase sub-minute bursts that are over long
             # before a replica could start (the reactive path owns those).
             demand = fc.rate_rps
+            if fc.method != "interrupted":  # a deliberate hold, not a prediction
+                headroom_rules.file_forecast(state, now, lead_s, fc.rate_rps)
+    measured = " (measured)" if config.headroom_mode == "measured" else ""
     interrupted = (
         "; traffic stopped dead, the level from before is held (interrupted)"
         if fc is not None and fc.method == "interrupted"
@@ -581,9 +602,9 @@ def decide(ctx: ScalingContext, state: ScalingState | None = None) -> tuple[Reco
                 reasons[SIGNAL_PREDICTIVE] = (
                     f"{placement.rps.get(name, 0.0):.2f} req/s placed here "
                     f"(demand {demand or 0.0:.2f} req/s at +{t.lead_s:.0f} s, "
-                    f"+{config.headroom:.0%} headroom{interrupted})"
+                    f"+{config.headroom:.0%} headroom{measured}{interrupted})"
                 )
-            reactive, why = _reactive(t, config, tier_state)
+            reactive, why = _reactive(t, config, tier_state, now)
             if reactive:
                 targets[SIGNAL_REACTIVE] = reactive
                 reasons[SIGNAL_REACTIVE] = why

@@ -89,7 +89,10 @@ class PolicyConfig:
     ttft_target_ms: float
     mode: Literal["active", "advisory"] = "active"
     sync_period_s: float = 15.0
+    # The prior (and, in `fixed` mode, the whole) share kept above forecast demand;
+    # `measured` follows the forecaster's measured error (scaling.headroom).
     headroom: float = 0.2
+    headroom_mode: Literal["measured", "fixed"] = "measured"
     queue_depth_per_replica: float = 4.0
     predictive_enabled: bool = True
     history_window_hours: float = 336.0

@@ -153,6 +153,9 @@ class SimResult:
     timeline: Timeline | None
     last_reason: str = ""
     rejected: int = 0  # answered 4xx: prompt at or beyond max-model-len
+    # (tier, paid from s, paid until s, GPUs per replica) of every replica, for GPU-hours
+    # over part of the span.
+    replica_spans: tuple[tuple[str, float, float, int], ...] = ()
     # What the policy knew at the end (its state) and the last signals it was given:
     # the drift report of `inferfleet simulate` reads them.
     final_state: ScalingState | None = None
@@ -301,17 +304,16 @@ class _Fleet:
             running += len(heap) - len(starts)
         return running, queued
 
-    def gpu_seconds(self, k: int, end_s: float) -> float:
-        total = 0.0
+    def spans(self, end_s: float) -> list[tuple[int, float, float]]:
+        """(tier, paid from, paid until) of every replica: from its request until it is
+        removed, or, when it was drained, until its work ended; cut at `end_s`."""
+        out = []
         for rid, tier in enumerate(self.tier_of):
-            if tier != k:
-                continue
             stop = self.removed[rid]
             if stop < math.inf and self.ready_at[rid] <= stop:
                 stop = max(stop, self.busy_until[rid])  # drained: paid until work ends
-            stop = min(stop, end_s)
-            total += max(0.0, stop - self.created[rid])
-        return total
+            out.append((tier, self.created[rid], min(stop, end_s)))
+        return out
 
 
 def initial_replicas(trace: Trace, config: SimConfig) -> dict[str, int]:
@@ -621,8 +623,9 @@ def simulate(trace: Trace, config: SimConfig, policy: PolicyFunction, policy_nam
     gpu_hours = 0.0
     cost = 0.0
     replica_hours: dict[str, float] = {}
+    spans = fleet.spans(end_s)
     for k, tier in enumerate(tiers):
-        seconds = fleet.gpu_seconds(k, end_s)
+        seconds = sum(max(0.0, stop - start) for tier_index, start, stop in spans if tier_index == k)
         replica_hours[tier.figures.name] = seconds / 3600.0
         gpu = seconds / 3600.0 * tier.figures.gpus_per_replica
         gpu_hours += gpu
@@ -647,6 +650,9 @@ def simulate(trace: Trace, config: SimConfig, policy: PolicyFunction, policy_nam
         timeline=timeline,
         last_reason=last_reason,
         rejected=rejected_total,
+        replica_spans=tuple(
+            (names[k], start, stop, tiers[k].figures.gpus_per_replica) for k, start, stop in spans
+        ),
         final_state=state,
         final_signals={context.name: context.signals for context in tier_contexts},
     )
