@@ -75,6 +75,13 @@ class OperatorSettings(BaseModel):
     queue_depth_per_replica: float = Field(
         default=4.0, gt=0, le=100_000, description="Waiting requests per replica that trigger scale-up."
     )
+    replan: Literal["advise", "auto"] = Field(
+        default="advise",
+        description=(
+            "On WorkloadDrift: advise only reports the plan the observed workload implies; auto "
+            "re-plans for it (pods roll with the new vLLM flags)."
+        ),
+    )
     predictive_enabled: bool = Field(default=True)
     forecast_window_hours: float = Field(default=336.0, gt=0, le=24 * 56, description="History read.")
     cold_start_margin_s: float = Field(default=60.0, ge=0, le=3600, description="Added to lead time.")

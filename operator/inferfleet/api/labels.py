@@ -44,12 +44,16 @@ CONDITION_CACHE_READY: Final = "CacheReady"
 CONDITION_READY: Final = "Ready"
 CONDITION_SCALING: Final = "Scaling"
 CONDITION_DEGRADED: Final = "Degraded"
+# The traffic the engines report departs from the declared workload enough to change
+# the plan (the autoscaler's verdict; scaling.drift).
+CONDITION_WORKLOAD_DRIFT: Final = "WorkloadDrift"
 CONDITION_TYPES: Final = (
     CONDITION_PLANNED,
     CONDITION_CACHE_READY,
     CONDITION_READY,
     CONDITION_SCALING,
     CONDITION_DEGRADED,
+    CONDITION_WORKLOAD_DRIFT,
 )
 
 # Condition reasons (CamelCase, as Kubernetes conventions ask).
@@ -61,6 +65,8 @@ REASON_APPLY_FAILED: Final = "ApplyFailed"
 REASON_METRICS_UNAVAILABLE: Final = "MetricsUnavailable"
 REASON_AVAILABLE: Final = "Available"
 REASON_PROGRESSING: Final = "Progressing"
+# The plan follows the observed workload (spec.scaling.replan: auto).
+REASON_REPLANNED: Final = "ReplannedForObservedWorkload"
 
 # Degraded is shared by the reconciler and the autoscaler. A Degraded whose message
 # starts with this prefix is the autoscaler's (metrics unavailable): the reconciler

@@ -14,11 +14,18 @@ from inferfleet.scaling.baselines import (
     reactive_util,
     static_peak,
 )
-from inferfleet.scaling.config import figures_from_plan, mean_input_tokens, mean_output_tokens, resolve_policy
+from inferfleet.scaling.config import (
+    figures_from_plan,
+    mean_input_tokens,
+    mean_output_tokens,
+    replan_mode,
+    resolve_policy,
+)
 from inferfleet.scaling.forecast import Forecast, ForecastConfig, forecast
 from inferfleet.scaling.placement import Placement, TierSlot, place
 from inferfleet.scaling.policy import decide
 from inferfleet.scaling.types import (
+    SIGNAL_ESCALATION,
     SIGNAL_HOLD,
     SIGNAL_PREDICTIVE,
     SIGNAL_REACTIVE,
@@ -41,6 +48,7 @@ from inferfleet.scaling.types import (
 
 __all__ = [
     "POLICIES",
+    "SIGNAL_ESCALATION",
     "SIGNAL_HOLD",
     "SIGNAL_PREDICTIVE",
     "SIGNAL_REACTIVE",
@@ -73,6 +81,7 @@ __all__ = [
     "policy_function",
     "queue_only",
     "reactive_util",
+    "replan_mode",
     "resolve_policy",
     "static_peak",
 ]

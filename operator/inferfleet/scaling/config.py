@@ -7,6 +7,8 @@ spec change, so every tick reads one flat `PolicyConfig`.
 
 from __future__ import annotations
 
+from typing import Literal
+
 from inferfleet.api.plan import TierPlan
 from inferfleet.api.spec import InferenceServiceSpec, TierSpec
 from inferfleet.api.spec import ScaleBehavior as SpecBehavior
@@ -86,8 +88,7 @@ def resolve_policy(settings: OperatorSettings, spec: InferenceServiceSpec) -> Po
             else settings.sync_period_s
         ),
         headroom=float(scaling.headroom if scaling and scaling.headroom is not None else settings.headroom),
-        # A headroom written into the spec is the share the team wants, as it is.
-        headroom_mode="fixed" if scaling and scaling.headroom is not None else settings.headroom_mode,
+        headroom_mode=_headroom_mode(settings, spec),
         queue_depth_per_replica=float(queue_depth),
         predictive_enabled=(
             predictive.enabled
@@ -117,6 +118,23 @@ def resolve_policy(settings: OperatorSettings, spec: InferenceServiceSpec) -> Po
         ),
         prewarm=prewarm,
     )
+
+
+def _headroom_mode(settings: OperatorSettings, spec: InferenceServiceSpec) -> Literal["measured", "fixed"]:
+    scaling = spec.scaling
+    if scaling is not None and scaling.headroom_mode is not None:
+        return scaling.headroom_mode
+    if scaling is not None and scaling.headroom is not None:
+        return "fixed"  # a headroom written into the spec is the share the team wants, as it is
+    return settings.headroom_mode
+
+
+def replan_mode(settings: OperatorSettings, spec: InferenceServiceSpec) -> Literal["advise", "auto"]:
+    """Whether a WorkloadDrift only advises (the default) or also re-plans."""
+    scaling = spec.scaling
+    if scaling is not None and scaling.replan is not None:
+        return scaling.replan
+    return settings.replan
 
 
 def mean_input_tokens(spec: InferenceServiceSpec) -> float:

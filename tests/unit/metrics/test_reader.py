@@ -67,7 +67,7 @@ def test_prompt_tokens_rate_is_read_in_the_same_batch_and_parsed_to_the_tier() -
     client = PromptTokensClient()
     reader = SignalReader(client, QueryConfig())
     snapshot = reader.read(1000.0)
-    assert snapshot.queries == len(Signal) == 7
+    assert snapshot.queries == len(Signal) == 15
     tier = snapshot.tier("ns", "svc", "h100")
     assert tier is not None and tier.prompt_tokens_rps == 4096.5
     reader.close()
