@@ -3,6 +3,13 @@
 `-o json` prints exactly `{"name": ..., "tiers": [...]}` for a file with one
 InferenceService (the contract in shared/DESIGN.md); a file with several prints a JSON
 list of such objects, in file order. YAML follows the same shapes.
+
+`--observed-workload FILE` plans for the traffic the engines really serve instead of
+the declared one: FILE holds token percentiles as `inputTokens`/`outputTokens` (the
+keys of spec.workload), or is the autoscaler's `status.observedWorkload` (`kubectl get
+ifs NAME -o jsonpath='{.status.observedWorkload}'`, or `inferfleet simulate
+--observed-workload-out`), whose `impliedInputTokens`/`impliedOutputTokens` are used
+when present (they account for prompts rejected beyond max-model-len).
 """
 
 from __future__ import annotations
@@ -11,11 +18,16 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+import yaml
+from pydantic import ValidationError
 from rich.table import Table
 
+from inferfleet.api import InferenceService
 from inferfleet.api.plan import Plan, TierPlan
+from inferfleet.api.spec import TokenPercentiles
 from inferfleet.catalog import CatalogInvalid, Catalogs, default_catalogs
-from inferfleet.cli.app import OutputFormat, app, fail, load_services, stdout
+from inferfleet.cli.app import OutputFormat, app, fail, load_services, read_text, stdout
+from inferfleet.scaling.drift import with_workload
 
 
 def _catalogs(catalog_file: Path | None) -> Catalogs:
@@ -28,6 +40,35 @@ def _catalogs(catalog_file: Path | None) -> Catalogs:
         fail(f"{catalog_file}: no such file")
     except (OSError, CatalogInvalid) as error:
         fail(str(error))
+
+
+def observed_workload(path: Path) -> tuple[TokenPercentiles, TokenPercentiles]:
+    """Token percentiles from an observed-workload file (see the module docstring)."""
+    try:
+        document = yaml.safe_load(read_text(path))
+    except yaml.YAMLError as error:
+        fail(f"{path}: not YAML or JSON: {error}")
+    if not isinstance(document, dict):
+        fail(f"{path}: expected a mapping with inputTokens and outputTokens")
+    picked: list[TokenPercentiles] = []
+    for implied, plain in (("impliedInputTokens", "inputTokens"), ("impliedOutputTokens", "outputTokens")):
+        key = implied if implied in document else plain
+        if key not in document:
+            fail(f"{path}: {plain}: missing (percentiles p50, p95, p99)")
+        try:
+            picked.append(TokenPercentiles.model_validate(document[key]))
+        except ValidationError as error:
+            problem = error.errors(include_url=False)[0]
+            where = ".".join(str(part) for part in (key, *problem["loc"]))
+            fail(f"{path}: {where}: {problem['msg']}")
+    return picked[0], picked[1]
+
+
+def _for_observed(
+    service: InferenceService, observed: tuple[TokenPercentiles, TokenPercentiles]
+) -> InferenceService:
+    spec = with_workload(service.spec, *observed)
+    return service.model_copy(update={"spec": spec})
 
 
 def plan_document(plan: Plan) -> dict[str, Any]:
@@ -97,14 +138,27 @@ def plan_command(
     catalog_file: Annotated[
         Path | None, typer.Option("--catalog-file", help="YAML with extra GPUs merged into the catalog.")
     ] = None,
+    observed_workload_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--observed-workload",
+            help="Plan for these token percentiles (status.observedWorkload) instead of the declared ones.",
+        ),
+    ] = None,
 ) -> None:
     """Plan each tier: TP/PP, quantization, vLLM memory settings, capacity, replicas and cost."""
     from inferfleet.cli.app import emit
     from inferfleet.planner import plan_service
 
     catalogs = _catalogs(catalog_file)
-    plans = [plan_service(service, catalogs) for service in load_services(file)]
+    services = load_services(file)
+    if observed_workload_file is not None:
+        observed = observed_workload(observed_workload_file)
+        services = [_for_observed(service, observed) for service in services]
+    plans = [plan_service(service, catalogs) for service in services]
     if output is OutputFormat.table:
+        if observed_workload_file is not None:
+            stdout.print(f"planned for the observed workload in {observed_workload_file}", highlight=False)
         for plan in plans:
             print_table(plan)
         return
