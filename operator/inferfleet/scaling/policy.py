@@ -325,7 +325,7 @@ def _reactive(tier: _TierInputs, config: PolicyConfig, state: TierState, now_s: 
     why = ""
     waiting = signals.waiting
     excess = waiting - allowance * ready
-    arrivals = _arrivals_rps(tier, state)
+    arrivals = _arrivals_rps(tier, state, config.sync_period_s)
     if arrivals is None:
         # Without an arrival rate, assume the Ready replicas run at their usable rate.
         arrivals = ready * usable
@@ -373,15 +373,16 @@ def _ttft_settled(tier: _TierInputs, state: TierState, now_s: float) -> bool:
     return last is None or now_s - last >= tier.ctx.figures.cold_start_s + TTFT_WINDOW_S
 
 
-def _arrivals_rps(tier: _TierInputs, state: TierState) -> float | None:
+def _arrivals_rps(tier: _TierInputs, state: TierState, period_s: float) -> float | None:
     """Arrivals into the tier: what the engines take on plus what piles up in the queue
-    (vLLM counts requests it serves; a growing queue is demand it has not reached)."""
+    (vLLM counts requests it serves; a growing queue is demand it has not reached). The
+    growth is taken over at least one sync period: two readings a moment apart are noise."""
     signals = tier.ctx.signals
     if signals.request_rate_rps is None:
         return None
     growth = 0.0
-    if signals.waiting is not None and state.last_waiting is not None and tier.dt_s > 0.0:
-        growth = max(0.0, (signals.waiting - state.last_waiting) / tier.dt_s)
+    if signals.waiting is not None and state.last_waiting is not None:
+        growth = max(0.0, (signals.waiting - state.last_waiting) / max(tier.dt_s, period_s, 1e-9))
     return signals.request_rate_rps + growth
 
 
@@ -413,7 +414,7 @@ def _escalation(tier: _TierInputs, state: TierState, config: PolicyConfig, now_s
     if starting and recent_up:
         return 0, ""  # replicas asked for are still in their cold start: let them land
     served = signals.request_rate_rps
-    arrivals = _arrivals_rps(tier, state)
+    arrivals = _arrivals_rps(tier, state, config.sync_period_s)
     ratio = ESCALATE_MAX_RATIO
     if served is not None and arrivals is not None and served > 0.0:
         ratio = min(ESCALATE_MAX_RATIO, arrivals / served * (1.0 + config.headroom))
