@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from inferfleet.scaling.types import PolicyConfig, ScalingState
 
 # Share of minutes whose demand should fall within forecast x (1 + headroom).
-QUANTILE = 0.9
+QUANTILE = 0.8
 STEP = 0.02  # log units per checked forecast
 MIN_SAMPLES = 60  # an hour of minutes
 MAX_HEADROOM = 1.0
