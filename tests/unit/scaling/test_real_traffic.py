@@ -304,7 +304,7 @@ def test_an_accurate_forecast_needs_little_headroom_and_the_prior_fades_in() -> 
         headroom_rules.file_forecast(state, now, 120.0, 10.0)
         trust.append(headroom_rules.headroom(config(headroom=0.2, headroom_mode="measured"), state))
     assert trust[0] == 0.2  # nothing checked yet: the prior
-    assert trust[-1] < 0.01
+    assert trust[-1] < headroom_rules.STEP  # it jitters around zero by less than a step
     assert state.forecast_errors_seen >= headroom_rules.MIN_SAMPLES
 
 
