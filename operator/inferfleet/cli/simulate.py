@@ -113,6 +113,13 @@ def simulate(
             help="Write the workload the simulated engines reported (for `plan --observed-workload`).",
         ),
     ] = None,
+    observed_in: Annotated[
+        Path | None,
+        typer.Option(
+            "--observed-workload",
+            help="Plan and replay for these token percentiles instead of the declared ones (replan: auto).",
+        ),
+    ] = None,
 ) -> None:
     """Replay a trace through the autoscaler and report SLO attainment, GPU-hours and cost."""
     names = list(POLICIES) if policy == "all" else [policy]
@@ -126,6 +133,11 @@ def simulate(
     if rate_scale <= 0 or time_scale <= 0:
         fail("--rate-scale and --time-scale must be > 0")
     service = load_services(file)[0]
+    if observed_in is not None:
+        from inferfleet.cli.plan import observed_workload
+
+        spec_for_observed = drift.with_workload(service.spec, *observed_workload(observed_in))
+        service = service.model_copy(update={"spec": spec_for_observed})
     spec = service.spec
     try:
         loaded = load_trace(

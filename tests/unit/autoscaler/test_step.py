@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from inferfleet.api import TierPlan, labels, parse
+from inferfleet.api.status import ObservedWorkload
 from inferfleet.autoscaler import step as step_module
 from inferfleet.autoscaler import testkit as tk
 from inferfleet.autoscaler.step import (
@@ -288,3 +289,12 @@ def test_the_observed_mix_reaches_decide(monkeypatch: pytest.MonkeyPatch) -> Non
     assert tier.figures.mean_input_tokens == pytest.approx((2 * 500 + 1500) / 3)
     assert tier.figures.mean_output_tokens == pytest.approx((2 * 200 + 500) / 3)
     assert tier.figures.max_model_len == 8192
+
+
+def test_observed_workload_is_valid_status() -> None:
+    """What the step writes must pass the CRD's status schema (the pydantic model)."""
+    results = _run_steps(rejecting_engines(), 12)
+    written = {k: v for k, v in results[-1].status["observedWorkload"].items() if v is not None}
+    model = ObservedWorkload.model_validate(written)
+    assert model.drift is True and model.implied_input_tokens is not None
+    assert model.to_wire() == written
