@@ -27,7 +27,11 @@ from inferfleet.scaling.types import TierFigures, TierSignals, TierState
 MIX_AVG_S = 180.0
 # Requests after which the observed means fully replace the declared ones.
 MIX_FULL_REQUESTS = 300.0
-# The capacity the mix implies may rise this slowly; it falls at once.
+# The capacity the mix implies falls and rises with these time constants: fast enough
+# down that a fleet sized for prompts ten times too short is corrected in a couple of
+# minutes, slow enough that one noisy reading (the averages start from the first one)
+# does not set it.
+MIX_FALL_S = 60.0
 MIX_RISE_S = 600.0
 MIX_FACTOR_MIN = 0.02
 MIX_FACTOR_MAX = 4.0
@@ -125,8 +129,6 @@ def update_mix_factor(state: TierState, figures: TierFigures, dt_s: float) -> fl
     """Move the tier's mix factor towards what the observed mix implies; returns it."""
     goal = mix_goal(state, figures)
     if goal is not None:
-        if goal < state.mix_factor:
-            state.mix_factor = goal
-        else:
-            state.mix_factor += (goal - state.mix_factor) * min(1.0, dt_s / MIX_RISE_S)
+        pace_s = MIX_FALL_S if goal < state.mix_factor else MIX_RISE_S
+        state.mix_factor += (goal - state.mix_factor) * min(1.0, dt_s / pace_s)
     return state.mix_factor
