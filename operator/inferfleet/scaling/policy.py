@@ -1,17 +1,23 @@
 """The inferfleet policy: `decide(ctx, state) -> (recommendation, state)`.
 
-Per tier, the target is the largest of four signals:
+Per tier, the target is the largest of five signals:
 
 - warm minimum: `minReplicas`, always held (field guide 9.2: the warm minimum "is the
   premium you pay for responsive scaling");
 - predictive: the forecast rate at now + lead time (the tier's cold start plus a
-  margin) plus headroom, divided by the tier's learned capacity and placed across
-  tiers by cost;
-- reactive: the queue and TTFT against the SLO, the signals production teams scale
+  margin) plus headroom (scaling.headroom: the forecaster's measured error), divided
+  by the tier's capacity for the traffic it really gets (the plan's usable RPS rescaled
+  to the request mix the engines report, scaling.mix, and corrected by what Little's
+  law measures) and placed across tiers by cost;
+- reactive: the queue, TTFT and busy batch slots, the signals production teams scale
   on (production-lessons article: queue depth and TTFT, not CPU). A queue above its
-  allowance sizes the tier for the arrival rate plus the backlog still left when a
-  new replica is Ready, so the step grows with the breach; a TTFT p99 breach with
-  requests waiting multiplies the Ready replicas by the breach ratio (at most x2);
+  allowance sizes the tier for its arrivals plus the backlog still left when a new
+  replica is Ready, so the step grows with the breach; a TTFT p99 breach with requests
+  waiting multiplies the Ready replicas by the breach ratio (at most x2); slots nearly
+  all busy size the tier back to a target share;
+- escalation: a queue that keeps growing, or a TTFT p99 above the SLO with requests
+  waiting, for ESCALATE_AFTER_S raises the tier whatever the forecast, the plan or the
+  learned capacity say, and again after each lead time while it lasts;
 - scheduled: pre-warm windows from the spec, opened one lead time early.
 
 Scale-up applies at once. Scale-down is slow and safe: the target must stay low for
