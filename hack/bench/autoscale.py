@@ -47,7 +47,7 @@ import numpy as np
 
 from inferfleet.api import InferenceService, Plan, TokenPercentiles, load_all
 from inferfleet.api.spec import ServingSpec
-from inferfleet.scaling import POLICIES
+from inferfleet.scaling import POLICIES, drift
 from inferfleet.simulate.engine import simulate
 from inferfleet.simulate.report import summarize, window
 from inferfleet.simulate.setup import build_config
@@ -165,6 +165,18 @@ def run_case(
             policy = dataclasses.replace(policy, static_peak_rps=trace.peak_minute_rps())
         result = simulate(trace, dataclasses.replace(config, policy=policy), POLICIES[name], name)
         row = summarize(result)
+        if name == "inferfleet" and result.final_state is not None:
+            # What WorkloadDrift would say at the end of the replay.
+            verdict = drift.assess(
+                result.final_state,
+                {tier.figures.name: tier.figures for tier in config.tiers},
+                service.spec.workload.input_tokens,
+                service.spec.workload.output_tokens,
+                previously=None,
+            )
+            row["workloadDrift"] = (
+                verdict.reason if verdict.drifted else (None if verdict.drifted is None else "")
+            )
         if split_day is not None and trace.format == "rates":
             cut = split_day * DAY_S
             row["parts"] = [
@@ -219,6 +231,8 @@ def compare(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "sloAttainment": {p: r["sloAttainment"] for p, r in by_policy.items()},
             "gpuHours": {p: r["gpuHours"] for p, r in by_policy.items()},
             "violations": {p: r["sloViolations"] for p, r in by_policy.items()},
+            "rejected": ours.get("rejected"),
+            "workloadDrift": ours.get("workloadDrift"),
         }
         for base in ("static-peak", "reactive-util", "queue-only"):
             if base in by_policy and by_policy[base]["gpuHours"] > 0:

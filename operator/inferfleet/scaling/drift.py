@@ -13,7 +13,12 @@ large enough to change the plan:
   lower bound; re-planning again if they still do not fit doubles it again, up to the
   model's context, where the planner stops).
 - `CapacityMismatch`: the observed mix changes a replica's capacity (the plan's own
-  roofline, scaling.mix) by `CAPACITY_RATIO_ON` or more either way.
+  roofline, scaling.mix) by `CAPACITY_RATIO_ON` or more either way;
+- `TokenLengthsMismatch`: a median or p95 of prompts or outputs is `LENGTH_RATIO_ON`
+  times the declared one or more, either way: even where decode time hides it from the
+  capacity, the KV cache a request holds (max-num-seqs, concurrency) and the context
+  the plan allows are sized from these. (vLLM's 1-2-5 histogram buckets are 2-2.5x
+  wide; a ratio this large is not an artefact of interpolating inside one.)
 
 Hysteresis keeps the verdict from flapping: it is set at the `_ON` thresholds and
 cleared only below the `_OFF` ones. Nothing is said before `mix.MIX_FULL_REQUESTS`
@@ -36,6 +41,7 @@ from inferfleet.scaling.types import ScalingState, TierFigures
 
 REASON_PROMPTS_REJECTED = "PromptsRejected"
 REASON_CAPACITY_MISMATCH = "CapacityMismatch"
+REASON_LENGTHS_MISMATCH = "TokenLengthsMismatch"
 REASON_MATCHES_PLAN = "MatchesPlan"
 
 REJECTED_SHARE_ON = 0.01
@@ -44,6 +50,8 @@ NEAR_LIMIT_SHARE = 0.5
 BEYOND_LIMIT_FACTOR = 2
 CAPACITY_RATIO_ON = 2.0
 CAPACITY_RATIO_OFF = 1.6
+LENGTH_RATIO_ON = 4.0
+LENGTH_RATIO_OFF = 3.0
 _PERCENTILES = (0.50, 0.95, 0.99)
 
 
@@ -191,7 +199,40 @@ def assess(
             implied_input_tokens=observed.input_tokens,
             implied_output_tokens=observed.output_tokens,
         )
+    length_on = LENGTH_RATIO_OFF if previously else LENGTH_RATIO_ON
+    off = _length_mismatch(observed, declared_input, declared_output, length_on)
+    if off is not None:
+        return Drift(
+            True,
+            REASON_LENGTHS_MISMATCH,
+            f"{off}; {described}",
+            observed,
+            implied_input_tokens=observed.input_tokens,
+            implied_output_tokens=observed.output_tokens,
+        )
     return Drift(False, REASON_MATCHES_PLAN, f"the traffic matches the plan: {described}", observed)
+
+
+def _length_mismatch(
+    observed: ObservedWorkload, declared_in: TokenPercentiles, declared_out: TokenPercentiles, ratio_on: float
+) -> str | None:
+    """The first median or p95 that is `ratio_on` times off the declared one, in words."""
+    pairs = (
+        ("prompt p50", observed.input_tokens.p50, declared_in.p50),
+        ("prompt p95", observed.input_tokens.p95, declared_in.p95),
+        ("output p50", observed.output_tokens.p50, declared_out.p50),
+        ("output p95", observed.output_tokens.p95, declared_out.p95),
+    )
+    for label, seen, declared in pairs:
+        ratio = seen / declared
+        if max(ratio, 1.0 / ratio) >= ratio_on:
+            direction = "longer" if ratio > 1.0 else "shorter"
+            factor = ratio if ratio > 1.0 else 1.0 / ratio
+            return (
+                f"the {label} is {factor:.1f}x {direction} than declared "
+                f"({seen:,} tokens, declared {declared:,})"
+            )
+    return None
 
 
 def describe_plans(current: Sequence[TierPlan], implied: Sequence[TierPlan]) -> str:

@@ -359,8 +359,10 @@ def test_a_mix_that_halves_capacity_is_a_drift_and_hysteresis_holds_it() -> None
     middle = learned(5.0, 1400.0, prompt_q=TokenQuantiles(1200.0, 3000.0, 3500.0))
     ratio = mix.mix_goal(middle.tiers["h100"], figures)
     assert ratio is not None and drift.CAPACITY_RATIO_OFF < 1.0 / ratio < drift.CAPACITY_RATIO_ON
-    held = drift.assess(middle, {"h100": figures}, DECLARED_IN, DECLARED_OUT, previously=True)
-    fresh = drift.assess(middle, {"h100": figures}, DECLARED_IN, DECLARED_OUT, previously=False)
+    # (Declared lengths near the observed ones: only the capacity criterion is at play.)
+    near = TokenPercentiles(p50=1000, p95=2500, p99=3000)
+    held = drift.assess(middle, {"h100": figures}, near, DECLARED_OUT, previously=True)
+    fresh = drift.assess(middle, {"h100": figures}, near, DECLARED_OUT, previously=False)
     assert held.drifted is True and fresh.drifted is False
 
 
@@ -389,3 +391,26 @@ def test_decide_learns_the_mix_tick_by_tick_and_the_verdict_follows() -> None:
     first = verdicts.index(True)
     assert verdicts[:first] == [None] * first
     assert first * PERIOD <= mix.MIX_FULL_REQUESTS / 5.0
+
+
+def test_prompts_ten_times_the_declared_ones_are_a_drift_even_when_decode_hides_them() -> None:
+    """Long outputs make decode dominate, so a 5x longer prompt moves capacity by less
+    than 2x; its length still changes the KV sizing the plan made."""
+    figures = dataclasses.replace(FIGURES, mean_output_tokens=2000.0)
+    out = TokenPercentiles(p50=1500, p95=3000, p99=3500)
+    state = ScalingState()
+    tier = state.tier("h100")
+    for _ in range(60):
+        sig = signals(
+            2, rate=5.0, prompt=1000.0, output=2000.0, prompt_q=TokenQuantiles(900.0, 2000.0, 2100.0)
+        )
+        mix.observe(
+            tier, dataclasses.replace(sig, generation_tokens=TokenQuantiles(1500.0, 3000.0, 3500.0)), 15.0
+        )
+    ratio = mix.mix_goal(tier, figures)
+    assert ratio is not None and 1.0 / ratio < drift.CAPACITY_RATIO_ON
+    verdict = drift.assess(state, {"h100": figures}, DECLARED_IN, out, previously=False)
+    assert verdict.drifted is True and verdict.reason == drift.REASON_LENGTHS_MISMATCH
+    assert verdict.message.startswith(
+        "the prompt p50 is 9.0x longer than declared (900 tokens, declared 100)"
+    )
