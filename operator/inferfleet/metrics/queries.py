@@ -57,6 +57,21 @@ class Signal(enum.StrEnum):
     generation_tokens_p99 = "generationTokensP99"
 
 
+# The request-mix signals change over minutes, not seconds: SignalReader queries them
+# once per `QueryConfig.mix_refresh_s` and reuses the answer in between.
+MIX_SIGNALS = frozenset(
+    {
+        Signal.generation_tokens_rate,
+        Signal.rejected_rate,
+        Signal.prompt_tokens_p50,
+        Signal.prompt_tokens_p95,
+        Signal.prompt_tokens_p99,
+        Signal.generation_tokens_p50,
+        Signal.generation_tokens_p95,
+        Signal.generation_tokens_p99,
+    }
+)
+
 # The token-length percentiles each histogram is read at, by signal.
 MIX_QUANTILES: dict[Signal, float] = {
     Signal.prompt_tokens_p50: 0.5,
@@ -115,6 +130,8 @@ class QueryConfig:
     rate_window_s: int = 120
     # Token-length percentiles need more requests than a rate: ten minutes of them.
     mix_window_s: int = 600
+    # The mix signals are read at most this often (0: every loop).
+    mix_refresh_s: int = 60
     max_sample_age_s: int = 60
     ttft_quantile: float = 0.99
     # The policy's forecaster reads one point per minute.
@@ -134,6 +151,8 @@ class QueryConfig:
         )
         if min(windows) <= 0:
             raise ValueError("query windows must be positive")
+        if self.mix_refresh_s < 0:
+            raise ValueError("mix_refresh_s must not be negative")
         if not 0 < self.ttft_quantile < 1:
             raise ValueError("ttft_quantile must lie strictly between 0 and 1")
 

@@ -23,7 +23,12 @@ from inferfleet.metrics.testkit import EmulatedPod, PrometheusServer, VllmEmulat
 SCRAPE_INTERVAL_S = 1.0
 # Short windows so a test's load change shows within seconds; four scrapes per window.
 QUERY_CONFIG = QueryConfig(
-    rate_window_s=4, max_sample_age_s=5, history_step_s=1, history_rate_window_s=3, mix_window_s=4
+    rate_window_s=4,
+    max_sample_age_s=5,
+    history_step_s=1,
+    history_rate_window_s=3,
+    mix_window_s=4,
+    mix_refresh_s=0,
 )
 
 T = TypeVar("T")
