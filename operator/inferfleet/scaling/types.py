@@ -168,7 +168,9 @@ class TierSignals:
     waiting: float | None = None  # requests queued (vllm:num_requests_waiting, summed)
     running: float | None = None  # requests in flight (vllm:num_requests_running, summed)
     ttft_p99_ms: float | None = None  # over the last window; None also when no request finished
-    request_rate_rps: float | None = None  # arrivals into this tier over the last minute
+    # Requests the engines took on over the last minute (vllm:request_success_total): a
+    # saturated tier serves less than arrives, the queue holds the rest.
+    request_rate_rps: float | None = None
     # Prompt tokens prefilled per second (rate of vllm:prompt_tokens_total), summed over
     # the tier: with the plan's prefill throughput, how busy prefill keeps the replicas.
     prompt_tokens_rps: float | None = None
