@@ -41,8 +41,10 @@ from inferfleet.metrics.parse import (
     tier_key,
 )
 from inferfleet.metrics.queries import (
+    MIX_SIGNALS,
     QueryConfig,
     Signal,
+    door_query,
     history_query,
     kv_capacity_query,
     pod_load_query,
@@ -168,6 +170,7 @@ class SignalReader:
         self.client = client
         self.config = config or QueryConfig()
         self.queries = signal_queries(self.config)
+        self.door = door_query(self.config)
         self.history = (
             RateHistoryCache(self.config.history_step_s, history_retention_s)
             if history_retention_s is not None
@@ -176,7 +179,10 @@ class SignalReader:
         self.backoff = backoff or Backoff()
         # The instant queries (one per Signal) are independent; running them side by side
         # makes the loop's latency that of the slowest query rather than their sum.
-        self._pool = ThreadPoolExecutor(max_workers=len(Signal), thread_name_prefix="promql")
+        self._pool = ThreadPoolExecutor(max_workers=len(Signal) + 1, thread_name_prefix="promql")
+        # The request-mix answers and when they were read (see QueryConfig.mix_refresh_s).
+        self._mix: dict[Signal, VectorResult] = {}
+        self._mix_read_s: float | None = None
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
@@ -190,10 +196,14 @@ class SignalReader:
             )
             return assemble(now_s, {}, failed=dict.fromkeys(Signal, reason), history_failed=reason)
         queries_before = self.client.queries_made
+        last_mix = self._mix_read_s
+        mix_due = last_mix is None or now_s < last_mix or now_s - last_mix >= self.config.mix_refresh_s
         futures = {
             signal: self._pool.submit(self.client.instant, query, now_s)
             for signal, query in self.queries.items()
+            if mix_due or signal not in MIX_SIGNALS
         }
+        door_future = self._pool.submit(self.client.instant, self.door, now_s)
         vectors: dict[Signal, VectorResult] = {}
         failed: dict[Signal, str] = {}
         for signal, future in futures.items():
@@ -205,10 +215,26 @@ class SignalReader:
                 failed[signal] = str(error)
             except Exception as error:  # an answer no parser foresaw: that signal is missing
                 failed[signal] = f"malformed answer ({type(error).__name__}: {error})"
-        if len(failed) == len(Signal):
+        door: VectorResult | None = None
+        door_failed: str | None = None
+        try:
+            door = parse_vector(
+                door_future.result(), eval_time_s=now_s, max_age_s=float(self.config.max_sample_age_s)
+            )
+        except QueryFailed as error:
+            door_failed = str(error)
+        except Exception as error:  # an answer no parser foresaw: the door is unknown
+            door_failed = f"malformed answer ({type(error).__name__}: {error})"
+        if len(failed) == len(futures):
             self.backoff.failed(now_s)
+            failed.update(dict.fromkeys(MIX_SIGNALS, next(iter(failed.values()), "")))
         else:
             self.backoff.succeeded()
+            if mix_due:
+                self._mix = {signal: vectors[signal] for signal in MIX_SIGNALS if signal in vectors}
+                self._mix_read_s = now_s
+            else:
+                vectors.update(self._mix)
         history_failed = (
             self._refresh_history(now_s) if len(failed) < len(Signal) else "Prometheus unavailable"
         )
@@ -223,6 +249,8 @@ class SignalReader:
             history=history,
             history_failed=history_failed,
             queries=self.client.queries_made - queries_before,
+            door=door,
+            door_failed=door_failed,
         )
 
     def pod_in_flight(self, now_s: float) -> dict[TierKey, dict[str, float]]:

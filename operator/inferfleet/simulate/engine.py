@@ -2,15 +2,32 @@
 
 The model of a replica (one vLLM engine):
 - it runs at most `slots` sequences at once (continuous batching bounded by the
-  plan's concurrency); a request that finds every slot of its tier busy waits in the
-  tier's FIFO queue (the router sends each request to a tier, any free slot takes it);
+  plan's concurrency, which holds a P95 context per slot; a longer request takes as many
+  slots as its context fills); a request that finds every slot of its tier busy waits
+  in the tier's FIFO queue;
 - prefill is compute bound and serialized on the replica: a request's first token
   comes `input_tokens / prefillTokensPerSecond` after the replica's previous prefill
   (or its own start) ends; TTFT = queueing + prefill wait + prefill;
 - decode then takes `(output_tokens - 1)` steps of `base + perSeq x batch` ms, the batch
   being what runs on the replica when the request starts (the planner's roofline);
 - a new replica serves only after its cold start; a removed one takes no new work
-  and is paid for until its in-flight requests finish.
+  and is paid for until its in-flight requests finish;
+- a prompt of `--max-model-len` tokens or more is answered HTTP 400 at once (vLLM
+  refuses it before the engine sees it: never served, counted only as a 4xx), and an
+  output is cut where prompt plus output reach max-model-len (vLLM's default
+  `max_tokens`).
+
+How requests reach a tier is what the cluster runs (render.frontdoor). With a front
+door: the route's weights pick a pool (one pool when there are no routing shares); the
+pool's endpoint picker drops the tiers whose max-model-len the prompt reaches (too long
+for all: it reaches a longest tier, whose pods carry no range, and gets vLLM's 400), then
+sends it to its own tier in a share pool (the
+tightest overflow tier when its own cannot take it or has nothing Ready), or to the tier
+whose earliest slot frees first in the one pool; with no pod Ready it holds the request
+until one is (released at that moment) or the pool's hold runs out (a failure), and the
+held count is the queue the autoscaler wakes a tier on. Without one: the `<service>`
+Service spreads requests evenly over Ready pods (kube-proxy), shares unenforced, and a
+prompt beyond a tier's max-model-len reaches it and gets vLLM's 400.
 
 How it stays fast (a million requests in well under a minute on two cores): capacity
 only changes at autoscaler ticks, so between two ticks a request can be *committed*
@@ -21,9 +38,14 @@ at that tick may add a replica that frees sooner. So there are no completion eve
 one heap of slot free times per tier (FIFO multi-server recursion), one small heap of
 finish times per replica (its batch size), a deque of waiting requests.
 
-TTFT reaches the autoscaler the way Prometheus sees it: a histogram with vLLM's TTFT
-buckets, p99 by linear interpolation inside the bucket (histogram_quantile) over
-the last window.
+The autoscaler sees only what vLLM's metrics show. TTFT reaches it the way Prometheus
+sees it: a histogram with vLLM's TTFT buckets, p99 by linear interpolation inside the
+bucket (histogram_quantile) over the last window. Request, prompt-token and
+output-token rates count the requests the engines take on (vLLM counts what it
+serves, not what is still queued in front of it), and so does the per-minute history;
+prompt and output lengths arrive as vLLM's `request_prompt_tokens` /
+`request_generation_tokens` histograms (1-2-5 buckets up to max-model-len), read as
+p50/p95/p99 over the mix window.
 """
 
 from __future__ import annotations
@@ -40,6 +62,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from inferfleet.scaling import (
+    DoorPool,
+    FrontDoorSignals,
     PolicyConfig,
     PolicyFunction,
     Recommendation,
@@ -51,6 +75,7 @@ from inferfleet.scaling import (
 )
 from inferfleet.scaling.placement import TierSlot, place
 from inferfleet.scaling.policy import MAX_PREFILL_SHARE, cost_rank, max_replicas_of, tier_policy_of
+from inferfleet.scaling.types import TokenQuantiles
 from inferfleet.scaling.window import SequenceWindow
 from inferfleet.simulate.traces import Trace
 
@@ -77,6 +102,47 @@ class SimTier:
     serving: ServingModel
     slots: int
     cost_per_gpu_hour: float = 0.0
+    # The replica's KV cache divided among its slots (0: not modelled). A request whose
+    # prompt plus output needs more takes as many slots as its context fills.
+    kv_tokens_per_slot: float = 0.0
+
+    @property
+    def max_model_len(self) -> int:
+        return self.figures.max_model_len
+
+
+def token_buckets(max_model_len: int) -> tuple[float, ...]:
+    """vLLM's bucket bounds for the token-length histograms: 1, 2, 5, 10, 20, 50, ... up
+    to max-model-len (its build_1_2_5_buckets)."""
+    limit = max_model_len if max_model_len > 0 else 10**7
+    bounds: list[float] = []
+    base = 1
+    while base <= limit:
+        bounds.extend(float(base * m) for m in (1, 2, 5) if base * m <= limit)
+        base *= 10
+    return tuple(bounds)
+
+
+@dataclass(frozen=True, slots=True)
+class DoorPoolModel:
+    """One InferencePool as rendered (render.frontdoor): its tiers (indexes into
+    SimConfig.tiers; its own tier first, then overflow tiers), its route weight (None:
+    the only pool) and how long its picker holds a request no pod can take."""
+
+    name: str
+    tiers: tuple[int, ...]
+    own: int  # how many of `tiers` are its own (the rest are overflow, for long prompts)
+    weight: float | None
+    hold_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class FrontDoorModel:
+    """The front door the cluster would run: pools, route weights, holds; and the tiers
+    whose nodes already hold the weights (what decide() prefers to wake)."""
+
+    pools: tuple[DoorPoolModel, ...]
+    cached_tiers: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -87,10 +153,15 @@ class SimConfig:
     itl_slo_ms: float
     ttft_window_s: float = 60.0
     rate_window_s: float = 60.0
+    # Token-length histograms are read over this window (the live loop's mix window).
+    mix_window_s: float = 600.0
     seed: int = 0
     # After the trace ends, keep ticking until queues are empty, at most this long.
     max_drain_s: float = 3600.0
     timeline: bool = True
+    # The rendered front door (None: plain Services; requests spread by Ready capacity,
+    # no hold, no length filter before vLLM's own 400).
+    front_door: FrontDoorModel | None = None
 
 
 @dataclass
@@ -124,6 +195,20 @@ class SimResult:
     ticks: int
     timeline: Timeline | None
     last_reason: str = ""
+    rejected: int = 0  # answered 4xx: prompt at or beyond max-model-len
+    # The front door: requests its pickers held while no pod could take them, and those
+    # whose hold ran out before a pod was Ready (failures, like the rejected).
+    held: int = 0
+    held_expired: int = 0
+    # Without a front door: requests that found no Ready pod behind the Service (refused).
+    unroutable: int = 0
+    # (tier, paid from s, paid until s, GPUs per replica) of every replica, for GPU-hours
+    # over part of the span.
+    replica_spans: tuple[tuple[str, float, float, int], ...] = ()
+    # What the policy knew at the end (its state) and the last signals it was given:
+    # the drift report of `inferfleet simulate` reads them.
+    final_state: ScalingState | None = None
+    final_signals: dict[str, TierSignals] = field(default_factory=dict)
 
 
 def histogram_quantile(quantile: float, counts: Sequence[int], bounds: Sequence[float]) -> float | None:
@@ -142,6 +227,58 @@ def histogram_quantile(quantile: float, counts: Sequence[int], bounds: Sequence[
             return lower + (bounds[index] - lower) * (rank - cumulative) / count
         cumulative += count
     return bounds[-1]
+
+
+_MIX_QUANTILES = (0.5, 0.95, 0.99)
+
+
+class _Meters:
+    """One tier's engine counters as Prometheus would window them: request, token and
+    4xx counts over the rate window; token-length histograms over the mix window."""
+
+    def __init__(self, bounds: tuple[float, ...], rate_ticks: int, mix_ticks: int) -> None:
+        self.bounds = bounds
+        self.rates: deque[tuple[int, int, int, int]] = deque(maxlen=rate_ticks)
+        self._sums = [0, 0, 0, 0]
+        self.prompt_hist_now = [0] * (len(bounds) + 1)
+        self.output_hist_now = [0] * (len(bounds) + 1)
+        self.prompt_hist = [0] * (len(bounds) + 1)
+        self.output_hist = [0] * (len(bounds) + 1)
+        self._hists: deque[tuple[list[int], list[int]]] = deque(maxlen=mix_ticks)
+
+    def tick(self, started: int, prompt: int, generated: int, rejected: int) -> None:
+        sample = (started, prompt, generated, rejected)
+        if len(self.rates) == self.rates.maxlen:
+            old = self.rates[0]
+            self._sums = [a - b for a, b in zip(self._sums, old, strict=True)]
+        self.rates.append(sample)
+        self._sums = [a + b for a, b in zip(self._sums, sample, strict=True)]
+        if len(self._hists) == self._hists.maxlen:
+            old_prompt, old_output = self._hists[0]
+            self._add(self.prompt_hist, old_prompt, -1)
+            self._add(self.output_hist, old_output, -1)
+        self._hists.append((self.prompt_hist_now, self.output_hist_now))
+        self._add(self.prompt_hist, self.prompt_hist_now, 1)
+        self._add(self.output_hist, self.output_hist_now, 1)
+        self.prompt_hist_now = [0] * (len(self.bounds) + 1)
+        self.output_hist_now = [0] * (len(self.bounds) + 1)
+
+    @staticmethod
+    def _add(total: list[int], counts: list[int], sign: int) -> None:
+        for index, count in enumerate(counts):
+            if count:
+                total[index] += sign * count
+
+    def totals(self) -> tuple[int, int, int, int]:
+        started, prompt, generated, rejected = self._sums
+        return started, prompt, generated, rejected
+
+    def quantiles(self, counts: list[int]) -> TokenQuantiles | None:
+        values = [histogram_quantile(q, counts, self.bounds) for q in _MIX_QUANTILES]
+        if any(value is None for value in values):
+            return None
+        p50, p95, p99 = (float(v) for v in values if v is not None)
+        return TokenQuantiles(p50, p95, p99)
 
 
 class _Fleet:
@@ -216,17 +353,16 @@ class _Fleet:
             running += len(heap) - len(starts)
         return running, queued
 
-    def gpu_seconds(self, k: int, end_s: float) -> float:
-        total = 0.0
+    def spans(self, end_s: float) -> list[tuple[int, float, float]]:
+        """(tier, paid from, paid until) of every replica: from its request until it is
+        removed, or, when it was drained, until its work ended; cut at `end_s`."""
+        out = []
         for rid, tier in enumerate(self.tier_of):
-            if tier != k:
-                continue
             stop = self.removed[rid]
             if stop < math.inf and self.ready_at[rid] <= stop:
                 stop = max(stop, self.busy_until[rid])  # drained: paid until work ends
-            stop = min(stop, end_s)
-            total += max(0.0, stop - self.created[rid])
-        return total
+            out.append((tier, self.created[rid], min(stop, end_s)))
+        return out
 
 
 def initial_replicas(trace: Trace, config: SimConfig) -> dict[str, int]:
@@ -266,7 +402,9 @@ def simulate(trace: Trace, config: SimConfig, policy: PolicyFunction, policy_nam
     inputs: list[int] = trace.input_tokens.tolist()
     outputs: list[int] = trace.output_tokens.tolist()
     n = len(arrivals)
-    minute_rates: list[float] = trace.per_minute_rps().tolist()
+    # The history the forecaster reads: requests the engines took on, per minute.
+    minute_rates: list[float] = [0.0] * max(1, math.ceil(trace.span_s / 60.0))
+    n_minutes = len(minute_rates)
     rng = np.random.default_rng(config.seed)
     route_draws: list[float] = rng.random(n).tolist() if n_tiers > 1 else []
     balance_draws: list[float] = rng.random(n).tolist()
@@ -275,6 +413,7 @@ def simulate(trace: Trace, config: SimConfig, policy: PolicyFunction, policy_nam
     draining = fleet.draining
     debt = fleet.debt
     slot_counts = [tier.slots for tier in tiers]
+    kv_per_slot = [tier.kv_tokens_per_slot for tier in tiers]
     inv_prefill = [1.0 / tier.serving.prefill_tokens_per_s for tier in tiers]
     step_base = [tier.serving.decode_step_base_ms / 1000.0 for tier in tiers]
     step_per_seq = [tier.serving.decode_step_per_seq_ms / 1000.0 for tier in tiers]
@@ -285,12 +424,64 @@ def simulate(trace: Trace, config: SimConfig, policy: PolicyFunction, policy_nam
     rate_ticks = max(1, round(config.rate_window_s / period))
     hist_now = [[0] * n_buckets for _ in tiers]
     hist_window: list[deque[list[int]]] = [deque(maxlen=window_ticks) for _ in tiers]
-    arrivals_now = [0] * n_tiers
-    arrivals_window: list[deque[int]] = [deque(maxlen=rate_ticks) for _ in tiers]
+    max_model_len = [tier.max_model_len for tier in tiers]
+    meters = [
+        _Meters(token_buckets(tier.max_model_len), rate_ticks, max(1, round(config.mix_window_s / period)))
+        for tier in tiers
+    ]
+    started_now = [0] * n_tiers
     prompt_now = [0] * n_tiers
-    prompt_window: list[deque[int]] = [deque(maxlen=rate_ticks) for _ in tiers]
+    generated_now = [0] * n_tiers
+    rejected_now = [0] * n_tiers
+    rejected_total = 0
+    prompt_hist_now = [m.prompt_hist_now for m in meters]
+    output_hist_now = [m.output_hist_now for m in meters]
+    token_bounds = [m.bounds for m in meters]
     waiting: list[deque[int]] = [deque() for _ in tiers]
     ttft = array("d", [math.inf]) * n
+    # The front door: per pool, the requests its picker holds (FIFO), and per tier when
+    # its first replica is (or will be) Ready.
+    door = config.front_door
+    door_queues: list[deque[int]] = [deque() for _ in door.pools] if door is not None else []
+    pool_weights: list[float] = []
+    if door is not None and len(door.pools) > 1:
+        total_weight = sum(pool.weight or 0.0 for pool in door.pools) or 1.0
+        running_weight = 0.0
+        for pool in door.pools:
+            running_weight += (pool.weight or 0.0) / total_weight
+            pool_weights.append(running_weight)
+    first_ready = [math.inf] * n_tiers
+    held_total = 0
+    held_expired = 0
+    unroutable = 0
+
+    def refresh_first_ready() -> None:
+        for k in range(n_tiers):
+            first_ready[k] = min((fleet.ready_at[r] for r in fleet.active[k]), default=math.inf)
+
+    def eligible(pool: DoorPoolModel, i: int) -> list[int]:
+        """The pool's tiers whose max-model-len the prompt fits (the picker's filter)."""
+        return [k for k in pool.tiers if not max_model_len[k] or inputs[i] < max_model_len[k]]
+
+    def pick(pool: DoorPoolModel, tiers_ok: list[int], by_s: float) -> int | None:
+        """The tier the picker sends a request to, among those Ready by `by_s`: in a share
+        pool its own tier first, then the tightest overflow tier; in the one pool the tier
+        whose earliest slot frees first (load), the tightest range on a tie."""
+        ready = [k for k in tiers_ok if first_ready[k] <= by_s]
+        if not ready:
+            return None
+        if pool.weight is not None:
+            return ready[0]
+        heaps = fleet.slot_heaps
+        return min(
+            ready,
+            key=lambda k: (
+                max(heaps[k][0][0], first_ready[k]) if heaps[k] else math.inf,
+                max_model_len[k] or math.inf,
+                k,
+            ),
+        )
+
     itl_ok = 0
     served = 0
 
@@ -357,7 +548,11 @@ def simulate(trace: Trace, config: SimConfig, policy: PolicyFunction, policy_nam
         while running and running[0] <= start:
             heapq.heappop(running)
         step = (step_base[k] + step_per_seq[k] * (len(running) + 1)) / decode_share
-        finish = first_token + (outputs[i] - 1) * step
+        output = outputs[i]
+        limit = max_model_len[k]
+        if limit and inputs[i] + output > limit:
+            output = limit - inputs[i]  # vLLM's default max_tokens: what fits the context
+        finish = first_token + (output - 1) * step
         heapq.heappush(running, finish)
         if finish > fleet.busy_until[rid]:  # noqa: PLR1730 (hot loop)
             fleet.busy_until[rid] = finish
@@ -365,12 +560,29 @@ def simulate(trace: Trace, config: SimConfig, policy: PolicyFunction, policy_nam
             heapq.heappush(heap, (finish, rid))
         else:
             heapq.heapreplace(heap, (finish, rid))  # the top entry was this slot
+        share = kv_per_slot[k]
+        if share > 0.0 and inputs[i] + output > share:
+            # A long context fills the KV cache of several slots: the replica takes that
+            # many fewer requests until this one ends (its next free entries are spent).
+            extra = min(slot_counts[k], math.ceil((inputs[i] + output) / share)) - 1
+            if extra > 0:
+                debt[rid] += extra
+                for _ in range(extra):
+                    heapq.heappush(heap, (finish, rid))
         latency = first_token - arrival
         ttft[i] = latency
         hist_now[k][bisect.bisect_left(bounds, latency)] += 1
         if step <= itl_limit:
             itl_ok += 1
         served += 1
+        started_now[k] += 1
+        prompt_now[k] += inputs[i]
+        generated_now[k] += output
+        prompt_hist_now[k][bisect.bisect_left(token_bounds[k], inputs[i])] += 1
+        output_hist_now[k][bisect.bisect_left(token_bounds[k], output)] += 1
+        minute = int(start // 60.0)
+        if minute < n_minutes:
+            minute_rates[minute] += 1.0 / 60.0
         return True
 
     # --- start: the common initial fleet, Ready at t=0; one warm-up decision ----------
@@ -400,6 +612,7 @@ def simulate(trace: Trace, config: SimConfig, policy: PolicyFunction, policy_nam
         for _ in range(first.replicas.get(name, start_fleet[name])):
             fleet.add(k, 0.0, 0.0)
 
+    refresh_first_ready()
     timeline = Timeline() if config.timeline else None
     if timeline is not None:
         for name in names:
@@ -423,14 +636,49 @@ def simulate(trace: Trace, config: SimConfig, policy: PolicyFunction, policy_nam
             arrival = arrivals[i]
             if arrival > horizon:
                 break
-            if n_tiers == 1:
+            if door is not None:
+                p = (
+                    0
+                    if not pool_weights
+                    else min(len(pool_weights) - 1, bisect.bisect_right(pool_weights, route_draws[i]))
+                )
+                pool = door.pools[p]
+                fits = eligible(pool, i)
+                if not fits:
+                    # Too long for every tier: the longest tiers' pods carry no range, so
+                    # the picker sends it to one and that vLLM answers 400 (and counts it).
+                    longest = max(pool.tiers, key=lambda t: (max_model_len[t] or math.inf, -t))
+                    rejected_now[longest] += 1
+                    rejected_total += 1
+                    i += 1
+                    continue
+                chosen = pick(pool, fits, arrival)
+                if chosen is None:
+                    # No pod Ready: the picker holds it (released once one is, below).
+                    door_queues[p].append(i)
+                    held_total += 1
+                    i += 1
+                    continue
+                k = chosen
+            elif not weights:
+                # No Ready pod behind the Service: the connection is refused at once (no
+                # component holds it, no pod reports it: nothing wakes a tier on it).
+                unroutable += 1
+                i += 1
+                continue
+            elif n_tiers == 1:
                 k = 0
             else:
                 k = bisect.bisect_right(weights, route_draws[i])
                 if k >= n_tiers:
                     k = n_tiers - 1
-            arrivals_now[k] += 1
-            prompt_now[k] += inputs[i]
+            limit = max_model_len[k]
+            if limit and inputs[i] >= limit:
+                # vLLM answers 400 before the engine sees it: never served, never queued.
+                rejected_now[k] += 1
+                rejected_total += 1
+                i += 1
+                continue
             queue = waiting[k]
             # FIFO: behind anyone already waiting, else start now if a slot frees in time.
             if queue or not commit(i, k, horizon):
@@ -444,13 +692,15 @@ def simulate(trace: Trace, config: SimConfig, policy: PolicyFunction, policy_nam
         for k, tier in enumerate(tiers):
             hist_window[k].append(hist_now[k])
             hist_now[k] = [0] * n_buckets
-            arrivals_window[k].append(arrivals_now[k])
-            arrivals_now[k] = 0
-            prompt_window[k].append(prompt_now[k])
-            prompt_now[k] = 0
+            meter = meters[k]
+            meter.tick(started_now[k], prompt_now[k], generated_now[k], rejected_now[k])
+            started_now[k] = prompt_now[k] = generated_now[k] = rejected_now[k] = 0
+            prompt_hist_now[k] = meter.prompt_hist_now
+            output_hist_now[k] = meter.output_hist_now
             merged = [sum(column) for column in zip(*hist_window[k], strict=True)]
             p99 = histogram_quantile(0.99, merged, bounds)
-            window_s = len(arrivals_window[k]) * period
+            window_s = len(meter.rates) * period
+            started, prompt_tokens, generated, rejected = meter.totals()
             running, queued = fleet.in_flight(k, now)
             tier_contexts.append(
                 TierContext(
@@ -461,17 +711,31 @@ def simulate(trace: Trace, config: SimConfig, policy: PolicyFunction, policy_nam
                         waiting=float(len(waiting[k]) + queued),
                         running=float(running),
                         ttft_p99_ms=None if p99 is None else p99 * 1000.0,
-                        request_rate_rps=sum(arrivals_window[k]) / window_s,
-                        prompt_tokens_rps=sum(prompt_window[k]) / window_s,
+                        request_rate_rps=started / window_s,
+                        prompt_tokens_rps=prompt_tokens / window_s,
+                        generation_tokens_rps=generated / window_s,
+                        rejected_rps=rejected / window_s,
+                        prompt_tokens=meter.quantiles(meter.prompt_hist),
+                        generation_tokens=meter.quantiles(meter.output_hist),
                     ),
                 )
             )
         minutes_done = min(len(minute_rates), int(now // 60.0))
+        door_signals = None
+        if door is not None:
+            door_signals = FrontDoorSignals(
+                tuple(
+                    DoorPool(tuple(names[k] for k in pool.tiers), float(len(door_queues[p])))
+                    for p, pool in enumerate(door.pools)
+                ),
+                door.cached_tiers,
+            )
         ctx = ScalingContext(
             now_s=trace.epoch_s + now,
             policy=policy_config,
             tiers=tuple(tier_contexts),
             rate_history_rps=SequenceWindow.head(minute_rates, minutes_done),
+            front_door=door_signals,
         )
         recommendation, state = policy(ctx, state)
         last_reason = recommendation.reason
@@ -492,18 +756,35 @@ def simulate(trace: Trace, config: SimConfig, policy: PolicyFunction, policy_nam
 
         # --- requests still waiting may start before the next tick -----------------------
         tick_s = now + period
+        if door is not None:
+            refresh_first_ready()
+            for p, queue in enumerate(door_queues):
+                pool = door.pools[p]
+                kept: deque[int] = deque()
+                for held in queue:
+                    deadline = arrivals[held] + pool.hold_s
+                    chosen = pick(pool, eligible(pool, held), min(tick_s, deadline))
+                    if chosen is not None:
+                        # Released when the pod turns Ready: vLLM starts it from then on.
+                        waiting[chosen].append(held)
+                    elif deadline <= tick_s:
+                        held_expired += 1  # the hold ran out before any pod was Ready
+                    else:
+                        kept.append(held)
+                door_queues[p] = kept
         for k in range(n_tiers):
             queue = waiting[k]
             while queue and commit(queue[0], k, tick_s):
                 queue.popleft()
-        if i >= n and (not any(waiting) or now >= deadline_s):
+        if i >= n and ((not any(waiting) and not any(door_queues)) or now >= deadline_s):
             break
 
     gpu_hours = 0.0
     cost = 0.0
     replica_hours: dict[str, float] = {}
+    spans = fleet.spans(end_s)
     for k, tier in enumerate(tiers):
-        seconds = fleet.gpu_seconds(k, end_s)
+        seconds = sum(max(0.0, stop - start) for tier_index, start, stop in spans if tier_index == k)
         replica_hours[tier.figures.name] = seconds / 3600.0
         gpu = seconds / 3600.0 * tier.figures.gpus_per_replica
         gpu_hours += gpu
@@ -527,33 +808,31 @@ def simulate(trace: Trace, config: SimConfig, policy: PolicyFunction, policy_nam
         ticks=ticks,
         timeline=timeline,
         last_reason=last_reason,
+        rejected=rejected_total,
+        held=held_total,
+        held_expired=held_expired,
+        unroutable=unroutable,
+        replica_spans=tuple(
+            (names[k], start, stop, tiers[k].figures.gpus_per_replica) for k, start, stop in spans
+        ),
+        final_state=state,
+        final_signals={context.name: context.signals for context in tier_contexts},
     )
 
 
 def _routing_weights(
     fleet: _Fleet, tiers: Sequence[SimTier], policy: PolicyConfig, now_s: float
 ) -> list[float]:
-    """Cumulative routing probabilities per tier: the spec's fixed shares first, the rest
-    in proportion to each tier's Ready capacity; tiers with nothing Ready get nothing."""
+    """Cumulative routing probabilities per tier without a front door: the `<service>`
+    Service spreads connections evenly over every Ready serving pod (kube-proxy), so
+    each tier gets its share of the Ready pods; routing shares are not enforced (only
+    the front door's route weights do that). Tiers with nothing Ready get nothing."""
+    del policy  # shares need the front door; kept in the signature for the callers
     ready = [fleet.ready_count(k, now_s) for k in range(len(tiers))]
-    shares = [tier_policy_of(policy, tier.figures.name).routing_share for tier in tiers]
-    weights = [0.0] * len(tiers)
-    fixed = 0.0
-    for k, share in enumerate(shares):
-        if share is not None and ready[k] > 0:
-            weights[k] = share
-            fixed += share
-    free = [k for k, share in enumerate(shares) if share is None and ready[k] > 0]
-    capacity = sum(ready[k] * tiers[k].figures.usable_rps for k in free)
-    rest = max(0.0, 1.0 - fixed)
-    for k in free:
-        weights[k] = rest * ready[k] * tiers[k].figures.usable_rps / capacity if capacity > 0 else 0.0
+    weights = [float(count) for count in ready]
     total = sum(weights)
     if total <= 0.0:
-        # Nothing Ready anywhere: queue at the tier with the most replicas on the way.
-        target = max(range(len(tiers)), key=lambda k: (len(fleet.active[k]), -k))
-        weights = [1.0 if k == target else 0.0 for k in range(len(tiers))]
-        total = 1.0
+        return []  # the Service has no endpoint: a connection is refused
     cumulative: list[float] = []
     running = 0.0
     for weight in weights:

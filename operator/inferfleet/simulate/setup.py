@@ -5,11 +5,19 @@ from __future__ import annotations
 import dataclasses
 import math
 
+from inferfleet.api import InferenceService, ObjectMeta
 from inferfleet.api.plan import Plan, TierPlan
 from inferfleet.api.spec import InferenceServiceSpec
 from inferfleet.config import OperatorSettings
-from inferfleet.scaling import PolicyConfig, figures_from_plan, mean_input_tokens, resolve_policy
-from inferfleet.simulate.engine import ServingModel, SimConfig, SimTier
+from inferfleet.render import frontdoor
+from inferfleet.scaling import (
+    PolicyConfig,
+    figures_from_plan,
+    mean_input_tokens,
+    mean_output_tokens,
+    resolve_policy,
+)
+from inferfleet.simulate.engine import DoorPoolModel, FrontDoorModel, ServingModel, SimConfig, SimTier
 
 
 class SetupError(ValueError):
@@ -17,12 +25,15 @@ class SetupError(ValueError):
 
 
 def sim_tier(
-    tier_plan: TierPlan, cost_per_gpu_hour: float | None, mean_input_tokens: float | None = None
+    tier_plan: TierPlan,
+    cost_per_gpu_hour: float | None,
+    mean_input_tokens: float | None = None,
+    mean_output_tokens: float | None = None,
 ) -> SimTier:
     performance = tier_plan.performance
     if performance is None:
         raise SetupError(f"tier {tier_plan.name}: the plan has no performance figures to simulate with")
-    figures = figures_from_plan(tier_plan, mean_input_tokens)
+    figures = figures_from_plan(tier_plan, mean_input_tokens, mean_output_tokens)
     return SimTier(
         figures=figures,
         serving=ServingModel(
@@ -32,7 +43,48 @@ def sim_tier(
         ),
         slots=max(1, math.floor(figures.max_concurrency)),
         cost_per_gpu_hour=cost_per_gpu_hour or 0.0,
+        kv_tokens_per_slot=tier_plan.kv_cache_tokens / max(1, math.floor(figures.max_concurrency)),
     )
+
+
+def front_door_model(
+    spec: InferenceServiceSpec, plan: Plan, settings: OperatorSettings, tiers: tuple[SimTier, ...]
+) -> FrontDoorModel | None:
+    """The front door `render` makes for this spec, as the simulator replays it: its pools
+    over the simulated tiers, route weights and holds. None without a Gateway (plain
+    Services)."""
+    identity = InferenceService.model_construct(
+        api_version="inferfleet.dev/v1alpha1",
+        kind="InferenceService",
+        metadata=ObjectMeta(name=plan.name, namespace="default"),
+        spec=spec,
+        status=None,
+    )
+    front = frontdoor.resolve(identity, plan, settings)
+    if front.mode != "gateway" or not front.pools:
+        return None
+    index = {tier.figures.name: k for k, tier in enumerate(tiers)}
+    pools = []
+    for pool in front.pools:
+        own = [index[name] for name in pool.tiers if name in index]
+        # Overflow tiers, the tightest range first (the picker's context-length scorer).
+        overflow = sorted(
+            (index[name] for name in pool.overflow if name in index), key=lambda k: tiers[k].max_model_len
+        )
+        if own or overflow:
+            pools.append(
+                DoorPoolModel(
+                    pool.name,
+                    tuple(own + overflow),
+                    len(own),
+                    None if pool.weight is None else float(pool.weight),
+                    float(pool.hold_s),
+                )
+            )
+    # With a pre-cache (the default), every tier's nodes hold the weights before a
+    # replica needs them.
+    cached = frozenset(index) if spec.cache is None or spec.cache.mode != "none" else frozenset()
+    return FrontDoorModel(tuple(pools), cached)
 
 
 def build_config(
@@ -46,9 +98,10 @@ def build_config(
 ) -> SimConfig:
     """Feasible tiers of the plan, the resolved policy, and the spec's SLOs."""
     prompt_tokens = mean_input_tokens(spec)
+    output_tokens = mean_output_tokens(spec)
     costs = {tier.name: tier.cost_per_gpu_hour for tier in spec.tiers}
     tiers = tuple(
-        sim_tier(tier_plan, costs.get(tier_plan.name), prompt_tokens)
+        sim_tier(tier_plan, costs.get(tier_plan.name), prompt_tokens, output_tokens)
         for tier_plan in plan.tiers
         if tier_plan.feasible and tier_plan.usable_rps > 0
     )
@@ -64,4 +117,5 @@ def build_config(
         itl_slo_ms=spec.workload.slo.itl_p99_ms,
         seed=seed,
         timeline=timeline,
+        front_door=front_door_model(spec, plan, settings or OperatorSettings(), tiers),
     )
