@@ -13,7 +13,7 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 
 mod_version() { # module path, go.mod -> the version it requires
-    awk -v m="$1" '$1 == m || ($1 == "require" && $2 == m) {print $NF; exit}' "$2"
+    awk -v m="$1" '$1 == m {print $2; exit} $1 == "require" && $2 == m {print $3; exit}' "$2"
 }
 k8s_version="$(mod_version k8s.io/kubernetes "$here/k8s/go.mod")"
 etcd_version="$(mod_version go.etcd.io/etcd/server/v3 "$here/etcd/go.mod")"
