@@ -92,7 +92,7 @@ def _configure_webhook(settings: kopf.OperatorSettings, memo: Any, port: int) ->
         certfile, pkeyfile = certificates.self_signed(scratch, [host])
         cafile = certfile
     settings.admission.server = kopf.WebhookServer(
-        addr="0.0.0.0", port=port, host=host, certfile=certfile, pkeyfile=pkeyfile, cafile=cafile
+        addr=memo.get("bind_address") or "0.0.0.0", port=port, host=host, certfile=certfile, pkeyfile=pkeyfile, cafile=cafile
     )
     # kopf creates/patches the ValidatingWebhookConfiguration with our CA bundle.
     settings.admission.managed = f"validate.{labels.GROUP}"

@@ -25,6 +25,8 @@ HANDLER_MODULES: tuple[str, ...] = ("inferfleet.handlers", "inferfleet.autoscale
 # Peering priorities are drawn from this range when not given: two replicas with equal
 # priority would both pause, so each picks its own; the highest one works.
 PRIORITY_RANGE = (1, 1_000_000)
+# Where the liveness, metrics and webhook servers listen: every interface in a pod.
+DEFAULT_BIND_ADDRESS = "0.0.0.0"
 
 
 @dataclass(frozen=True)
@@ -39,6 +41,7 @@ class RunOptions:
     standalone: bool
     webhook_host: str | None
     webhook_cert_dir: Path | None
+    bind_address: str
     json_logs: bool
     verbose: bool
 
@@ -54,6 +57,7 @@ def decide_options(
     webhook_host: str | None,
     webhook_cert_dir: Path | None,
     verbose: bool,
+    bind_address: str = DEFAULT_BIND_ADDRESS,
 ) -> RunOptions:
     if all_namespaces and namespaces:
         raise ValueError("--all-namespaces and --namespace exclude each other")
@@ -61,12 +65,13 @@ def decide_options(
     return RunOptions(
         clusterwide=not chosen,
         namespaces=chosen,
-        liveness_endpoint=f"http://0.0.0.0:{settings.liveness_port}/healthz",
+        liveness_endpoint=f"http://{bind_address}:{settings.liveness_port}/healthz",
         peering_name=peering,
         priority=priority if priority is not None else random.randint(*PRIORITY_RANGE),
         standalone=standalone,
         webhook_host=webhook_host,
         webhook_cert_dir=webhook_cert_dir,
+        bind_address=bind_address,
         json_logs=settings.log_format == "json",
         verbose=verbose,
     )
@@ -88,6 +93,7 @@ def start(options: RunOptions, settings: OperatorSettings) -> None:
         settings=settings,
         webhook_host=options.webhook_host,
         webhook_cert_dir=options.webhook_cert_dir,
+        bind_address=options.bind_address,
         # The resync and autoscaler loops list InferenceServices where kopf watches them.
         namespaces=options.namespaces,
         # One replica alone needs no election; otherwise the Lease shares the peering name.
@@ -123,6 +129,9 @@ def run_command(  # noqa: PLR0917 - typer maps each option to a parameter
     webhook_cert_dir: Annotated[
         Path | None, typer.Option(help="Directory with tls.crt/tls.key (cert-manager); else self-signed.")
     ] = None,
+    bind_address: Annotated[
+        str, typer.Option(help="Address the liveness, metrics and webhook servers listen on.")
+    ] = DEFAULT_BIND_ADDRESS,
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
 ) -> None:
     """Run the operator: reconcile InferenceServices into vLLM workloads until stopped."""
@@ -138,6 +147,7 @@ def run_command(  # noqa: PLR0917 - typer maps each option to a parameter
             webhook_host=webhook_host,
             webhook_cert_dir=webhook_cert_dir,
             verbose=verbose,
+            bind_address=bind_address,
         )
     except (SettingsInvalid, ValueError) as error:
         fail(str(error))

@@ -67,4 +67,7 @@ def test_run_peering_liveness_and_json_logs() -> None:
     assert chosen.json_logs and chosen.peering_name == "inferfleet" and not chosen.standalone
     assert run_cli.PRIORITY_RANGE[0] <= chosen.priority <= run_cli.PRIORITY_RANGE[1]
     assert options(priority=7).priority == 7
+    # Off a pod (the e2e suite, a laptop) the servers stay on loopback.
+    local = options(bind_address="127.0.0.1")
+    assert local.liveness_endpoint == "http://127.0.0.1:8080/healthz" and local.bind_address == "127.0.0.1"
     assert "inferfleet.handlers" in run_cli.HANDLER_MODULES
