@@ -555,8 +555,10 @@ class ControlPlane:
             )
 
         if self.options.kwok:
-            start_kwok(self, kwok_config)
+            # Nodes first: KWOK v0.7 may miss a node that starts to match its selector
+            # while it watches, but always takes the ones it lists at startup.
             register_fleet(self.kubectl, self.kubectl_json)
+            start_kwok(self, kwok_config)
             wait_until(lambda: fleet_ready(self.kubectl_json), "every fake node Ready", START_TIMEOUT_S)
         if self.options.crds:
             install_crds(self.kubectl)
