@@ -35,7 +35,7 @@ import kopf
 from inferfleet.api import labels
 from inferfleet.cluster import KubernetesCluster, TransientApiError
 from inferfleet.config import OperatorSettings
-from inferfleet.controller import admission, certificates, leader, resync
+from inferfleet.controller import certificates, leader, resync
 from inferfleet.controller.passes import run_pass
 from inferfleet.controller.reconciler import Planner, Reconciler
 from inferfleet.metrics import operator_metrics
@@ -92,7 +92,12 @@ def _configure_webhook(settings: kopf.OperatorSettings, memo: Any, port: int) ->
         certfile, pkeyfile = certificates.self_signed(scratch, [host])
         cafile = certfile
     settings.admission.server = kopf.WebhookServer(
-        addr=memo.get("bind_address") or "0.0.0.0", port=port, host=host, certfile=certfile, pkeyfile=pkeyfile, cafile=cafile
+        addr=memo.get("bind_address") or "0.0.0.0",
+        port=port,
+        host=host,
+        certfile=certfile,
+        pkeyfile=pkeyfile,
+        cafile=cafile,
     )
     # kopf creates/patches the ValidatingWebhookConfiguration with our CA bundle.
     settings.admission.managed = f"validate.{labels.GROUP}"
@@ -177,15 +182,6 @@ def reconcile_parent(*, type: str | None, body: kopf.Body, memo: Any, logger: Lo
         _run(memo, body.metadata.namespace, parent, 0, logger)
     except kopf.TemporaryError as error:
         logger.warning("parent %s not reconciled now (the resync loop retries): %s", parent, error)
-
-
-@kopf.on.validate(*GVP, id="plan", operations=["CREATE", "UPDATE"])
-def validate_plan(*, body: kopf.Body, memo: Any, warnings: list[str], **_: Any) -> None:
-    reconciler: Reconciler = memo["reconciler"]
-    verdict = admission.review(dict(body), reconciler.planner)
-    warnings.extend(verdict.warnings)
-    if verdict.rejection is not None:
-        raise kopf.AdmissionError(verdict.rejection, code=422)
 
 
 @kopf.on.probe(id="reconcilePasses")

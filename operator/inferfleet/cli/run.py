@@ -21,6 +21,9 @@ from inferfleet.config import OperatorSettings, SettingsInvalid
 
 # Modules whose import registers kopf handlers. Add a feature's handlers with one line.
 HANDLER_MODULES: tuple[str, ...] = ("inferfleet.handlers", "inferfleet.autoscaler.handlers")
+# Registered only with a webhook server (--webhook-host): kopf refuses admission
+# handlers without one.
+WEBHOOK_HANDLER_MODULES: tuple[str, ...] = ("inferfleet.admission_handlers",)
 
 # Peering priorities are drawn from this range when not given: two replicas with equal
 # priority would both pause, so each picks its own; the highest one works.
@@ -77,6 +80,10 @@ def decide_options(
     )
 
 
+def handler_modules(options: RunOptions) -> tuple[str, ...]:
+    return HANDLER_MODULES + (WEBHOOK_HANDLER_MODULES if options.webhook_host else ())
+
+
 def start(options: RunOptions, settings: OperatorSettings) -> None:
     import kopf
 
@@ -87,7 +94,7 @@ def start(options: RunOptions, settings: OperatorSettings) -> None:
     )
     from inferfleet.controller.leader import LeaseConfig
 
-    for module in HANDLER_MODULES:
+    for module in handler_modules(options):
         importlib.import_module(module)
     memo = kopf.Memo(
         settings=settings,

@@ -71,3 +71,6 @@ def test_run_peering_liveness_and_json_logs() -> None:
     local = options(bind_address="127.0.0.1")
     assert local.liveness_endpoint == "http://127.0.0.1:8080/healthz" and local.bind_address == "127.0.0.1"
     assert "inferfleet.handlers" in run_cli.HANDLER_MODULES
+    # kopf refuses to run admission handlers without a webhook server: only with one.
+    assert "inferfleet.admission_handlers" not in run_cli.handler_modules(chosen)
+    assert "inferfleet.admission_handlers" in run_cli.handler_modules(options(webhook_host="op.svc"))
