@@ -12,7 +12,7 @@ import importlib
 import random
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -106,15 +106,24 @@ def start(options: RunOptions, settings: OperatorSettings) -> None:
         # One replica alone needs no election; otherwise the Lease shares the peering name.
         leader_election=None if options.standalone else LeaseConfig.from_environment(options.peering_name),
     )
-    kopf.run(
-        clusterwide=options.clusterwide,
-        namespaces=options.namespaces,
-        liveness_endpoint=options.liveness_endpoint,
-        peering_name=options.peering_name,
-        priority=options.priority,
-        standalone=options.standalone,
-        memo=memo,
-    )
+    kopf.run(memo=memo, **kopf_run_arguments(options))
+
+
+def kopf_run_arguments(options: RunOptions) -> dict[str, Any]:
+    """`kopf.run`'s peering and scope arguments.
+
+    A peering name makes kopf's peering mandatory, and a standalone operator has no
+    peering object to find: kopf would pause every watch for ever ("peering CRD is
+    missing"). So a standalone run names no peering at all.
+    """
+    return {
+        "clusterwide": options.clusterwide,
+        "namespaces": options.namespaces,
+        "liveness_endpoint": options.liveness_endpoint,
+        "peering_name": None if options.standalone else options.peering_name,
+        "priority": options.priority,
+        "standalone": options.standalone,
+    }
 
 
 @app.command("run")

@@ -52,6 +52,15 @@ def options(**overrides: object) -> run_cli.RunOptions:
     return run_cli.decide_options(OperatorSettings(namespaces=("from-env",)), **arguments)  # type: ignore[arg-type]
 
 
+def test_standalone_run_names_no_peering_so_kopf_never_waits_for_one() -> None:
+    # kopf.run(peering_name=...) makes peering mandatory; with --standalone there is no
+    # peering object, and kopf paused every watch for ever (seen on a real API server).
+    standalone = run_cli.kopf_run_arguments(options(standalone=True))
+    assert standalone["standalone"] is True and standalone["peering_name"] is None
+    peered = run_cli.kopf_run_arguments(options(peering="ha"))
+    assert peered["standalone"] is False and peered["peering_name"] == "ha"
+
+
 def test_run_namespaces_flags_win_over_settings() -> None:
     assert options().namespaces == ("from-env",) and not options().clusterwide
     assert options(namespaces=["a", "b"]).namespaces == ("a", "b")
