@@ -676,6 +676,12 @@ def fleet_nodes() -> list[dict[str, Any]]:
     return nodes
 
 
+def fleet_gpus() -> dict[str, str | None]:
+    """Node name -> the catalog GPU its pool carries (None: CPU only): the suite's truth."""
+    fleet = yaml.safe_load(FLEET_FILE.read_text(encoding="utf-8"))
+    return {name: pool.get("gpu") for pool in fleet["nodes"] for name in pool["names"]}
+
+
 def register_fleet(kubectl: Callable[..., Any], kubectl_json: Callable[..., Any]) -> None:
     """Create the fake nodes. The status (GPUs) goes in before KWOK's annotation, so KWOK
     never initializes a node without its allocatable resources."""
