@@ -74,8 +74,11 @@ def _local_cluster(workdir: Path) -> Iterator[Cluster]:
         plane.close()
         pytest.fail(f"the e2e control plane did not start: {error} (logs: {logs})", pytrace=False)
     yield Cluster(
-        kubeconfig=plane.kubeconfig, kubectl_path=plane.tool("kubectl"), workdir=workdir,
-        webhook_host="127.0.0.1", plane=plane,
+        kubeconfig=plane.kubeconfig,
+        kubectl_path=plane.tool("kubectl"),
+        workdir=workdir,
+        webhook_host="127.0.0.1",
+        plane=plane,
     )
     plane.stop()
     _keep_logs(plane.logs, "controlplane")
@@ -94,18 +97,25 @@ def _external_cluster(kubeconfig: Path, workdir: Path) -> Iterator[Cluster]:
         pytest.fail(f"KWOK and kubectl for the external cluster: {error}", pytrace=False)
     assert kubectl is not None
     cluster = Cluster(
-        kubeconfig=kubeconfig, kubectl_path=kubectl, workdir=workdir,
+        kubeconfig=kubeconfig,
+        kubectl_path=kubectl,
+        workdir=workdir,
         webhook_host=os.environ.get("INFERFLEET_E2E_WEBHOOK_HOST", "127.0.0.1"),
     )
     config = workdir / "kwok.yaml"
     config.write_text(controlplane.stages_config(float(os.environ.get("INFERFLEET_E2E_COLD_START_S", "3"))))
-    kwok = controlplane.Component("kwok", controlplane.kwok_args(str(kwok_bin), kubeconfig, config),
-                                  workdir / "logs" / "kwok.log")
+    kwok = controlplane.Component(
+        "kwok", controlplane.kwok_args(str(kwok_bin), kubeconfig, config), workdir / "logs" / "kwok.log"
+    )
     try:
         controlplane.register_fleet(cluster.kubectl, cluster.kubectl_json)
         kwok.start()
-        controlplane.wait_until(lambda: controlplane.fleet_ready(cluster.kubectl_json), "the fake fleet Ready",
-                                controlplane.START_TIMEOUT_S, alive=kwok)
+        controlplane.wait_until(
+            lambda: controlplane.fleet_ready(cluster.kubectl_json),
+            "the fake fleet Ready",
+            controlplane.START_TIMEOUT_S,
+            alive=kwok,
+        )
         controlplane.install_crds(cluster.kubectl)
         yield cluster
     finally:
@@ -133,7 +143,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     try:
         yield found
     finally:
-        found.kubectl("delete", "clusterrolebinding", "-l", f"{NAMESPACE_LABEL}=true", "--wait=false", check=False)
+        found.kubectl(
+            "delete", "clusterrolebinding", "-l", f"{NAMESPACE_LABEL}=true", "--wait=false", check=False
+        )
         found.kubectl("delete", "namespace", "-l", f"{NAMESPACE_LABEL}=true", "--wait=false", check=False)
         found.api.close()
         next(source, None)
@@ -182,9 +194,17 @@ class Operators:
     webhooks: bool = False
 
     def start(
-        self, namespace: str, *, name: str = "operator", kubeconfig: Path | None = None, webhook: bool = False,
-        standalone: bool = True, peering: str | None = None, prometheus_url: str | None = None,
-        namespaces: tuple[str, ...] | None = None, lease_namespace: str | None = None,
+        self,
+        namespace: str,
+        *,
+        name: str = "operator",
+        kubeconfig: Path | None = None,
+        webhook: bool = False,
+        standalone: bool = True,
+        peering: str | None = None,
+        prometheus_url: str | None = None,
+        namespaces: tuple[str, ...] | None = None,
+        lease_namespace: str | None = None,
         env: dict[str, str] | None = None,
     ) -> Operator:
         if kubeconfig is None:
@@ -193,20 +213,26 @@ class Operators:
         if webhook:
             cert_dir = self.workdir / f"{name}-webhook"
             cert_dir.mkdir(parents=True, exist_ok=True)
-            pair = self.cluster.webhook_pki.issue(f"{name}-webhook", common_name="inferfleet-webhook",
-                                                  hosts=[self.cluster.webhook_host])
+            pair = self.cluster.webhook_pki.issue(
+                f"{name}-webhook", common_name="inferfleet-webhook", hosts=[self.cluster.webhook_host]
+            )
             shutil.copy(pair.cert, cert_dir / "tls.crt")
             shutil.copy(pair.key, cert_dir / "tls.key")
             shutil.copy(self.cluster.webhook_pki.ca, cert_dir / "ca.crt")
             self.webhooks = True
         operator = Operator(
-            name=name, kubeconfig=kubeconfig, namespaces=namespaces or (namespace,),
+            name=name,
+            kubeconfig=kubeconfig,
+            namespaces=namespaces or (namespace,),
             log=self.workdir / f"{name}-{len(self.started)}.log",
             prometheus_url=prometheus_url or self.observability.prometheus.url,
             bind_address="127.0.0.1" if webhook is False else self.cluster.webhook_host,
-            standalone=standalone, peering=peering,
-            webhook_host=self.cluster.webhook_host if webhook else None, webhook_cert_dir=cert_dir,
-            lease_namespace=lease_namespace, env=env or {},
+            standalone=standalone,
+            peering=peering,
+            webhook_host=self.cluster.webhook_host if webhook else None,
+            webhook_cert_dir=cert_dir,
+            lease_namespace=lease_namespace,
+            env=env or {},
         )
         self.started.append(operator)
         return operator.start()
@@ -217,13 +243,20 @@ class Operators:
         if self.webhooks:
             # kopf empties its configuration on a clean exit; a killed one leaves a Fail
             # policy behind that would refuse every later create.
-            self.cluster.kubectl("delete", "validatingwebhookconfiguration", "validate.inferfleet.dev",
-                                 "--ignore-not-found", check=False)
+            self.cluster.kubectl(
+                "delete",
+                "validatingwebhookconfiguration",
+                "validate.inferfleet.dev",
+                "--ignore-not-found",
+                check=False,
+            )
 
 
 @pytest.fixture
 def operators(
-    cluster: Cluster, observability: Observability, request: pytest.FixtureRequest,
+    cluster: Cluster,
+    observability: Observability,
+    request: pytest.FixtureRequest,
     tmp_path: Path,
 ) -> Iterator[Operators]:
     found = Operators(cluster, observability, tmp_path)

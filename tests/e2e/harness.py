@@ -39,7 +39,9 @@ def _load_controlplane() -> ModuleType:
     name = "inferfleet_e2e_controlplane"
     if name in sys.modules:
         return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, REPO_ROOT / "hack" / "controlplane" / "controlplane.py")
+    spec = importlib.util.spec_from_file_location(
+        name, REPO_ROOT / "hack" / "controlplane" / "controlplane.py"
+    )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # dataclasses resolve their annotations through sys.modules
@@ -62,7 +64,9 @@ def eventually(probe: Callable[[], T], timeout_s: float = 60.0, interval_s: floa
             return probe()
         except AssertionError as error:
             if time.monotonic() >= deadline:
-                raise AssertionError(f"after {timeout_s:.0f}s{' waiting for ' + what if what else ''}: {error}") from None
+                raise AssertionError(
+                    f"after {timeout_s:.0f}s{' waiting for ' + what if what else ''}: {error}"
+                ) from None
             time.sleep(interval_s)
 
 
@@ -129,7 +133,9 @@ class Cluster:
         return client.AppsV1Api(self.api)
 
     def service(self, namespace: str, name: str) -> dict[str, Any]:
-        found: dict[str, Any] = self.custom().get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
+        found: dict[str, Any] = self.custom().get_namespaced_custom_object(
+            GROUP, VERSION, namespace, PLURAL, name
+        )
         return found
 
     def list(self, path: str, namespace: str | None = None, selector: str = "") -> list[dict[str, Any]]:
@@ -137,16 +143,21 @@ class Cluster:
         group_version, _, plural = path.rpartition("/")
         root = "/api/v1" if group_version == "v1" else f"/apis/{group_version}"
         scope = f"/namespaces/{namespace}" if namespace else ""
-        answer = self.raw("GET", f"{root}{scope}/{plural}", query={"labelSelector": selector} if selector else None)
+        answer = self.raw(
+            "GET", f"{root}{scope}/{plural}", query={"labelSelector": selector} if selector else None
+        )
         items: list[dict[str, Any]] = answer.get("items") or []
         return items
 
     def raw(self, method: str, path: str, *, query: Mapping[str, str] | None = None, body: Any = None) -> Any:
         response = self.api.call_api(
             *self.api.param_serialize(
-                method=method, resource_path=path, query_params=list((query or {}).items()),
+                method=method,
+                resource_path=path,
+                query_params=list((query or {}).items()),
                 header_params={"Accept": "application/json", "Content-Type": "application/json"},
-                body=body, auth_settings=["BearerToken"],
+                body=body,
+                auth_settings=["BearerToken"],
             ),
             _request_timeout=30,
         )
@@ -190,16 +201,27 @@ def token_kubeconfig(cluster: Cluster, namespace: str, account: str, path: Path)
 def admin_identity(cluster: Cluster, namespace: str, account: str, workdir: Path) -> Path:
     """A ServiceAccount bound to cluster-admin: a distinct identity with every permission
     (the RBAC test uses the chart's own ServiceAccount and rules instead)."""
-    cluster.apply([
-        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": account, "namespace": namespace}},
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRoleBinding",
-            "metadata": {"name": f"e2e-{namespace}-{account}", "labels": {NAMESPACE_LABEL: "true"}},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
-            "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}],
-        },
-    ], manager="inferfleet-e2e")
+    cluster.apply(
+        [
+            {
+                "apiVersion": "v1",
+                "kind": "ServiceAccount",
+                "metadata": {"name": account, "namespace": namespace},
+            },
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "ClusterRoleBinding",
+                "metadata": {"name": f"e2e-{namespace}-{account}", "labels": {NAMESPACE_LABEL: "true"}},
+                "roleRef": {
+                    "apiGroup": "rbac.authorization.k8s.io",
+                    "kind": "ClusterRole",
+                    "name": "cluster-admin",
+                },
+                "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}],
+            },
+        ],
+        manager="inferfleet-e2e",
+    )
     return token_kubeconfig(cluster, namespace, account, workdir / f"{namespace}-{account}.kubeconfig")
 
 
@@ -260,14 +282,20 @@ class Operator:
         self.log.parent.mkdir(parents=True, exist_ok=True)
         with self.log.open("ab") as out:
             self.process = subprocess.Popen(
-                self.command(), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                env=environment, start_new_session=True,
+                self.command(),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=environment,
+                start_new_session=True,
             )
 
         def live() -> None:
             assert self.alive(), f"operator {self.name} exited ({self.returncode()}):\n{self.tail()}"
             try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{self.liveness_port}/healthz", timeout=2) as answer:
+                with urllib.request.urlopen(
+                    f"http://127.0.0.1:{self.liveness_port}/healthz", timeout=2
+                ) as answer:
                     assert answer.status == 200
             except (urllib.error.URLError, OSError) as error:
                 raise AssertionError(f"operator {self.name} not live yet: {error}") from None
@@ -354,13 +382,20 @@ class Audit:
                 if users is not None and user not in users:
                     continue
                 ref = raw.get("objectRef") or {}
-                resource = str(ref.get("resource", "")) + (f"/{ref['subresource']}" if ref.get("subresource") else "")
+                resource = str(ref.get("resource", "")) + (
+                    f"/{ref['subresource']}" if ref.get("subresource") else ""
+                )
                 out.append(
                     AuditEvent(
-                        user=user, verb=str(raw.get("verb", "")), resource=resource,
-                        group=str(ref.get("apiGroup", "")), namespace=str(ref.get("namespace", "")),
-                        name=str(ref.get("name", "")), code=int((raw.get("responseStatus") or {}).get("code", 0)),
-                        user_agent=str(raw.get("userAgent", "")), at=str(raw.get("stageTimestamp", "")),
+                        user=user,
+                        verb=str(raw.get("verb", "")),
+                        resource=resource,
+                        group=str(ref.get("apiGroup", "")),
+                        namespace=str(ref.get("namespace", "")),
+                        name=str(ref.get("name", "")),
+                        code=int((raw.get("responseStatus") or {}).get("code", 0)),
+                        user_agent=str(raw.get("userAgent", "")),
+                        at=str(raw.get("stageTimestamp", "")),
                     )
                 )
         return out
@@ -389,7 +424,8 @@ def owned_by(obj: Mapping[str, Any], owner: Mapping[str, Any]) -> bool:
 
 def ready(pod: Mapping[str, Any]) -> bool:
     return any(
-        c["type"] == "Ready" and c["status"] == "True" for c in (pod.get("status") or {}).get("conditions") or []
+        c["type"] == "Ready" and c["status"] == "True"
+        for c in (pod.get("status") or {}).get("conditions") or []
     )
 
 

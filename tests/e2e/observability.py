@@ -113,7 +113,9 @@ class StandinBridge:
                 standin = self.standins[uid] = self._start(pod)
             if (pod["metadata"].get("annotations") or {}).get(ADDRESS_ANNOTATION) != standin.address:
                 self.cluster.core().patch_namespaced_pod(
-                    standin.pod, standin.namespace, {"metadata": {"annotations": {ADDRESS_ANNOTATION: standin.address}}}
+                    standin.pod,
+                    standin.namespace,
+                    {"metadata": {"annotations": {ADDRESS_ANNOTATION: standin.address}}},
                 )
 
     def _start(self, pod: Mapping[str, Any]) -> Standin:
@@ -125,8 +127,11 @@ class StandinBridge:
         args = [*(container.get("args") or []), "--host", "127.0.0.1", "--port", str(port)]
         with log.open("ab") as out:
             process = subprocess.Popen(
-                [sys.executable, str(STANDIN), *args], stdout=out, stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL, start_new_session=True,
+                [sys.executable, str(STANDIN), *args],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
                 env={"STANDIN_SECONDS_PER_TOKEN": str(SECONDS_PER_TOKEN), "PATH": "/usr/bin:/bin"},
             )
         return Standin(pod["metadata"]["uid"], namespace, name, f"127.0.0.1:{port}", process)
@@ -147,8 +152,15 @@ class StandinBridge:
 
 def _relabeling(rule: Mapping[str, Any]) -> dict[str, Any]:
     """A PodMonitor RelabelConfig (camelCase) as Prometheus's relabel_config."""
-    names = {"sourceLabels": "source_labels", "targetLabel": "target_label", "replacement": "replacement",
-             "regex": "regex", "separator": "separator", "modulus": "modulus", "action": "action"}
+    names = {
+        "sourceLabels": "source_labels",
+        "targetLabel": "target_label",
+        "replacement": "replacement",
+        "regex": "regex",
+        "separator": "separator",
+        "modulus": "modulus",
+        "action": "action",
+    }
     unknown = set(rule) - set(names)
     if unknown:
         raise ValueError(f"relabeling fields this suite does not translate: {sorted(unknown)}")
@@ -169,15 +181,24 @@ def scrape_jobs(pod_monitor: Mapping[str, Any], kubeconfig: Path) -> list[dict[s
     for index, endpoint in enumerate(spec.get("podMetricsEndpoints") or []):
         relabel: list[dict[str, Any]] = []
         for key, value in sorted((selector.get("matchLabels") or {}).items()):
-            relabel.append({
-                "action": "keep",
-                "source_labels": [f"__meta_kubernetes_pod_label_{sanitize(key)}",
-                                  f"__meta_kubernetes_pod_labelpresent_{sanitize(key)}"],
-                "regex": f"({re.escape(value)});true",
-            })
+            relabel.append(
+                {
+                    "action": "keep",
+                    "source_labels": [
+                        f"__meta_kubernetes_pod_label_{sanitize(key)}",
+                        f"__meta_kubernetes_pod_labelpresent_{sanitize(key)}",
+                    ],
+                    "regex": f"({re.escape(value)});true",
+                }
+            )
         if endpoint.get("port"):
-            relabel.append({"action": "keep", "source_labels": ["__meta_kubernetes_pod_container_port_name"],
-                            "regex": re.escape(endpoint["port"])})
+            relabel.append(
+                {
+                    "action": "keep",
+                    "source_labels": ["__meta_kubernetes_pod_container_port_name"],
+                    "regex": re.escape(endpoint["port"]),
+                }
+            )
         relabel += [
             {"source_labels": ["__meta_kubernetes_namespace"], "target_label": "namespace"},
             {"source_labels": ["__meta_kubernetes_pod_container_name"], "target_label": "container"},
@@ -194,16 +215,18 @@ def scrape_jobs(pod_monitor: Mapping[str, Any], kubeconfig: Path) -> list[dict[s
             {"source_labels": ["__address__"], "target_label": "instance"},
         ]
         interval_s = min(MAX_SCRAPE_INTERVAL_S, _seconds(endpoint.get("interval", "30s")))
-        jobs.append({
-            "job_name": f"podMonitor/{namespace}/{metadata['name']}/{index}",
-            "scrape_interval": f"{interval_s}s",
-            "scrape_timeout": f"{interval_s}s",
-            "metrics_path": endpoint.get("path", "/metrics"),
-            "kubernetes_sd_configs": [
-                {"role": "pod", "kubeconfig_file": str(kubeconfig), "namespaces": {"names": [namespace]}}
-            ],
-            "relabel_configs": relabel,
-        })
+        jobs.append(
+            {
+                "job_name": f"podMonitor/{namespace}/{metadata['name']}/{index}",
+                "scrape_interval": f"{interval_s}s",
+                "scrape_timeout": f"{interval_s}s",
+                "metrics_path": endpoint.get("path", "/metrics"),
+                "kubernetes_sd_configs": [
+                    {"role": "pod", "kubeconfig_file": str(kubeconfig), "namespaces": {"names": [namespace]}}
+                ],
+                "relabel_configs": relabel,
+            }
+        )
     return jobs
 
 
@@ -218,7 +241,11 @@ class PodMonitorPrometheus:
     """A Prometheus whose scrape jobs follow the PodMonitors in `namespaces` (None: all)."""
 
     def __init__(
-        self, cluster: Cluster, workdir: Path, namespaces: Iterable[str] | None = None, interval_s: float = 1.0
+        self,
+        cluster: Cluster,
+        workdir: Path,
+        namespaces: Iterable[str] | None = None,
+        interval_s: float = 1.0,
     ) -> None:
         self.cluster = cluster
         self.namespaces = None if namespaces is None else tuple(namespaces)
@@ -259,7 +286,9 @@ class PodMonitorPrometheus:
 
     def sync(self) -> None:
         jobs: list[dict[str, Any]] = []
-        for monitor in sorted(self._pod_monitors(), key=lambda m: (m["metadata"]["namespace"], m["metadata"]["name"])):
+        for monitor in sorted(
+            self._pod_monitors(), key=lambda m: (m["metadata"]["namespace"], m["metadata"]["name"])
+        ):
             jobs += scrape_jobs(monitor, self.cluster.kubeconfig)
         if jobs != self._jobs:
             self.server.reload(jobs)

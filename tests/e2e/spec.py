@@ -26,8 +26,15 @@ def cpu_service(name: str, namespace: str, image: str) -> dict[str, Any]:
                 "peakRequestsPerSecond": 1,
             },
             # resourceName "none": the pods request no accelerator at all.
-            "tiers": [{"name": "cpu", "gpu": {"name": "cpu-standin", "memoryGiB": 16, "resourceName": "none"},
-                       "gpusPerNode": 1, "minReplicas": 1, "maxReplicas": 3}],
+            "tiers": [
+                {
+                    "name": "cpu",
+                    "gpu": {"name": "cpu-standin", "memoryGiB": 16, "resourceName": "none"},
+                    "gpusPerNode": 1,
+                    "minReplicas": 1,
+                    "maxReplicas": 3,
+                }
+            ],
             "cache": {"mode": "none"},
             "serving": {"image": image, "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}}},
         },

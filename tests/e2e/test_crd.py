@@ -16,8 +16,15 @@ CRD_NAME = "inferenceservices.inferfleet.dev"
 def test_crd_is_accepted_established_and_serves_its_short_name(cluster: Cluster) -> None:
     # Re-applying the file as it is in the repository must be accepted as is (the API
     # server compiles every CEL rule and estimates its cost on each write).
-    done = cluster.kubectl("apply", "--server-side", "--force-conflicts", "--field-manager=inferfleet-e2e",
-                           "-f", str(REPO_ROOT / "crds" / f"{CRD_NAME}.yaml"), check=False)
+    done = cluster.kubectl(
+        "apply",
+        "--server-side",
+        "--force-conflicts",
+        "--field-manager=inferfleet-e2e",
+        "-f",
+        str(REPO_ROOT / "crds" / f"{CRD_NAME}.yaml"),
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     crd = cluster.kubectl_json("get", "crd", CRD_NAME)
     conditions = {c["type"]: c for c in crd["status"]["conditions"]}
@@ -35,7 +42,9 @@ def test_crd_is_accepted_established_and_serves_its_short_name(cluster: Cluster)
 def test_kubectl_explain_documents_the_spec(cluster: Cluster) -> None:
     spec = cluster.kubectl("explain", "inferenceservice.spec").stdout
     for field in ("model", "workload", "tiers", "scaling", "cache", "serving"):
-        assert f"  {field}\t" in spec or f"  {field} " in spec, f"{field} missing from kubectl explain:\n{spec}"
+        assert f"  {field}\t" in spec or f"  {field} " in spec, (
+            f"{field} missing from kubectl explain:\n{spec}"
+        )
     tiers = cluster.kubectl("explain", "ifs.spec.tiers.minReplicas").stdout
     assert "FIELD: minReplicas <integer>" in tiers
     assert "DESCRIPTION:" in tiers and len(tiers.split("DESCRIPTION:")[1].strip()) > 10
@@ -55,7 +64,9 @@ def test_api_server_enforces_cel_rules_with_field_paths(cluster: Cluster, namesp
     assert "spec.tiers[0]" in message and "minReplicas" in message, message
     assert "spec.workload.inputTokens" in message, message
     # Nothing was stored.
-    assert cluster.kubectl("get", "ifs", body["metadata"]["name"], "-n", namespace, check=False).returncode != 0
+    assert (
+        cluster.kubectl("get", "ifs", body["metadata"]["name"], "-n", namespace, check=False).returncode != 0
+    )
 
     duplicate = copy.deepcopy(body)
     duplicate["spec"]["tiers"][1]["name"] = duplicate["spec"]["tiers"][0]["name"]
