@@ -647,6 +647,7 @@ def kwok_args(binary: str, kubeconfig: Path, config: Path) -> list[str]:
         "--manage-all-nodes=false",
         "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
         "--node-lease-duration-seconds=40",
+        "-v=WARN",
     ]
 
 

@@ -266,7 +266,7 @@ def operators(
         for operator in found.started:
             print(f"\n--- operator {operator.name} (exit {operator.returncode()}) ---\n{operator.tail(80)}")
         if cluster.plane is not None:
-            print(cluster.plane.dump_logs(lines=15))
+            print(cluster.plane.dump_logs(lines=8))
         _keep_logs(tmp_path, request.node.name)
 
 

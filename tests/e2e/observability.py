@@ -250,6 +250,7 @@ class PodMonitorPrometheus:
         self.cluster = cluster
         self.namespaces = None if namespaces is None else tuple(namespaces)
         self.workdir = workdir
+        workdir.mkdir(parents=True, exist_ok=True)
         self.interval_s = interval_s
         self.server = PrometheusServer([], scrape_interval_s=1.0, workdir=workdir)
         self._jobs: list[dict[str, Any]] = []
