@@ -7,15 +7,18 @@ port, and writes that address into the pod's annotation `e2e.inferfleet.dev/addr
 (the pod network standing in). When the pod goes, so does the process.
 
 `PodMonitorPrometheus` is Debian's Prometheus, configured the way prometheus-operator
-would configure it from the PodMonitors the operator created: pod discovery against the
-API server (kubernetes_sd, the suite's kubeconfig), the PodMonitor's selector and port,
-its own relabelings, then `__address__` from the annotation above. So the series carry
-exactly the labels the operator's queries expect only if the operator's PodMonitor is
-right.
+would configure it from the PodMonitors the operator created: the PodMonitor's selector
+and port, its own relabelings, then `__address__` from the annotation above. Debian
+builds Prometheus without Kubernetes service discovery, so pod discovery is done here:
+the live Pod objects are listed from the API server and written as file_sd targets
+carrying the `__meta_kubernetes_pod_*` labels kubernetes_sd (role pod) would give them.
+So the series carry exactly the labels the operator's queries expect only if the
+operator's PodMonitor is right.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import subprocess
@@ -170,7 +173,40 @@ def _relabeling(rule: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def scrape_jobs(pod_monitor: Mapping[str, Any], kubeconfig: Path) -> list[dict[str, Any]]:
+def pod_targets(pods: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """file_sd target groups with kubernetes_sd's role=pod meta labels: one per container port."""
+    groups = []
+    for pod in pods:
+        metadata, spec, status = pod["metadata"], pod["spec"], pod.get("status") or {}
+        meta = {
+            "__meta_kubernetes_namespace": metadata["namespace"],
+            "__meta_kubernetes_pod_name": metadata["name"],
+            "__meta_kubernetes_pod_uid": metadata["uid"],
+            "__meta_kubernetes_pod_node_name": spec.get("nodeName", ""),
+            "__meta_kubernetes_pod_ip": status.get("podIP", ""),
+            "__meta_kubernetes_pod_phase": status.get("phase", ""),
+            "__meta_kubernetes_pod_ready": "true" if ready(pod) else "false",
+        }
+        for key, value in (metadata.get("labels") or {}).items():
+            meta[f"__meta_kubernetes_pod_label_{sanitize(key)}"] = value
+            meta[f"__meta_kubernetes_pod_labelpresent_{sanitize(key)}"] = "true"
+        for key, value in (metadata.get("annotations") or {}).items():
+            meta[f"__meta_kubernetes_pod_annotation_{sanitize(key)}"] = value
+            meta[f"__meta_kubernetes_pod_annotationpresent_{sanitize(key)}"] = "true"
+        for container in spec.get("containers") or []:
+            for port in container.get("ports") or []:
+                labels = {
+                    **meta,
+                    "__meta_kubernetes_pod_container_name": container["name"],
+                    "__meta_kubernetes_pod_container_port_name": port.get("name", ""),
+                    "__meta_kubernetes_pod_container_port_number": str(port["containerPort"]),
+                }
+                address = f"{status.get('podIP') or '0.0.0.0'}:{port['containerPort']}"
+                groups.append({"targets": [address], "labels": labels})
+    return groups
+
+
+def scrape_jobs(pod_monitor: Mapping[str, Any], targets_file: Path) -> list[dict[str, Any]]:
     """What prometheus-operator generates for one PodMonitor (the parts the operator uses)."""
     metadata, spec = pod_monitor["metadata"], pod_monitor["spec"]
     namespace = metadata["namespace"]
@@ -221,9 +257,7 @@ def scrape_jobs(pod_monitor: Mapping[str, Any], kubeconfig: Path) -> list[dict[s
                 "scrape_interval": f"{interval_s}s",
                 "scrape_timeout": f"{interval_s}s",
                 "metrics_path": endpoint.get("path", "/metrics"),
-                "kubernetes_sd_configs": [
-                    {"role": "pod", "kubeconfig_file": str(kubeconfig), "namespaces": {"names": [namespace]}}
-                ],
+                "file_sd_configs": [{"files": [str(targets_file)], "refresh_interval": "1s"}],
                 "relabel_configs": relabel,
             }
         )
@@ -287,10 +321,19 @@ class PodMonitorPrometheus:
 
     def sync(self) -> None:
         jobs: list[dict[str, Any]] = []
-        for monitor in sorted(
+        monitors = sorted(
             self._pod_monitors(), key=lambda m: (m["metadata"]["namespace"], m["metadata"]["name"])
-        ):
-            jobs += scrape_jobs(monitor, self.cluster.kubeconfig)
+        )
+        for namespace in sorted({m["metadata"]["namespace"] for m in monitors}):
+            targets = pod_targets(self.cluster.list("v1/pods", namespace))
+            path = self.workdir / f"targets-{namespace}.json"
+            text = json.dumps(targets, sort_keys=True)
+            if not path.exists() or path.read_text(encoding="utf-8") != text:
+                scratch = path.with_suffix(".tmp")
+                scratch.write_text(text, encoding="utf-8")
+                scratch.replace(path)  # Prometheus never reads half a file
+        for monitor in monitors:
+            jobs += scrape_jobs(monitor, self.workdir / f"targets-{monitor['metadata']['namespace']}.json")
         if jobs != self._jobs:
             self.server.reload(jobs)
             self._jobs = jobs
