@@ -142,9 +142,10 @@ rules appear only with peering (more than one replica).
 - apiGroups: [""]
   resources: [namespaces]
   verbs: [list, watch]
-# kopf registers the validating admission webhook.
+# kopf registers the validating admission webhook; its webhook manager also creates
+# an (empty) mutating configuration of the same name, so it needs both.
 - apiGroups: [admissionregistration.k8s.io]
-  resources: [validatingwebhookconfigurations]
+  resources: [validatingwebhookconfigurations, mutatingwebhookconfigurations]
   verbs: [create, patch]
 {{- if and (include "inferfleet.peeringEnabled" .) (not .Values.watchNamespaces) }}
 # kopf peering (cluster mode): one active replica.

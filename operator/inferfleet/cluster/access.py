@@ -134,6 +134,10 @@ _FRAMEWORK_CALLS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("kopf.dev", "clusterkopfpeerings", ("get", "list", "watch", "patch")),
     ("", "events", ("create",)),
     ("admissionregistration.k8s.io", "validatingwebhookconfigurations", ("create", "patch")),
+    # kopf's webhook management runs a validating and a mutating configuration manager
+    # whenever it manages webhooks, and the latter creates its (empty) configuration too:
+    # without the grant it fails with 403 at startup (seen against a real API server).
+    ("admissionregistration.k8s.io", "mutatingwebhookconfigurations", ("create", "patch")),
 )
 
 

@@ -27,6 +27,7 @@ CLUSTER_SCOPED = {
     ("", "namespaces"),
     ("apiextensions.k8s.io", "customresourcedefinitions"),
     ("admissionregistration.k8s.io", "validatingwebhookconfigurations"),
+    ("admissionregistration.k8s.io", "mutatingwebhookconfigurations"),
     ("kopf.dev", "clusterkopfpeerings"),
 }
 CLUSTER_PEERING = ("kopf.dev", "clusterkopfpeerings")
