@@ -206,6 +206,7 @@ class Operators:
         namespaces: tuple[str, ...] | None = None,
         lease_namespace: str | None = None,
         env: dict[str, str] | None = None,
+        run_args: list[str] | None = None,
     ) -> Operator:
         if kubeconfig is None:
             kubeconfig = admin_identity(self.cluster, namespace, f"inferfleet-{name}", self.workdir)
@@ -233,6 +234,7 @@ class Operators:
             webhook_cert_dir=cert_dir,
             lease_namespace=lease_namespace,
             env=env or {},
+            run_args=run_args,
         )
         self.started.append(operator)
         return operator.start()

@@ -244,17 +244,26 @@ class Operator:
     webhook_cert_dir: Path | None = None
     lease_namespace: str | None = None
     env: dict[str, str] = field(default_factory=dict)
+    # `inferfleet run`'s arguments as a deployment gives them (the chart's), instead of
+    # the namespace and peering flags built here; the webhook flags are still ours.
+    run_args: list[str] | None = None
     process: subprocess.Popen[bytes] | None = None
     liveness_port: int = 0
 
     def command(self) -> list[str]:
         args = [OPERATOR_BIN, "run", "--bind-address", self.bind_address]
+        if self.run_args is not None:
+            return [*args, *self.run_args, *self._webhook_args()]
         for namespace in self.namespaces:
             args += ["--namespace", namespace]
         if self.standalone:
             args.append("--standalone")
         elif self.peering:
             args += ["--peering", self.peering]
+        return [*args, *self._webhook_args()]
+
+    def _webhook_args(self) -> list[str]:
+        args = []
         if self.webhook_host:
             args += ["--webhook-host", self.webhook_host]
         if self.webhook_cert_dir:
@@ -263,8 +272,9 @@ class Operator:
 
     def start(self, ready_timeout_s: float = 90.0) -> Operator:
         self.liveness_port = controlplane.free_port()
+        inherited = {k: v for k, v in os.environ.items() if k != "INFERFLEET_NAMESPACES"}
         environment = {
-            **os.environ,
+            **inherited,
             "KUBECONFIG": str(self.kubeconfig),
             "NO_PROXY": "127.0.0.1,localhost",
             "INFERFLEET_LOG_FORMAT": "text",
@@ -278,7 +288,6 @@ class Operator:
             "POD_NAMESPACE": self.lease_namespace or self.namespaces[0],
             **self.env,
         }
-        environment.pop("INFERFLEET_NAMESPACES", None)
         self.log.parent.mkdir(parents=True, exist_ok=True)
         with self.log.open("ab") as out:
             self.process = subprocess.Popen(
