@@ -795,10 +795,18 @@ def main(argv: list[str]) -> int:
     up = sub.add_parser("up", help="start the control plane and keep it running until Ctrl-C")
     up.add_argument("--build", action="store_true", help="build the binaries first when missing")
     up.add_argument("--no-controllers", action="store_true", help="API server only: no KCM, scheduler, KWOK")
+    up.add_argument(
+        "--bare",
+        action="store_true",
+        help="no KWOK, fleet or CRDs: a plain cluster, as tests/e2e meets one via INFERFLEET_E2E_KUBECONFIG",
+    )
     up.add_argument("--cold-start-s", type=float, default=3.0, help="started pod -> Ready delay")
     args = parser.parse_args(argv)
     options = Options(
-        controllers=not args.no_controllers, kwok=not args.no_controllers, cold_start_s=args.cold_start_s
+        controllers=not args.no_controllers,
+        kwok=not (args.no_controllers or args.bare),
+        crds=not args.bare,
+        cold_start_s=args.cold_start_s,
     )
     stop = False
 
