@@ -208,6 +208,10 @@ def api_server_benchmark(count: int, resync_s: float) -> int:
 
     from inferfleet.metrics.testkit import PrometheusServer
 
+    import signal
+
+    # A plain `kill` still stops every process this run started (the context managers).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     cp = _load_controlplane()
     options = cp.Options(controllers=False, kwok=False, crds=True, audit=True)
     report: dict[str, Any] = {"benchmark": "reconcile", "mode": "api-server", "services": count}
@@ -263,7 +267,8 @@ def api_server_benchmark(count: int, resync_s: float) -> int:
                 )
                 if done == count:
                     break
-                time.sleep(2)
+                print(f"cold pass: {done}/{count} after {time.monotonic() - cold_started:.0f}s", file=sys.stderr)
+                time.sleep(5)
             cold_wall_s = time.monotonic() - cold_started
             cold_end = plane.audit_log.stat().st_size
             cold = _tally(_audit(plane.audit_log, mark, cold_end))

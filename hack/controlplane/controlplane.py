@@ -59,8 +59,9 @@ MODULE_CRDS: tuple[tuple[str, str], ...] = (
         "example/prometheus-operator-crd/monitoring.coreos.com_podmonitors.yaml",
     ),
 )
-SERVICE_CIDR = "10.0.0.0/24"
-KUBERNETES_SERVICE_IP = "10.0.0.1"
+# Room for thousands of Services (the reconcile benchmark makes 3,000).
+SERVICE_CIDR = "10.96.0.0/16"
+KUBERNETES_SERVICE_IP = "10.96.0.1"
 # Users whose requests the audit log leaves out: the control plane talking to itself.
 QUIET_USERS = (
     "system:kube-controller-manager",
