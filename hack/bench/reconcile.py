@@ -203,12 +203,11 @@ def _rss_mb(pid: int) -> dict[str, float]:
 
 def api_server_benchmark(count: int, resync_s: float) -> int:
     import os
+    import signal
     import subprocess
     import tempfile
 
     from inferfleet.metrics.testkit import PrometheusServer
-
-    import signal
 
     # A plain `kill` still stops every process this run started (the context managers).
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -267,7 +266,9 @@ def api_server_benchmark(count: int, resync_s: float) -> int:
                 )
                 if done == count:
                     break
-                print(f"cold pass: {done}/{count} after {time.monotonic() - cold_started:.0f}s", file=sys.stderr)
+                print(
+                    f"cold pass: {done}/{count} after {time.monotonic() - cold_started:.0f}s", file=sys.stderr
+                )
                 time.sleep(5)
             cold_wall_s = time.monotonic() - cold_started
             cold_end = plane.audit_log.stat().st_size

@@ -12,15 +12,24 @@ from typing import Any
 
 import kopf
 
+from inferfleet.api import InferenceService, Problem
 from inferfleet.controller import admission
 from inferfleet.controller.reconciler import Reconciler
 from inferfleet.handlers import GVP
+from inferfleet.render import checks
 
 
 @kopf.on.validate(*GVP, id="plan", operations=["CREATE", "UPDATE"])
 def validate_plan(*, body: kopf.Body, memo: Any, warnings: list[str], **_: Any) -> None:
     reconciler: Reconciler = memo["reconciler"]
-    verdict = admission.review(dict(body), reconciler.planner)
+    settings = reconciler.settings
+
+    def refusals(service: InferenceService, feasible: set[str] | None) -> list[Problem]:
+        if feasible is None:
+            return checks.catalog_problems(service, settings.catalogs())
+        return checks.render_problems(service, settings, feasible)
+
+    verdict = admission.review(dict(body), reconciler.planner, refusals)
     warnings.extend(verdict.warnings)
     if verdict.rejection is not None:
         raise kopf.AdmissionError(verdict.rejection, code=422)

@@ -13,11 +13,14 @@ import os
 from collections.abc import Mapping
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from inferfleet.api import host_paths
 from inferfleet.catalog import Catalogs, default_catalogs
 
 ENV_PREFIX = "INFERFLEET_"
+# Settings read from one comma-separated variable.
+_LIST_FIELDS = frozenset({"namespaces", "amd_supplemental_groups"})
 
 
 class SettingsInvalid(ValueError):
@@ -68,9 +71,37 @@ class OperatorSettings(BaseModel):
     cold_start_margin_s: float = Field(default=60.0, ge=0, le=3600, description="Added to lead time.")
 
     # Serving and cache defaults.
-    vllm_image: str = Field(default="vllm/vllm-openai:v0.11.0", min_length=1)
+    vllm_image: str = Field(
+        default="vllm/vllm-openai:v0.11.0",
+        min_length=1,
+        description="Default vLLM image for NVIDIA GPUs (the CUDA build).",
+    )
+    # AMD's validated ROCm build of vLLM 0.11 (rocm.docs.amd.com, "vLLM inference
+    # performance testing version history": rocm/vllm:rocm7.0.0_vllm_0.11.1_20251024 is
+    # ROCm 7.0.0, vLLM 0.11.1, PyTorch 2.9). The CUDA image cannot drive an AMD GPU.
+    vllm_image_amd: str = Field(
+        default="rocm/vllm:rocm7.0.0_vllm_0.11.1_20251024",
+        min_length=1,
+        description="Default vLLM image for AMD GPUs (the ROCm build).",
+    )
+    # /dev/kfd and /dev/dri/renderD* are root:render 0660 and /dev/dri/card* root:video:
+    # a non-root process needs those groups (ROCm docs run containers with --group-add
+    # video and render). Kubernetes wants numeric GIDs: video is 44 on Debian/Ubuntu hosts,
+    # render is created by amdgpu-install with a host-specific GID, commonly 109 (AMD's own
+    # ROCm images add render as 109: ROCm/ROCm-docker#90 and #93). Check `getent group
+    # render video` on the GPU nodes and set these to match.
+    amd_supplemental_groups: tuple[int, ...] = Field(
+        default=(44, 109),
+        description="GIDs added to non-root vLLM pods on AMD GPUs (video, render on the host).",
+    )
     operator_image: str = Field(default="ghcr.io/inferfleet/inferfleet:0.1.0", min_length=1)
     cache_node_path: str = Field(default="/mnt/nvme/inferfleet", pattern=r"^/")
+    cache_allowed_root: str | None = Field(
+        default=None,
+        pattern=r"^/",
+        description="Every node-local cache path (cache_node_path and each spec.cache.nodePath) must "
+        "lie under this root; empty means cache_node_path itself. System directories can never be it.",
+    )
     cache_budget_gib: float = Field(default=500.0, gt=0)
     catalog_file: str | None = Field(
         default=None, description="YAML file with extra GPUs for the hardware catalog."
@@ -93,6 +124,32 @@ class OperatorSettings(BaseModel):
         ),
     )
 
+    @field_validator("amd_supplemental_groups")
+    @classmethod
+    def _gids(cls, value: tuple[int, ...]) -> tuple[int, ...]:
+        if len(value) > 16 or any(gid < 1 or gid > 2**31 - 1 for gid in value):
+            raise ValueError("at most 16 group ids, each between 1 and 2147483647")
+        return value
+
+    @model_validator(mode="after")
+    def _cache_paths(self) -> OperatorSettings:
+        for name, path in (("cache_allowed_root", self.cache_allowed_root),
+                           ("cache_node_path", self.cache_node_path)):
+            reason = host_paths.unsafe_reason(path) if path is not None else None
+            if reason is not None:
+                raise ValueError(f"{ENV_PREFIX}{name.upper()} {path!r}: {reason}")
+        if not host_paths.is_under(self.cache_node_path, self.cache_root):
+            raise ValueError(
+                f"{ENV_PREFIX}CACHE_NODE_PATH {self.cache_node_path!r} must lie under "
+                f"{ENV_PREFIX}CACHE_ALLOWED_ROOT {self.cache_root!r}"
+            )
+        return self
+
+    @property
+    def cache_root(self) -> str:
+        """The root every node cache path must lie under (cache_node_path when unset)."""
+        return self.cache_allowed_root or self.cache_node_path
+
     def catalogs(self) -> Catalogs:
         """The catalogs the planner and the renderer share: built-in plus `catalog_file`."""
         return _catalogs(self.catalog_file)
@@ -106,7 +163,7 @@ class OperatorSettings(BaseModel):
             raw = source.get(ENV_PREFIX + name.upper())
             if raw is None or raw == "":
                 continue
-            if name == "namespaces":
+            if name in _LIST_FIELDS:
                 values[name] = tuple(part.strip() for part in raw.split(",") if part.strip())
             else:
                 values[name] = raw
@@ -114,7 +171,8 @@ class OperatorSettings(BaseModel):
             return cls.model_validate(values)
         except ValidationError as error:
             details = "; ".join(
-                f"{ENV_PREFIX}{str(detail['loc'][0]).upper()}: {detail['msg']}"
+                (f"{ENV_PREFIX}{str(detail['loc'][0]).upper()}: " if detail["loc"] else "")
+                + str(detail["msg"]).removeprefix("Value error, ")
                 for detail in error.errors(include_url=False)
             )
             raise SettingsInvalid(f"invalid operator settings: {details}") from None

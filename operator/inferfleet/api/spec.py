@@ -12,9 +12,11 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, StringConstraints, field_validator, model_validator
+from pydantic import AfterValidator, Field, StringConstraints, field_validator, model_validator
 
+from inferfleet.api import host_paths, vllm_flags
 from inferfleet.api.base import ApiModel, cel, schema_extra
+from inferfleet.api.node_labels import NodeLabels
 
 # --- shared vocabularies -------------------------------------------------------------
 
@@ -26,6 +28,7 @@ WorkloadMode = Literal["online", "offline"]
 CapacityType = Literal["on-demand", "spot"]
 Interconnect = Literal["nvlink", "pcie", "infinity-fabric", "none"]
 CacheMode = Literal["nvme", "pvc", "none"]
+GpuNodeAffinity = Literal["required", "none"]
 ScalingMode = Literal["active", "advisory"]
 Seasonality = Literal["auto", "daily", "weekly", "none"]
 
@@ -230,6 +233,10 @@ class WorkloadSpec(ApiModel):
 # --- tiers ---------------------------------------------------------------------------
 
 
+# An inline GPU's resourceName that means "no accelerator" (CPU-only test tiers).
+NO_ACCELERATOR = "none"
+
+
 class InlineGpu(ApiModel):
     """A GPU the catalog lacks, described inline."""
 
@@ -242,7 +249,14 @@ class InlineGpu(ApiModel):
     fp8: bool = Field(default=False, description="Native FP8 tensor cores.")
     interconnect: Interconnect = Field(default="pcie", description="GPU-to-GPU link within a node.")
     resource_name: ShortString = Field(
-        default="nvidia.com/gpu", description="Extended resource the device plugin advertises."
+        default="nvidia.com/gpu",
+        description="Extended resource the device plugin advertises (`amd.com/gpu` makes it an AMD "
+        "GPU: ROCm image, AMD device groups); `none` for a CPU-only tier.",
+    )
+    node_labels: NodeLabels | None = Field(
+        default=None,
+        description="Node labels that identify nodes with this GPU, like the catalog's: each key is "
+        "one way to recognise them (any one matching is enough), its value one value or a list.",
     )
 
 
@@ -285,7 +299,52 @@ def _tier_schema_extra() -> dict[str, Any]:
             "overrides.tensorParallelSize cannot exceed gpusPerNode (tensor parallelism stays in one node)",
             ".overrides.tensorParallelSize",
         ),
+        # The API server cannot see inside `affinity` (preserved unknown fields), so it only
+        # checks that some placement is given; the operator also checks that it is a
+        # required node affinity or a node selector.
+        cel(
+            "self.gpuNodeAffinity != 'none' || (has(self.nodeSelector) && size(self.nodeSelector) > 0) "
+            "|| has(self.affinity)",
+            OPT_OUT_MESSAGE,
+            ".gpuNodeAffinity",
+        ),
     )
+
+
+OPT_OUT_MESSAGE = (
+    "gpuNodeAffinity none needs the tier's own nodeSelector or affinity.nodeAffinity."
+    "requiredDuringSchedulingIgnoredDuringExecution; otherwise its pods fit any node with a free GPU "
+    "(e.g. nodeSelector {nvidia.com/gpu.present: 'true'} if every GPU node serves this tier)"
+)
+
+
+def required_node_terms(affinity: dict[str, Any] | None) -> list[dict[str, Any]] | None:
+    """The tier affinity's required node-selector terms; None when it has none.
+
+    Raises ValueError naming the field when the part the operator combines with its own
+    GPU placement (catalog.placement) is not shaped like core/v1 NodeAffinity.
+    """
+    node_affinity = (affinity or {}).get("nodeAffinity")
+    if node_affinity is None:
+        return None
+    if not isinstance(node_affinity, dict):
+        raise ValueError("affinity.nodeAffinity must be an object (core/v1 NodeAffinity)")
+    required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
+    if required is None:
+        return None
+    path = "affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+    terms = required.get("nodeSelectorTerms") if isinstance(required, dict) else None
+    if not isinstance(terms, list) or not terms:
+        raise ValueError(f"{path}.nodeSelectorTerms must be a non-empty list of node selector terms")
+    for index, term in enumerate(terms):
+        if not isinstance(term, dict) or not (term.get("matchExpressions") or term.get("matchFields")):
+            raise ValueError(
+                f"{path}.nodeSelectorTerms[{index}] must be an object with matchExpressions or matchFields"
+            )
+        for key in ("matchExpressions", "matchFields"):
+            if key in term and not isinstance(term[key], list):
+                raise ValueError(f"{path}.nodeSelectorTerms[{index}].{key} must be a list")
+    return terms
 
 
 class TierSpec(ApiModel):
@@ -321,6 +380,18 @@ class TierSpec(ApiModel):
         default=None, ge=0, le=10_000, description="Price of one GPU-hour (USD), for cost ordering."
     )
     overrides: TierOverrides | None = Field(default=None, description="Settings that win over the planner.")
+    gpu_node_affinity: GpuNodeAffinity = Field(
+        default="required",
+        description="required: pods (and pre-cache pods) only go to nodes labelled with this GPU "
+        "(the catalog's or the inline GPU's nodeLabels; spot tiers also to spot capacity), combined "
+        "with the tier's own nodeSelector and affinity. none: only the tier's own placement, for "
+        "clusters that label GPU nodes their own way.",
+    )
+    image: ShortString | None = Field(
+        default=None,
+        description="vLLM image for this tier; wins over serving.image and the operator's default "
+        "image for the GPU's vendor (CUDA build for NVIDIA, ROCm build for AMD).",
+    )
 
     @field_validator("gpu", mode="before")
     @classmethod
@@ -339,7 +410,14 @@ class TierSpec(ApiModel):
                 "overrides.tensorParallelSize cannot exceed gpusPerNode "
                 "(tensor parallelism stays in one node)"
             )
+        own_placement = self.has_own_placement()  # also checks the shape of a required node affinity
+        if self.gpu_node_affinity == "none" and not own_placement:
+            raise ValueError(OPT_OUT_MESSAGE)
         return self
+
+    def has_own_placement(self) -> bool:
+        """A node selector or a required node affinity of the tier's own."""
+        return bool(self.node_selector) or required_node_terms(self.affinity) is not None
 
 
 # --- scaling -------------------------------------------------------------------------
@@ -418,6 +496,12 @@ class ScalingSpec(ApiModel):
 # --- cache ---------------------------------------------------------------------------
 
 
+NODE_PATH_MESSAGE = (
+    "cache.nodePath must be a normalized absolute path (no '.' or '..', no trailing '/') outside the "
+    "node's system directories"
+)
+
+
 class CacheEviction(ApiModel):
     """How old revisions leave the node cache."""
 
@@ -433,6 +517,14 @@ class CacheSpec(ApiModel):
     model_config = ApiModel.model_config | {
         "json_schema_extra": schema_extra(
             cel("self.mode != 'pvc' || has(self.pvcName)", "cache.mode pvc needs pvcName", ".pvcName"),
+            cel(
+                f"!has(self.nodePath) || (self.nodePath.matches('{host_paths.CEL_NORMALIZED}') && "
+                f"!self.nodePath.matches('{host_paths.CEL_SYSTEM_PATHS}') && "
+                f"!self.nodePath.matches('{host_paths.CEL_SYSTEM_VAR_PATHS}') && "
+                f"!self.nodePath.matches('{host_paths.CEL_DOT_COMPONENT}'))",
+                NODE_PATH_MESSAGE,
+                ".nodePath",
+            ),
         )
     }
 
@@ -441,8 +533,10 @@ class CacheSpec(ApiModel):
     )
     node_path: ShortString | None = Field(
         default=None,
-        pattern=r"^/",
-        description="Host path of the node-local cache; operator default if empty.",
+        description="Host path of the node-local cache; operator default if empty. Must lie under the "
+        "operator's allowed cache root (Helm cache.allowedRoot; by default its cache.nodePath, "
+        "/mnt/nvme/inferfleet); system directories (/, /etc, /proc, /sys, /var/lib/kubelet, ...) are "
+        "refused.",
     )
     pvc_name: ShortString | None = Field(default=None, description="Claim holding the weights (mode pvc).")
     storage_bandwidth_g_bps: float | None = Field(
@@ -453,6 +547,14 @@ class CacheSpec(ApiModel):
         description="Read bandwidth hint of the cache storage (GB/s) for cold-start estimates.",
     )
     eviction: CacheEviction | None = None
+
+    @field_validator("node_path")
+    @classmethod
+    def _node_path_safe(cls, value: str | None) -> str | None:
+        reason = host_paths.unsafe_reason(value) if value is not None else None
+        if reason is not None:
+            raise ValueError(f"{NODE_PATH_MESSAGE}: {reason}")
+        return value
 
     @model_validator(mode="after")
     def _pvc_named(self) -> CacheSpec:
@@ -472,11 +574,98 @@ class SpeculativeDecoding(ApiModel):
     num_speculative_tokens: int = Field(default=3, ge=1, le=32)
 
 
+class KeySelector(ApiModel):
+    """A key of a Secret or ConfigMap in the InferenceService's own namespace."""
+
+    name: ShortString = Field(description="Name of the Secret or ConfigMap.")
+    key: ShortString = Field(description="Key within it.")
+    optional: bool | None = Field(default=None, description="Start the pod even when the key is missing.")
+
+
+class EnvVarSource(ApiModel):
+    """Where a variable's value comes from: exactly one of a Secret key or a ConfigMap key."""
+
+    model_config = ApiModel.model_config | {
+        "json_schema_extra": schema_extra(
+            cel(
+                "has(self.secretKeyRef) != has(self.configMapKeyRef)",
+                "valueFrom needs exactly one of secretKeyRef or configMapKeyRef",
+            ),
+        )
+    }
+
+    secret_key_ref: KeySelector | None = Field(default=None, description="A key of a Secret.")
+    config_map_key_ref: KeySelector | None = Field(default=None, description="A key of a ConfigMap.")
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> EnvVarSource:
+        if (self.secret_key_ref is None) == (self.config_map_key_ref is None):
+            raise ValueError("valueFrom needs exactly one of secretKeyRef or configMapKeyRef")
+        return self
+
+
+def _secret_names_cel() -> str:
+    return "[" + ", ".join(f"'{name}'" for name in sorted(vllm_flags.SECRET_ENV)) + "]"
+
+
+def _reserved_names_cel() -> str:
+    return "[" + ", ".join(f"'{name}'" for name in sorted(vllm_flags.RESERVED_ENV)) + "]"
+
+
+ENV_ONE_SOURCE_MESSAGE = "an env entry needs exactly one of value or valueFrom"
+SECRET_LITERAL_MESSAGE = (
+    "is a secret: a literal value would sit in the InferenceService and the pod spec for anyone "
+    "who can read them; use valueFrom.secretKeyRef"
+)
+RESERVED_ENV_MESSAGE = (
+    "HF_TOKEN and HF_TOKEN_PATH are set by the operator: the hub token comes from "
+    "spec.model.credentialsSecretRef as a read-only file"
+)
+
+
 class EnvVar(ApiModel):
-    """A plain environment variable. Secrets go through credentialsSecretRef, never literals."""
+    """An environment variable for vLLM: a plain value, or valueFrom a Secret or ConfigMap key.
+
+    Secrets are never literals: `VLLM_API_KEY` (vLLM's API key) and other credential
+    variables must come from a Secret."""
+
+    model_config = ApiModel.model_config | {
+        "json_schema_extra": schema_extra(
+            cel("has(self.value) != has(self.valueFrom)", ENV_ONE_SOURCE_MESSAGE),
+            cel(f"!(self.name in {_secret_names_cel()}) || !has(self.value)",
+                "this variable " + SECRET_LITERAL_MESSAGE),
+            cel(f"!(self.name in {_reserved_names_cel()})", RESERVED_ENV_MESSAGE),
+        )
+    }
 
     name: Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=253)]
-    value: Annotated[str, StringConstraints(max_length=32_768)]
+    value: Annotated[str, StringConstraints(max_length=32_768)] | None = Field(
+        default=None, description="A literal value (never a secret)."
+    )
+    value_from: EnvVarSource | None = Field(default=None, description="Read from a Secret or ConfigMap key.")
+
+    @model_validator(mode="after")
+    def _value_or_source(self) -> EnvVar:
+        if (self.value is None) == (self.value_from is None):
+            raise ValueError(ENV_ONE_SOURCE_MESSAGE)
+        if self.name in vllm_flags.RESERVED_ENV:
+            raise ValueError(RESERVED_ENV_MESSAGE)
+        if self.name in vllm_flags.SECRET_ENV and self.value is not None:
+            raise ValueError(f"{self.name} {SECRET_LITERAL_MESSAGE}")
+        return self
+
+
+def _extra_arg(arg: str) -> str:
+    problem = vllm_flags.extra_arg_problem(arg)
+    if problem is not None:
+        raise ValueError(problem)
+    return arg
+
+
+# Checked by the operator, the webhook and the CLI (pydantic), not by CEL: vLLM's spelling
+# rules (underscores, `=`, dotted keys, abbreviations) are too costly for the API server's
+# CEL budget over 64 arguments of up to 4 KiB.
+ExtraArg = Annotated[ArgString, AfterValidator(_extra_arg)]
 
 
 class ResourceRequirements(ApiModel):
@@ -493,10 +682,19 @@ class ServingSpec(ApiModel):
     prefix_caching: bool = Field(default=True, description="--enable-prefix-caching.")
     chunked_prefill: bool = Field(default=True, description="--enable-chunked-prefill.")
     speculative_decoding: SpeculativeDecoding | None = None
-    extra_args: list[ArgString] | None = Field(
-        default=None, max_length=64, description="Appended to vLLM's args."
+    extra_args: list[ExtraArg] | None = Field(
+        default=None,
+        max_length=64,
+        description="Appended to vLLM's args. Flags the operator plans (--max-model-len, "
+        "--tensor-parallel-size, ...) are refused with the field that sets them; --api-key is refused "
+        "(use env VLLM_API_KEY from a Secret).",
     )
-    env: list[EnvVar] | None = Field(default=None, max_length=64)
+    env: list[EnvVar] | None = Field(
+        default=None,
+        max_length=64,
+        description="Environment for vLLM: value, or valueFrom a secretKeyRef/configMapKeyRef. "
+        "VLLM_API_KEY from a Secret turns on vLLM's API key; readiness sends it.",
+    )
     resources: ResourceRequirements | None = None
     max_input_tokens: int | None = Field(
         default=None, ge=1, le=10_000_000, description="Reject prompts longer than this (guardrail)."

@@ -41,8 +41,8 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from inferfleet.api import InferenceService, Plan, TierSpec, labels
-from inferfleet.api.spec import InlineGpu
 from inferfleet.cache.layout import DEFAULT_REF, SourceRef, model_key, parse_source, ref_name
+from inferfleet.catalog import placement
 from inferfleet.config import OperatorSettings
 
 COMPONENT_CACHE: Final = "cache"
@@ -367,8 +367,8 @@ def _fetch_container(
         "env": env,
         "volumeMounts": mounts,
         "resources": {"requests": {"cpu": "500m", "memory": "512Mi"}, "limits": {"memory": "2Gi"}},
-        # Writes to a root-owned host directory; nothing else is allowed.
-        "securityContext": _restricted(),
+        # Non-root; writes only the cache directory the cache-owner container gave it.
+        "securityContext": _fetcher_security(),
         "terminationMessagePolicy": "FallbackToLogsOnError",
     }
     if hold:
@@ -411,44 +411,62 @@ def _pod_volumes(
     return volumes
 
 
-def _gpu_resource(tier: TierSpec, settings: OperatorSettings) -> str:
-    """The device plugin's resource name: GPU node pools are usually tainted with it.
-
-    Read from the operator's catalogs (built-in plus `catalog_file`), the same ones the
-    serving pods' GPU limits come from, so a GPU added there gets a pre-cache pod that
-    tolerates its vendor's taint (amd.com/gpu, ...) and lands on the same nodes."""
-    if isinstance(tier.gpu, InlineGpu):
-        return tier.gpu.resource_name
-    known = settings.catalogs().gpu(tier.gpu)
-    return known.resource_name if known is not None else "nvidia.com/gpu"
-
-
 def _tier_placement(tier: TierSpec, settings: OperatorSettings) -> dict[str, Any]:
-    """The tier's node placement (selector, node affinity, tolerations), not its pod affinities."""
-    placement: dict[str, Any] = {}
-    if tier.node_selector:
-        placement["nodeSelector"] = dict(sorted(tier.node_selector.items()))
-    node_affinity = (tier.affinity or {}).get("nodeAffinity")
-    if node_affinity:
-        placement["affinity"] = {"nodeAffinity": node_affinity}
-    tolerations = [t.to_wire() for t in tier.tolerations or []]
-    resource = _gpu_resource(tier, settings)
-    if resource != "none" and not any(t.get("key") == resource for t in tolerations):
-        tolerations.append({"key": resource, "operator": "Exists", "effect": "NoSchedule"})
-    if tolerations:
-        placement["tolerations"] = tolerations
-    return placement
+    """Exactly the nodes the tier's serving pods may use (catalog.placement): the same node
+    selector, required node affinity (GPU type, spot, the tier's own) and tolerations, without
+    the serving pods' pod (anti-)affinity. So a DaemonSet pod never lands on a CPU node or
+    another GPU type, and every node a replica can be scheduled on gets the weights."""
+    return placement.tier_placement(tier, settings.catalogs()).node_only().pod_fields()
 
 
-# Pre-cache pods write a root-owned host directory, so they run as root, with every
+# The fetcher runs as the operator image's own non-root user (hack/Dockerfile) with every
 # capability dropped, no privilege escalation, a read-only root filesystem and the
-# runtime's seccomp profile. The exceptions are stated on the objects themselves.
-POD_SECURITY: Final = {"seccompProfile": {"type": "RuntimeDefault"}}
-CHECKOV_SKIPS: Final = {
-    "checkov.io/skip1": "CKV_K8S_23=writes the node's root-owned hostPath cache directory",
-    "checkov.io/skip2": "CKV_K8S_40=writes the node's root-owned hostPath cache directory",
-    "checkov.io/skip3": "CKV_K8S_8=a download runs for hours; read timeouts and retries catch a stalled one",
+# runtime's seccomp profile; files it writes are 0644/0755, readable by the serving pods'
+# UID. The kubelet creates a hostPath as root:root 0755, so one init container hands the
+# cache directory to that user: root with CAP_CHOWN alone (no DAC override: it reads
+# directories through their 0755 mode), `chown -h` (never follows a symlink), nothing else.
+FETCHER_UID: Final = 65532
+OWNER_CONTAINER: Final = "cache-owner"
+POD_SECURITY: Final = {
+    "seccompProfile": {"type": "RuntimeDefault"},
+    "runAsUser": FETCHER_UID,
+    "runAsGroup": FETCHER_UID,
+    # Owns the emptyDir /tmp and the credentials volume; on a cache.mode pvc claim that
+    # supports ownership management it makes the claim writable for the fetcher.
+    "fsGroup": FETCHER_UID,
+    "fsGroupChangePolicy": "OnRootMismatch",
 }
+CHECKOV_SKIPS: Final = {
+    "checkov.io/skip1": "CKV_K8S_23=only the cache-owner init container runs as root, to chown the hostPath",
+    "checkov.io/skip2": "CKV_K8S_40=only the cache-owner init container runs as UID 0, to chown the hostPath",
+    "checkov.io/skip3": "CKV_K8S_8=a download runs for hours; read timeouts and retries catch a stalled one",
+    "checkov.io/skip4": "CKV_K8S_25=the cache-owner init container adds CAP_CHOWN and nothing else",
+}
+
+
+def _fetcher_security() -> dict[str, Any]:
+    return {**_restricted(), "runAsNonRoot": True, "runAsUser": FETCHER_UID, "runAsGroup": FETCHER_UID}
+
+
+def _owner_container(settings: OperatorSettings) -> dict[str, Any]:
+    """Root with CAP_CHOWN only: gives the node's cache directory to the fetcher's UID."""
+    owner = f"{FETCHER_UID}:{FETCHER_UID}"
+    return {
+        "name": OWNER_CONTAINER,
+        "image": settings.operator_image,
+        "command": ["chown", "-R", "-h", owner, CACHE_MOUNT_PATH],
+        "volumeMounts": [{"name": CACHE_VOLUME, "mountPath": CACHE_MOUNT_PATH}],
+        "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "64Mi"}},
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "runAsNonRoot": False,
+            "runAsUser": 0,
+            "runAsGroup": 0,
+            "capabilities": {"drop": ["ALL"], "add": ["CHOWN"]},
+        },
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+    }
 
 
 def daemonset(service: InferenceService, tier: TierSpec, settings: OperatorSettings) -> dict[str, Any]:
@@ -491,6 +509,7 @@ def daemonset(service: InferenceService, tier: TierSpec, settings: OperatorSetti
                     "automountServiceAccountToken": False,
                     "securityContext": dict(POD_SECURITY),
                     "terminationGracePeriodSeconds": 30,
+                    "initContainers": [_owner_container(settings)],
                     "containers": containers,
                     "volumes": _pod_volumes(service, settings, extra),
                 },

@@ -10,7 +10,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from inferfleet.api.base import wire_name
-from inferfleet.api.spec import InlineGpu
+from inferfleet.api.node_labels import NodeLabels
+from inferfleet.api.spec import NO_ACCELERATOR, InlineGpu
 
 Family = Literal["turing", "ampere", "ada", "hopper", "blackwell", "cdna3", "gaudi", "neuron", "tpu", "other"]
 
@@ -50,7 +51,9 @@ class GpuSpec(BaseModel):
     nvlink_domain: int = Field(default=1, ge=1)
     gpus_per_node: int = Field(default=8, ge=1)
     resource_name: str = "nvidia.com/gpu"
-    node_labels: dict[str, str] = Field(default_factory=dict)
+    # Each key is one way clusters label nodes with this GPU (api.node_labels); any matching
+    # key places a pod there (catalog.placement).
+    node_labels: NodeLabels = Field(default_factory=dict)
     unsupported_reason: str | None = None
     inline: bool = False
 
@@ -71,10 +74,26 @@ class GpuSpec(BaseModel):
         return gpus <= self.nvlink_domain
 
 
+# Vendors by the extended resource their device plugin advertises.
+VENDOR_BY_RESOURCE = {"nvidia.com/gpu": "nvidia", "amd.com/gpu": "amd", NO_ACCELERATOR: "none"}
+
+
+def vendor_of_resource(resource_name: str) -> str:
+    """The vendor an inline GPU's device-plugin resource names (`amd.com/gpu` -> amd)."""
+    known = VENDOR_BY_RESOURCE.get(resource_name)
+    if known is not None:
+        return known
+    domain = resource_name.split("/", 1)[0]
+    if domain.endswith("nvidia.com"):
+        return "nvidia"
+    return "amd" if domain.endswith("amd.com") else domain
+
+
 def gpu_from_inline(inline: InlineGpu) -> GpuSpec:
     """A catalog record for a GPU the spec describes inline."""
     return GpuSpec(
         name=inline.name,
+        vendor=vendor_of_resource(inline.resource_name),
         family="ada" if inline.fp8 else "ampere",
         memory_gib=inline.memory_gib,
         bandwidth_t_bs=inline.memory_bandwidth_t_bs or INLINE_DEFAULT_BANDWIDTH_TBS,
@@ -84,6 +103,7 @@ def gpu_from_inline(inline: InlineGpu) -> GpuSpec:
         nvlink_domain=8 if inline.interconnect in ("nvlink", "infinity-fabric") else 1,
         gpus_per_node=8,
         resource_name=inline.resource_name,
+        node_labels=dict(inline.node_labels or {}),
         inline=True,
     )
 

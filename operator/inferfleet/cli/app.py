@@ -10,7 +10,7 @@ import enum
 import json
 import sys
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
 import yaml
@@ -18,7 +18,12 @@ from rich.console import Console
 
 from inferfleet.api import InferenceService, SpecInvalid, load_all
 
+if TYPE_CHECKING:
+    from inferfleet.config import OperatorSettings
+
 EXIT_USAGE = 2
+# A valid spec that cannot deploy (no feasible tier; any infeasible tier with --strict).
+EXIT_INFEASIBLE = 1
 
 app = typer.Typer(
     name="inferfleet",
@@ -55,6 +60,24 @@ def read_text(path: Path) -> str:
         fail(f"{path}: is a directory, expected a YAML file")
     except (OSError, UnicodeDecodeError) as error:
         fail(f"{path}: cannot read: {error}")
+
+
+def load_settings(catalog_file: Path | None = None) -> OperatorSettings:
+    """The operator settings from INFERFLEET_* (as the operator reads them), optionally with
+    another catalog file; exit 2 naming the variable or the file when one is bad."""
+    from inferfleet.catalog import CatalogInvalid
+    from inferfleet.config import OperatorSettings, SettingsInvalid
+
+    try:
+        settings = OperatorSettings.from_env()
+        if catalog_file is not None:
+            if not catalog_file.is_file():
+                fail(f"{catalog_file}: no such file")
+            settings = settings.model_copy(update={"catalog_file": str(catalog_file)})
+        settings.catalogs()  # a bad catalog file fails here, with its name
+    except (SettingsInvalid, CatalogInvalid, OSError) as error:
+        fail(str(error))
+    return settings
 
 
 def load_services(path: Path) -> list[InferenceService]:

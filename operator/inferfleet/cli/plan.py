@@ -15,7 +15,7 @@ from rich.table import Table
 
 from inferfleet.api.plan import Plan, TierPlan
 from inferfleet.catalog import CatalogInvalid, Catalogs, default_catalogs
-from inferfleet.cli.app import OutputFormat, app, fail, load_services, stdout
+from inferfleet.cli.app import EXIT_INFEASIBLE, OutputFormat, app, fail, load_services, stderr, stdout
 
 
 def _catalogs(catalog_file: Path | None) -> Catalogs:
@@ -97,8 +97,14 @@ def plan_command(
     catalog_file: Annotated[
         Path | None, typer.Option("--catalog-file", help="YAML with extra GPUs merged into the catalog.")
     ] = None,
+    strict: Annotated[
+        bool, typer.Option("--strict", help="Exit 1 when any tier is infeasible, not only when all are.")
+    ] = False,
 ) -> None:
-    """Plan each tier: TP/PP, quantization, vLLM memory settings, capacity, replicas and cost."""
+    """Plan each tier: TP/PP, quantization, vLLM memory settings, capacity, replicas and cost.
+
+    Exit 1 when a service has no feasible tier (with --strict: any infeasible tier), after
+    printing the plan; exit 2 for an invalid file."""
     from inferfleet.cli.app import emit
     from inferfleet.planner import plan_service
 
@@ -107,6 +113,26 @@ def plan_command(
     if output is OutputFormat.table:
         for plan in plans:
             print_table(plan)
-        return
-    documents = [plan_document(plan) for plan in plans]
-    emit(documents[0] if len(documents) == 1 else documents, output)
+    else:
+        documents = [plan_document(plan) for plan in plans]
+        emit(documents[0] if len(documents) == 1 else documents, output)
+    failures = infeasibility(plans, strict=strict)
+    for failure in failures:
+        stderr.print(f"[bold red]error:[/] {file}: {failure}", highlight=False)
+    if failures:
+        raise typer.Exit(EXIT_INFEASIBLE)
+
+
+def infeasibility(plans: list[Plan], *, strict: bool) -> list[str]:
+    """Why the plans cannot deploy: services with no feasible tier; with `strict`, every
+    infeasible tier (its first reason says why)."""
+    failures: list[str] = []
+    for plan in plans:
+        infeasible = [tier for tier in plan.tiers if not tier.feasible]
+        if len(infeasible) == len(plan.tiers):
+            failures.append(f"{plan.name}: no tier can serve the model")
+        if strict or len(infeasible) == len(plan.tiers):
+            failures.extend(
+                f"{plan.name}: tier {tier.name}: {tier.infeasible_reason}" for tier in infeasible
+            )
+    return failures

@@ -10,14 +10,15 @@ from typing import Annotated, Any
 import typer
 import yaml
 
-from inferfleet.catalog import CatalogInvalid
-from inferfleet.cli.app import OutputFormat, app, fail, load_services, stderr
-from inferfleet.config import OperatorSettings, SettingsInvalid
+from inferfleet.cli.app import OutputFormat, app, fail, load_services, load_settings, stderr
+from inferfleet.config import OperatorSettings
 
 
 class _BlockDumper(yaml.SafeDumper):
     """Multi-line strings (the probe and drain scripts) as readable literal blocks."""
 
+    def ignore_aliases(self, data: Any) -> bool:
+        return True  # every object spelled out: no &id001 anchors in manifests
 
 def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
     style = "|" if "\n" in value else None
@@ -35,6 +36,7 @@ def to_yaml(objects: list[dict[str, Any]]) -> str:
 def render_file(path: Path, settings: OperatorSettings) -> list[dict[str, Any]]:
     """Plan and render every InferenceService in a file; exit 2 when a spec cannot be served."""
     from inferfleet import planner, render
+    from inferfleet.render.checks import render_problems
 
     objects: list[dict[str, Any]] = []
     for service in load_services(path):
@@ -49,6 +51,11 @@ def render_file(path: Path, settings: OperatorSettings) -> list[dict[str, Any]]:
                              highlight=False, markup=False)
         if not plan.feasible_tiers:
             fail(f"{path}: {service.name}: no tier can serve the model")
+        problems = render_problems(service, settings, {tier.name for tier in plan.feasible_tiers})
+        for problem in problems:
+            stderr.print(f"{path}: {service.name}: {problem}", highlight=False, markup=False)
+        if problems:
+            fail(f"{path}: {service.name}: cannot be rendered ({len(problems)} problem(s))")
         objects.extend(render.render(service, plan, settings))
     return objects
 
@@ -61,12 +68,7 @@ def render_command(
     ),
 ) -> None:
     """Print the Deployments/LeaderWorkerSets, Services, PDBs and PodMonitor for each service."""
-    try:
-        settings = OperatorSettings.from_env()
-        settings.catalogs()  # a bad INFERFLEET_CATALOG_FILE fails here, with its name
-    except (SettingsInvalid, CatalogInvalid, OSError) as error:
-        fail(str(error))
-    objects = render_file(file, settings)
+    objects = render_file(file, load_settings())
     if output is OutputFormat.json:
         sys.stdout.write(json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}, indent=2) + "\n")
     else:

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from inferfleet.api.crd import crd_yaml
-from inferfleet.cli.app import app, load_services, stdout
+from inferfleet.cli.app import app, fail, load_services, load_settings, stderr, stdout
 
 
 @app.command()
@@ -28,7 +28,25 @@ def crd(
 @app.command()
 def validate(
     file: Annotated[Path, typer.Option("--file", "-f", help="InferenceService YAML ('-' for stdin).")],
+    catalog_file: Annotated[
+        Path | None, typer.Option("--catalog-file", help="YAML with extra GPUs merged into the catalog.")
+    ] = None,
 ) -> None:
-    """Validate InferenceService documents; exit 2 naming each bad field and the rule it breaks."""
-    for service in load_services(file):
+    """Validate InferenceService documents; exit 2 naming each bad field and the rule it breaks.
+
+    Beyond the schema: GPU and model names the catalogs lack, a cache path outside the
+    operator's allowed root (INFERFLEET_CACHE_ALLOWED_ROOT), tiers without a placement, one
+    serving.image for GPUs of several vendors."""
+    from inferfleet.render.checks import problems
+
+    settings = load_settings(catalog_file)
+    services = load_services(file)
+    found = 0
+    for service in services:
+        for problem in problems(service, settings):
+            found += 1
+            stderr.print(f"{file}: {service.name}: {problem}", highlight=False, markup=False)
+    if found:
+        fail(f"{file}: cannot be deployed ({found} problem(s))")
+    for service in services:
         stdout.print(f"{file}: {service.name}: valid", highlight=False)

@@ -32,6 +32,7 @@ from inferfleet.reconcile.objects import ObjectRef, owner_uids, ref_of
 from inferfleet.render import content_hash, render
 from inferfleet.render import names as render_names
 from inferfleet.render import pod as render_pod
+from inferfleet.render.checks import render_problems
 
 logger = logging.getLogger(__name__)
 
@@ -120,6 +121,14 @@ class Reconciler:
             # Status is ours and other writers'; only spec and metadata are input.
             service = parse({**body, "status": None}, source=f"{namespace}/{name}")
             plan, invalid = self._plan(service)
+            feasible = {tier.name for tier in plan.feasible_tiers} if plan is not None else set()
+            refused = render_problems(service, self.settings, feasible) if plan is not None else []
+            if refused:
+                # Never rendered: a cache path outside the allowed root, a GPU with no
+                # placement, one image for several vendors (render.checks). Existing
+                # workloads stay as they are, as for any invalid spec.
+                plan = None
+                raise SpecInvalid(refused, f"{namespace}/{name}")
         except SpecInvalid as error:
             invalid = str(error)
 

@@ -44,7 +44,22 @@ def _weight_cache(ctx: TierContext) -> PodAdditions:
     return PodAdditions(init_containers=tuple(init))
 
 
-POD_CONTRIBUTORS: tuple[PodContributor, ...] = (_weight_cache,)
+def _secret_env_note(ctx: TierContext) -> PodAdditions:
+    """Say why a secret reaches vLLM as an environment variable, where one does.
+
+    vLLM reads its API key only from VLLM_API_KEY or --api-key (a Secret reference is the
+    safer of the two), and the Run:ai streamer reads object-store keys from AWS_*/GOOGLE_*
+    variables; every other secret is a mounted file."""
+    serving = ctx.service.spec.serving
+    from_secret = any(e.value_from is not None and e.value_from.secret_key_ref is not None
+                      for e in (serving.env if serving is not None else None) or [])
+    if not from_secret and not ctx.source.credentials_as_env_from:
+        return PodAdditions()
+    reason = "CKV_K8S_35=vLLM reads its API key and object-store keys only from environment variables"
+    return PodAdditions(annotations={"checkov.io/skip1": reason})
+
+
+POD_CONTRIBUTORS: tuple[PodContributor, ...] = (_weight_cache, _secret_env_note)
 OBJECT_CONTRIBUTORS: tuple[ObjectContributor, ...] = (cache_objects.precache_objects,)
 
 # Apply order: what others point at first (Services, budgets), the pre-cache (so weights

@@ -31,11 +31,18 @@ ENDPOINT_PROPAGATION_S = 5
 # After the drain, vLLM itself needs a moment to exit on SIGTERM.
 SHUTDOWN_MARGIN_S = 30
 
+# With an API key (VLLM_API_KEY from a Secret, spec.serving.env), vLLM guards every path
+# under /v1 and leaves /health and /metrics open (AuthenticationMiddleware; vLLM reads
+# --api-key or VLLM_API_KEY: shared/reference/vllm-and-gpus.md §1). The probe runs inside
+# the container, so it has the same variable and sends it as vLLM expects (Authorization:
+# Bearer); without one it sends none.
 READINESS_SCRIPT = """\
-import json, sys, urllib.request as r
+import json, os, sys, urllib.request as r
 base = "http://127.0.0.1:%s" % sys.argv[1]
 r.urlopen(base + "/health", timeout=3).read()
-models = json.load(r.urlopen(base + "/v1/models", timeout=3))
+key = os.environ.get("VLLM_API_KEY")
+headers = {"Authorization": "Bearer " + key} if key else {}
+models = json.load(r.urlopen(r.Request(base + "/v1/models", headers=headers), timeout=3))
 sys.exit(0 if any(m.get("id") == sys.argv[2] for m in models.get("data", [])) else 1)
 """
 

@@ -13,11 +13,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from inferfleet.api import InferenceService, TierPlan, TierSpec
-from inferfleet.api.spec import InlineGpu
-from inferfleet.catalog import Catalogs
+from inferfleet.api import InferenceService, TierPlan, TierSpec, vllm_flags
+from inferfleet.api.spec import NO_ACCELERATOR
+from inferfleet.catalog import Catalogs, placement
 from inferfleet.config import OperatorSettings
-from inferfleet.render import lifecycle, templating
+from inferfleet.render import lifecycle, runtime, templating
 from inferfleet.render.model_source import ModelSource
 from inferfleet.render.vllm_args import HTTP_PORT, served_model_name, vllm_args
 
@@ -37,11 +37,8 @@ HF_TOKEN_VOLUME = "hf-token"
 HF_TOKEN_DIR = "/var/run/secrets/inferfleet/hf"
 HF_TOKEN_FILE = "token"
 SECRET_FILE_MODE = 0o440
-# Variables the hardening owns; a user's serving.env cannot point them elsewhere.
-RESERVED_ENV = frozenset({"HF_TOKEN", "HF_TOKEN_PATH"})
-DEFAULT_GPU_RESOURCE = "nvidia.com/gpu"
-# Resource name an inline GPU may give to mean "no accelerator" (CPU-only test tiers).
-NO_ACCELERATOR = "none"
+# Variables the hardening owns; validation refuses them in serving.env (api.vllm_flags).
+RESERVED_ENV = vllm_flags.RESERVED_ENV
 # Host-side resources per GPU: tokenisation, the API server and weight loading need a
 # few cores and some RAM per GPU worker; /dev/shm carries NCCL and Ray object traffic.
 CPU_PER_GPU = 4
@@ -106,13 +103,11 @@ def extend_in_place(pod: dict[str, Any], additions: PodAdditions) -> dict[str, A
 
 
 def gpu_resource_name(tier: TierSpec, catalogs: Catalogs) -> str:
-    """The extended resource the device plugin advertises for the tier's GPU."""
-    if isinstance(tier.gpu, InlineGpu):
-        return tier.gpu.resource_name
-    # The catalogs the planner sized with (built-in plus the operator's catalog_file),
-    # so a GPU added there also gets its vendor's resource name here.
-    known = catalogs.gpu(tier.gpu)
-    return known.resource_name if known is not None else DEFAULT_GPU_RESOURCE
+    """The extended resource the device plugin advertises for the tier's GPU.
+
+    From the catalogs the planner sized with (built-in plus the operator's catalog_file),
+    so a GPU added there also gets its vendor's resource name here."""
+    return placement.resource_name(tier, placement.tier_gpu(tier, catalogs))
 
 
 def gpus_per_pod(plan: TierPlan) -> int:
@@ -230,18 +225,24 @@ def _env(service: InferenceService, source: ModelSource) -> list[dict[str, Any]]
         env[name] = {"name": name, "value": value}
     serving = service.spec.serving
     for user in (serving.env if serving is not None else None) or []:
-        if user.name not in RESERVED_ENV:  # the mounted secret wins over a literal token
-            env[user.name] = {"name": user.name, "value": user.value}
+        if user.name not in RESERVED_ENV:  # validation refuses them; the mounted secret wins
+            env[user.name] = user.to_wire()
     return list(env.values())
 
 
-def pod_security_context(settings: OperatorSettings) -> dict[str, Any]:
-    """Pod-level: a non-root UID unless root was asked for explicitly; seccomp always."""
+def pod_security_context(
+    settings: OperatorSettings, supplemental_groups: list[int] | None = None
+) -> dict[str, Any]:
+    """Pod-level: a non-root UID unless root was asked for explicitly; seccomp always.
+
+    `supplemental_groups`: the device groups the GPU's vendor needs (render.runtime)."""
     context: dict[str, Any] = {"seccompProfile": {"type": "RuntimeDefault"}}
     if not settings.vllm_run_as_root:
         uid = settings.vllm_run_as_user
         # fsGroup makes the mounted token and the emptyDirs readable by that group.
         context.update(runAsNonRoot=True, runAsUser=uid, runAsGroup=uid, fsGroup=uid)
+        if supplemental_groups:
+            context["supplementalGroups"] = list(supplemental_groups)
     return context
 
 
@@ -280,14 +281,6 @@ def harden_in_place(pod: dict[str, Any], settings: OperatorSettings) -> dict[str
             for key, value in container_security_context().items():
                 context.setdefault(key, value)
     return pod
-
-
-def _tolerations(tier: TierSpec, resource: str) -> list[dict[str, Any]]:
-    tolerations = [t.to_wire() for t in tier.tolerations or []]
-    # GPU node pools are commonly tainted with the device's resource name.
-    if resource != NO_ACCELERATOR and not any(t.get("key") == resource for t in tolerations):
-        tolerations.append({"key": resource, "operator": "Exists", "effect": "NoSchedule"})
-    return tolerations
 
 
 def _shm_volume(plan: TierPlan) -> dict[str, Any]:
@@ -341,8 +334,7 @@ def _probes(plan: TierPlan, served_name: str, *, server: bool) -> dict[str, Any]
 def pod_spec(ctx: TierContext, role: str = "server") -> dict[str, Any]:
     """The pod spec of one tier; `role` is server (Deployment, LWS leader) or worker."""
     service, tier, plan, settings, source = ctx.service, ctx.tier, ctx.plan, ctx.settings, ctx.source
-    serving = service.spec.serving
-    image = (serving.image if serving is not None else None) or settings.vllm_image
+    image = runtime.vllm_image(service, tier, settings)
     served_name = served_model_name(service)
     multi_node = plan.nodes_per_replica > 1
     server = role == "server"
@@ -353,14 +345,15 @@ def pod_spec(ctx: TierContext, role: str = "server") -> dict[str, Any]:
     else:
         command, args = ["bash", "-c", WORKER_SCRIPT], []
     resource = gpu_resource_name(tier, settings.catalogs())
+    where = placement.tier_placement(tier, settings.catalogs())
     env_from = []
     if source.credentials_as_env_from and service.spec.model.credentials_secret_ref is not None:
         env_from.append({"secretRef": {"name": service.spec.model.credentials_secret_ref.name}})
     context = {
         "termination_grace_s": lifecycle.termination_grace_s(service),
-        "node_selector": dict(sorted((tier.node_selector or {}).items())),
-        "tolerations": _tolerations(tier, resource),
-        "affinity": tier.affinity,
+        "node_selector": where.node_selector,
+        "tolerations": where.tolerations,
+        "affinity": where.affinity,
         "container_name": CONTAINER_NAME,
         "image": image,
         "command": command,
@@ -373,7 +366,7 @@ def pod_spec(ctx: TierContext, role: str = "server") -> dict[str, Any]:
         "volumes": _volumes(service, plan, source),
         **_probes(plan, served_name, server=server),
         "pre_stop": lifecycle.pre_stop(service, HTTP_PORT) if server else None,
-        "pod_security": pod_security_context(settings),
+        "pod_security": pod_security_context(settings, runtime.supplemental_groups(tier, settings)),
         "container_security": container_security_context(),
     }
     return templating.render_json("pod.json.j2", pod=context)

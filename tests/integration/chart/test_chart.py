@@ -216,12 +216,15 @@ def test_values_become_the_operators_settings(full_objects: list[dict[str, Any]]
     assert settings.predictive_enabled is False
     assert settings.forecast_window_hours == scaling["forecastWindowHours"]
     assert settings.cold_start_margin_s == scaling["coldStartMarginSeconds"]
-    assert settings.vllm_image == values["serving"]["vllmImage"]
+    assert settings.vllm_image == values["images"]["vllm"]["nvidia"]
+    assert settings.vllm_image_amd == values["images"]["vllm"]["amd"]
+    assert settings.amd_supplemental_groups == (44, 992)
     assert settings.vllm_run_as_user == values["serving"]["runAsUser"]
     assert settings.vllm_run_as_root is True
     assert settings.operator_image == operator_container(full_objects)["image"]
     assert settings.operator_image.endswith("@" + values["image"]["digest"])
     assert settings.cache_node_path == values["cache"]["nodePath"]
+    assert settings.cache_allowed_root == values["cache"]["allowedRoot"]
     assert settings.cache_budget_gib == values["cache"]["budgetGiB"]
     assert settings.catalog_file == "/etc/inferfleet/catalog/gpus.yaml"
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -66,3 +67,49 @@ def test_crd_command_prints_the_generated_crd() -> None:
     result = _run("crd")
     assert result.returncode == 0
     assert result.stdout == crd_yaml()
+
+
+def test_validate_names_an_unknown_gpu_and_model_with_field_paths(tmp_path: Path) -> None:
+    spec = base_spec()
+    spec["model"]["name"] = "acme/unheard-of-7b"
+    spec["tiers"][1]["gpu"] = "H1000"
+    path = tmp_path / "unknown.yaml"
+    path.write_text(yaml.safe_dump(document(spec)), encoding="utf-8")
+    result = _run("validate", "-f", str(path))
+    assert result.returncode == 2
+    assert "sample: spec.tiers[1].gpu: unknown GPU 'H1000'" in result.stderr
+    assert "sample: spec.model.name: unknown model 'acme/unheard-of-7b'" in result.stderr
+    assert "cannot be deployed (2 problem(s))" in result.stderr
+
+
+def test_validate_checks_the_cache_root_the_operator_allows(tmp_path: Path) -> None:
+    spec = base_spec()
+    spec["cache"] = {"nodePath": "/data/models"}
+    path = tmp_path / "cache.yaml"
+    path.write_text(yaml.safe_dump(document(spec)), encoding="utf-8")
+    result = _run("validate", "-f", str(path))
+    assert result.returncode == 2 and "spec.cache.nodePath" in result.stderr
+    env = {**os.environ, "INFERFLEET_CACHE_ALLOWED_ROOT": "/data",
+           "INFERFLEET_CACHE_NODE_PATH": "/data/cache"}
+    command = [sys.executable, "-c", "from inferfleet.cli import main; main()", "validate", "-f", str(path)]
+    allowed = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
+    assert allowed.returncode == 0, allowed.stderr
+
+
+def test_plan_exits_1_when_no_tier_is_feasible_and_strict_fails_on_any(tmp_path: Path) -> None:
+    spec = base_spec()
+    spec["model"]["name"] = "meta-llama/Llama-3.3-70B-Instruct"
+    spec["quantization"] = "none"
+    spec["tiers"] = [{"name": "t4", "gpu": "T4", "gpusPerNode": 1, "minReplicas": 1},
+                     {"name": "h100", "gpu": "H100-SXM-80GB", "minReplicas": 1}]
+    path = tmp_path / "plan.yaml"
+    path.write_text(yaml.safe_dump(document(spec)), encoding="utf-8")
+    some = _run("plan", "-f", str(path), "-o", "json")
+    assert some.returncode == 0, some.stderr
+    strict = _run("plan", "-f", str(path), "-o", "json", "--strict")
+    assert strict.returncode == 1 and "tier t4: infeasible" in strict.stderr
+    assert yaml.safe_load(strict.stdout)["tiers"][0]["feasible"] is False  # the plan is still printed
+    spec["tiers"] = spec["tiers"][:1]
+    path.write_text(yaml.safe_dump(document(spec)), encoding="utf-8")
+    none = _run("plan", "-f", str(path))
+    assert none.returncode == 1 and "no tier can serve the model" in none.stderr

@@ -260,3 +260,39 @@ def test_admission_rejects_all_infeasible_and_warns_on_one() -> None:
     warnings: list[str] = []
     admission_handlers.validate_plan(body=kopf.Body(body), memo=control.memo, warnings=warnings)
     assert len(warnings) == 1 and "a100-burst" in warnings[0]
+
+
+def test_admission_denies_an_unknown_gpu_with_its_field_path() -> None:
+    control = Control()
+    body = example()
+    body["spec"]["tiers"][1]["gpu"] = "H1000"  # a typo; the other tier is fine
+    with pytest.raises(kopf.AdmissionError) as error:
+        admission_handlers.validate_plan(body=kopf.Body(body), memo=control.memo, warnings=[])
+    assert "spec.tiers[1].gpu: unknown GPU 'H1000'" in str(error.value)
+
+
+def test_admission_denies_a_cache_path_outside_the_allowed_root() -> None:
+    control = Control()
+    body = example()
+    body["spec"]["cache"]["nodePath"] = "/data/weights"
+    with pytest.raises(kopf.AdmissionError) as error:
+        admission_handlers.validate_plan(body=kopf.Body(body), memo=control.memo, warnings=[])
+    assert "spec.cache.nodePath" in str(error.value)
+
+
+def test_a_cache_path_outside_the_allowed_root_is_never_rendered() -> None:
+    control = created()
+    before = owned(control)
+    control.edit(lambda body: body["spec"]["cache"].__setitem__("nodePath", "/data/weights"))
+    control.reconcile()
+    assert owned(control) == before  # nothing applied, nothing deleted
+    planned = control.condition("Planned")
+    assert planned["reason"] == labels.REASON_INVALID_SPEC and "spec.cache.nodePath" in planned["message"]
+    paths = [volume["hostPath"]["path"] for obj in control.cluster.objects.values()
+             for volume in _pod_spec(obj).get("volumes", []) if "hostPath" in volume]
+    assert paths and "/data/weights" not in paths
+
+
+def _pod_spec(obj: dict[str, Any]) -> dict[str, Any]:
+    template = obj.get("spec", {}).get("template", {})
+    return dict(template.get("spec", {})) if isinstance(template, dict) else {}

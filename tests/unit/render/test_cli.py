@@ -39,6 +39,16 @@ def test_render_exits_2_when_no_tier_can_serve(tmp_path: Path) -> None:
     assert "no tier can serve" in result.output
 
 
+def test_render_refuses_a_cache_path_outside_the_allowed_root(tmp_path: Path) -> None:
+    body = yaml.safe_load((EXAMPLES_DIR / "llama-8b-chat.yaml").read_text())
+    body["spec"]["cache"]["nodePath"] = "/srv/models"
+    path = tmp_path / "outside.yaml"
+    path.write_text(yaml.safe_dump(body))
+    result = RUNNER.invoke(app, ["render", "-f", str(path)])
+    assert result.exit_code == 2
+    assert "spec.cache.nodePath" in result.output and "cannot be rendered" in result.output
+
+
 def test_render_reports_a_bad_file_without_a_traceback(tmp_path: Path) -> None:
     result = RUNNER.invoke(app, ["render", "-f", str(tmp_path / "missing.yaml")])
     assert result.exit_code == 2 and "Traceback" not in result.output

@@ -125,10 +125,9 @@ def test_serving_switches_and_lora_and_extra_args() -> None:
 
 
 def test_hub_token_is_a_read_only_secret_file_never_an_env_value() -> None:
+    # A literal HF_TOKEN / HF_TOKEN_PATH in serving.env is refused by validation (tests/unit/api).
     service = plans.service(cache={"mode": "none"},
-                            serving={"env": [{"name": "HF_TOKEN", "value": "hf_leaked"},
-                                             {"name": "HF_TOKEN_PATH", "value": "/elsewhere"},
-                                             {"name": "VLLM_LOGGING_LEVEL", "value": "DEBUG"}]})
+                            serving={"env": [{"name": "VLLM_LOGGING_LEVEL", "value": "DEBUG"}]})
     for deployment in by_kind(render(service, plans.plan(), SETTINGS), "Deployment"):
         pod = deployment["spec"]["template"]["spec"]
         main = container(deployment)
@@ -278,12 +277,16 @@ def test_new_workloads_start_at_the_warm_minimum() -> None:
 
 
 def test_cpu_only_tier_requests_no_accelerator() -> None:
-    cpu_tier = {"name": "cpu", "gpu": {"name": "cpu", "memoryGiB": 16, "resourceName": "none"}}
+    cpu_tier = {"name": "cpu", "gpu": {"name": "cpu", "memoryGiB": 16, "resourceName": "none"},
+                "image": "registry.local/vllm-cpu:1"}
     service = plans.service(tiers=[cpu_tier])
     deployment = by_kind(render(service, plans.plan(plans.tier_plan("cpu", gpusPerReplica=1)), SETTINGS),
                          "Deployment")[0]
     assert set(container(deployment)["resources"]["limits"]) == {"memory"}
-    assert not deployment["spec"]["template"]["spec"].get("tolerations")
+    pod = deployment["spec"]["template"]["spec"]
+    # No accelerator: no GPU taint to tolerate, no GPU type to require.
+    assert not pod.get("tolerations") and not pod.get("affinity")
+    assert container(deployment)["image"] == "registry.local/vllm-cpu:1"
 
 
 def test_pod_contributors_extend_every_pod(monkeypatch: pytest.MonkeyPatch) -> None:

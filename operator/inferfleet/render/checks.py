@@ -1,0 +1,118 @@
+"""Problems that need the operator's catalogs and settings to see (pure).
+
+Field validation (api.spec) knows the spec alone. These checks also know the hardware
+and model catalogs (built-in plus catalog_file) and the operator's settings, and report
+each problem with the field path to fix:
+
+- `catalog_problems`: a GPU name no catalog has (and no inline definition), a model the
+  catalog lacks without an inline config. The planner marks such tiers infeasible; the
+  CLI's `validate` and the webhook refuse the spec outright.
+- `render_problems`: things that must never be rendered: a cache path outside the
+  operator's allowed root, a GPU without node labels whose tier gives no placement of its
+  own (its pods would fit any GPU node), one `serving.image` for tiers of different
+  vendors, a vendor without a default image. The reconciler refuses the spec
+  (InvalidSpec) before rendering; the CLI and the webhook refuse it too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+
+from inferfleet.api import InferenceService, Problem
+from inferfleet.api.host_paths import is_under
+from inferfleet.api.spec import NO_ACCELERATOR, InlineGpu
+from inferfleet.catalog import Catalogs
+from inferfleet.catalog.placement import (
+    MAX_NODE_SELECTOR_TERMS,
+    combined_term_count,
+    resource_name,
+    tier_gpu,
+)
+from inferfleet.config import OperatorSettings
+from inferfleet.render import runtime
+
+
+def catalog_problems(service: InferenceService, catalogs: Catalogs) -> list[Problem]:
+    found: list[Problem] = []
+    for index, tier in enumerate(service.spec.tiers):
+        if isinstance(tier.gpu, str) and catalogs.gpu(tier.gpu) is None:
+            found.append(Problem(
+                f"spec.tiers[{index}].gpu",
+                f"unknown GPU {tier.gpu!r}: not in the catalog (use one of "
+                f"{', '.join(catalogs.gpu_names())}, add it to the operator's catalog file, or "
+                "describe it inline as {name, memoryGiB, ...})",
+            ))
+    model = service.spec.model
+    if model.config is None and catalogs.model(model.name) is None:
+        found.append(Problem(
+            "spec.model.name",
+            f"unknown model {model.name!r}: not in the model catalog; give its architecture inline as "
+            "spec.model.config (the keys of its config.json) plus spec.model.parametersBillion",
+        ))
+    return found
+
+
+def render_problems(
+    service: InferenceService, settings: OperatorSettings, tiers: Collection[str] | None = None
+) -> list[Problem]:
+    """`tiers`: only these tiers' own problems (the feasible ones, which are rendered);
+    every tier when None."""
+    found: list[Problem] = []
+    cache = service.spec.cache
+    if cache is not None and cache.node_path and not is_under(cache.node_path, settings.cache_root):
+        found.append(Problem(
+            "spec.cache.nodePath",
+            f"{cache.node_path!r} is outside the node cache root the operator allows "
+            f"({settings.cache_root}, Helm value cache.allowedRoot); use a path under it",
+        ))
+    catalogs = settings.catalogs()
+    needs_serving_image: dict[str, list[str]] = {}
+    for index, tier in enumerate(service.spec.tiers):
+        gpu = tier_gpu(tier, catalogs)
+        if gpu is None or (tiers is not None and tier.name not in tiers):
+            continue  # catalog_problems names it; the planner makes the tier infeasible
+        accelerator = resource_name(tier, gpu) != NO_ACCELERATOR
+        if (accelerator and tier.gpu_node_affinity == "required" and not gpu.node_labels
+                and not tier.has_own_placement()):
+            inline = isinstance(tier.gpu, InlineGpu)
+            found.append(Problem(
+                f"spec.tiers[{index}].gpu" + (".nodeLabels" if inline else ""),
+                (f"inline GPU {gpu.name!r} has no nodeLabels" if inline else
+                 f"GPU {gpu.name!r} has no nodeLabels in the operator's catalog")
+                + f", so its pods would fit any node with a free {gpu.resource_name}: "
+                + ("give the labels of the nodes that have it (e.g. {nvidia.com/gpu.product: "
+                   "NVIDIA-RTX-6000-Ada-Generation})" if inline else "add nodeLabels to its catalog entry")
+                + ", or give the tier a nodeSelector or required node affinity",
+            ))
+        terms = combined_term_count(tier, gpu)
+        if terms > MAX_NODE_SELECTOR_TERMS:
+            found.append(Problem(
+                f"spec.tiers[{index}].affinity",
+                f"{terms} required node-selector terms once the tier's own are ANDed with its GPU "
+                f"type's (at most {MAX_NODE_SELECTOR_TERMS}); use fewer terms, or gpuNodeAffinity: none",
+            ))
+        if tier.image is None:
+            needs_serving_image.setdefault(gpu.vendor, []).append(tier.name)
+        no_default = runtime.default_image(gpu.vendor, settings) is None
+        if runtime.explicit_image(service, tier) is None and no_default:
+            found.append(Problem(
+                f"spec.tiers[{index}].image",
+                f"the operator has no default vLLM image for {gpu.vendor} GPUs ({gpu.name}); set this "
+                "tier's image or spec.serving.image",
+            ))
+    serving = service.spec.serving
+    if serving is not None and serving.image and len(needs_serving_image) > 1:
+        groups = "; ".join(
+            f"{vendor}: {', '.join(names)}" for vendor, names in sorted(needs_serving_image.items())
+        )
+        found.append(Problem(
+            "spec.serving.image",
+            f"one image cannot serve GPUs of several vendors ({groups}); set spec.tiers[].image on the "
+            "tiers of all but one vendor, or drop serving.image to use the operator's image for each vendor",
+        ))
+    return found
+
+
+def problems(service: InferenceService, settings: OperatorSettings) -> list[Problem]:
+    """Every catalog and render problem, catalog ones first."""
+    return [*catalog_problems(service, settings.catalogs()), *render_problems(service, settings)]
