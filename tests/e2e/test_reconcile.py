@@ -143,7 +143,7 @@ def test_pods_run_only_on_nodes_of_their_tier_gpu_type(
     # AMD tiers ask for AMD's device plugin resource.
     (pod, *_) = cluster.list("v1/pods", namespace, f"{SERVICE_LABEL}=amd-8b,{COMPONENT_LABEL}=vllm")
     limits = pod["spec"]["containers"][0]["resources"]["limits"]
-    assert limits.get("amd.com/gpu") == "8" and "nvidia.com/gpu" not in limits, limits
+    assert int(limits.get("amd.com/gpu", "0")) >= 1 and "nvidia.com/gpu" not in limits, limits
 
 
 def test_multi_node_example_is_rendered_as_a_leader_worker_set(
