@@ -340,6 +340,9 @@ class Options:
     kwok: bool = True  # KWOK and the fake fleet
     cold_start_s: float = 3.0  # started pod -> Ready (KWOK's pod-ready delay)
     audit: bool = True
+    # Resources ("group/resource/subresource", group "" for core) whose request bodies
+    # the audit log keeps, e.g. to tell what a write changed.
+    audit_bodies: tuple[tuple[str, str], ...] = ()
     crds: bool = True
     extra_apiserver_args: list[str] = field(default_factory=list)
 
@@ -476,7 +479,7 @@ class ControlPlane:
             args.append("--disable-admission-plugins=ServiceAccount")
         if self.options.audit:
             policy = self.workdir / "audit-policy.yaml"
-            policy.write_text(yaml.safe_dump(_audit_policy()), encoding="utf-8")
+            policy.write_text(yaml.safe_dump(_audit_policy(self.options.audit_bodies)), encoding="utf-8")
             args += [
                 f"--audit-policy-file={policy}",
                 f"--audit-log-path={self.audit_log}",
@@ -602,16 +605,21 @@ def _fast_tmp() -> str | None:
     return str(shm) if shm.is_dir() and os.access(shm, os.W_OK) else None
 
 
-def _audit_policy() -> dict[str, Any]:
+def _audit_policy(bodies: Sequence[tuple[str, str]] = ()) -> dict[str, Any]:
+    rules: list[dict[str, Any]] = [
+        {"level": "None", "users": list(QUIET_USERS)},
+        {"level": "None", "nonResourceURLs": ["/healthz*", "/readyz*", "/livez*", "/version"]},
+    ]
+    rules += [
+        {"level": "Request", "resources": [{"group": group, "resources": [resource]}]}
+        for group, resource in bodies
+    ]
+    rules.append({"level": "Metadata"})
     return {
         "apiVersion": "audit.k8s.io/v1",
         "kind": "Policy",
         "omitStages": ["RequestReceived", "ResponseStarted"],
-        "rules": [
-            {"level": "None", "users": list(QUIET_USERS)},
-            {"level": "None", "nonResourceURLs": ["/healthz*", "/readyz*", "/livez*", "/version"]},
-            {"level": "Metadata"},
-        ],
+        "rules": rules,
     }
 
 
