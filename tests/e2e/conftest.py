@@ -20,10 +20,9 @@ import shutil
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -270,6 +269,3 @@ def operators(
         if cluster.plane is not None:
             print(cluster.plane.dump_logs(lines=8))
         _keep_logs(tmp_path, request.node.name)
-
-
-Poll = Callable[[], Any]

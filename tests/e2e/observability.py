@@ -25,7 +25,7 @@ import subprocess
 import sys
 import threading
 import urllib.error
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -355,7 +355,3 @@ class PodMonitorPrometheus:
     def targets_up(self) -> list[dict[str, Any]]:
         targets = self.server.api("/api/v1/targets", state="active")["data"]["activeTargets"]
         return [t for t in targets if t.get("health") == "up"]
-
-
-def series_labels(results: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
-    return [dict(item["metric"]) for item in results]
