@@ -1,18 +1,26 @@
 #!/usr/bin/env python3
 """How close the planner's memory figures come to what vLLM reported at startup.
 
-Plans every row of shared/data/vllm_kv_calibration.csv through the public
-`inferfleet.planner.plan` API: the row's settings go in as tier overrides (TP, PP,
-dtype, quantization, KV dtype, gpu-memory-utilization, max-model-len, block size, and
-the batch limits that row's vLLM version defaults to), the architecture goes in inline
-from shared/data/model_arch.csv, and the GPU comes from the catalog (inline when the
-catalog lacks it). Prints JSON: per row and in aggregate, the error of kvCacheTokens
-(memoryGiB.kvCache where the row logged no token count) and of memoryGiB.weights.
+Plans every row of hack/bench/data/vllm_startup_logs.csv (real startup logs from public
+sources, a source_url on each) through the public `inferfleet.planner.plan` API, the way
+a user would describe that run: the image `vllm/vllm-openai:v<release>`, the run's flags
+as tier overrides (TP, PP, dtype, quantization, KV dtype, gpu-memory-utilization,
+max-model-len, block size, eager), and max-num-seqs / max-num-batched-tokens as the log
+states them or, where it does not, as that release picks them for that GPU and entry
+point (`planner.releases.engine_defaults`). The model comes from the catalog, or inline
+from hack/bench/data/model_arch.csv when the catalog lacks it; the GPU from the catalog,
+inline when the catalog lacks it.
 
-Targets (issue 3): KV within ±10% or 1 GiB per GPU on ≥ 90% of rows, weights within
-±5%, rows that record a failed start come out infeasible.
+Prints JSON: per row and in aggregate (split into the calibration rows the model was
+fitted to and the held-out rows it was not, and by release family), the error of the
+KV budget (kvCacheTokens where the log gives tokens, else memoryGiB.kvCache) and of
+memoryGiB.weights, over-promises, and whether failed starts come out infeasible.
 
-Usage: hack/bench/planner_accuracy.py [--shared DIR]   (or INFERFLEET_SHARED_DIR)
+Targets (issue 16): on held-out rows ≥ 90% within ±10% of the KV budget (or 1 GiB per
+GPU); weights within ±5%; no over-promise on V1-era releases (KV more than 10% and
+1 GiB above what vLLM allocated); every failed start infeasible.
+
+Usage: hack/bench/planner_accuracy.py [--data CSV] [--archs CSV] [--summary]
 """
 
 from __future__ import annotations
@@ -20,35 +28,25 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import os
-import re
 import statistics
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from inferfleet.api.spec import InferenceServiceSpec
 from inferfleet.catalog import Catalogs, default_catalogs
-from inferfleet.catalog.gpus import GpuSpec
 from inferfleet.planner import plan
+from inferfleet.planner.releases import engine_defaults, resolve_release
 
 KV_TOLERANCE_REL = 0.10
 KV_TOLERANCE_GIB = 1.0
 WEIGHTS_TOLERANCE_REL = 0.05
 KV_SHARE_TARGET = 0.90
-GIB = float(1 << 30)
+DATA_DIR = Path(__file__).resolve().parent / "data"
 
 
-def shared_dir(flag: str | None) -> Path:
-    if flag:
-        return Path(flag)
-    env = os.environ.get("INFERFLEET_SHARED_DIR")
-    if env:
-        return Path(env)
-    return Path(__file__).resolve().parents[2].parent / "shared"
-
-
-def _number(value: str) -> float | None:
+def _number(value: str | None) -> float | None:
     value = (value or "").strip()
     if not value:
         return None
@@ -58,258 +56,225 @@ def _number(value: str) -> float | None:
         return None
 
 
-# --- architecture: model_arch.csv row → config.json keys ---------------------------
+def load_rows(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="", encoding="utf-8") as handle:
+        return list(csv.DictReader(handle))
 
 
-def _note_int(notes: str, key: str) -> int | None:
-    match = re.search(rf"{key}\s*[= ]\s*(\d+)", notes)
-    return int(match.group(1)) if match else None
-
-
-def arch_config(row: dict[str, str]) -> dict[str, Any]:
-    """The row as HF config.json keys; extra keys come from `key=value` notes."""
-    notes = row.get("notes", "")
-    config: dict[str, Any] = {
-        "num_hidden_layers": int(row["num_layers"]),
-        "num_attention_heads": int(row["num_attention_heads"]),
-        "num_key_value_heads": int(row["num_kv_heads"]),
-        "hidden_size": int(row["hidden_size"]),
-        "intermediate_size": int(row["intermediate_size"]),
-        "vocab_size": int(row["vocab_size"]),
-        # The CSV has no context length; the benchmark forces max-model-len anyway.
-        "max_position_embeddings": 1 << 20,
+def load_archs(path: Path) -> dict[str, tuple[dict[str, Any], float]]:
+    return {
+        row["model"]: (json.loads(row["config_json"]), float(row["parameters_billion"]))
+        for row in load_rows(path)
     }
-    if row.get("head_dim"):
-        config["head_dim"] = int(row["head_dim"])
-    if row.get("is_moe", "").lower() == "true":
-        config["num_local_experts"] = int(row["num_experts"])
-        config["num_experts_per_tok"] = int(row["experts_per_token"])
-        for key in ("moe_intermediate_size", "first_k_dense_replace"):
-            value = _note_int(notes, key)
-            if value is not None:
-                config[key] = value
-        shared = re.search(r"(\d+) shared experts?", notes)
-        if shared:
-            config["n_shared_experts"] = int(shared.group(1))
-    for key in ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim", "q_lora_rank"):
-        value = _note_int(notes, key)
-        if value is not None:
-            config[key] = value
-    window = re.search(r"sliding-window\((\d+)\)", notes)
-    if window:
-        config["sliding_window"] = int(window.group(1))
-        if "alternating" in notes:
-            config["layer_types"] = [
-                "sliding_attention" if i % 2 == 0 else "full_attention"
-                for i in range(config["num_hidden_layers"])
-            ]
-    return config
-
-
-# --- hardware and engine defaults --------------------------------------------------
-
-GPU_PATTERNS = (
-    (r"h200", "H200-SXM-141GB"),
-    (r"h100.*nvl", "H100-NVL-94GB"),
-    (r"h100.*pcie", "H100-PCIE-80GB"),
-    (r"h100", "H100-SXM-80GB"),
-    (r"a100.*40", "A100-SXM-40GB"),
-    (r"a100", "A100-SXM-80GB"),
-    (r"l40s", "L40S"),
-    (r"\bl4\b", "L4"),
-    (r"a10g", "A10G"),
-    (r"\bt4\b", "T4"),
-    (r"mi325x", "MI325X"),
-    (r"mi300x", "MI300X"),
-    (r"b200", "B200"),
-)
-
-
-def catalog_gpu(text: str, catalogs: Catalogs) -> GpuSpec | None:
-    lowered = text.lower()
-    for pattern, name in GPU_PATTERNS:
-        if re.search(pattern, lowered):
-            return catalogs.gpu(name)
-    return None
-
-
-def engine_defaults(version: str, gpu_memory_gib: float, ampere: bool, max_model_len: int) -> tuple[int, int]:
-    """(max_num_seqs, max_num_batched_tokens) that row's vLLM picked by itself.
-
-    V0 without chunked prefill profiles max(max_model_len, 2048) tokens over 256
-    sequences; V1 picks by GPU (reference/vllm-and-gpus.md §1, API server defaults).
-    """
-    if "V0" in version:
-        batched = max(max_model_len, 2048) if max_model_len <= 32768 else 2048
-        return (256, batched)
-    if gpu_memory_gib >= 160:
-        return (1024, 16384)
-    if gpu_memory_gib >= 70 and not ampere:
-        return (1024, 8192)
-    return (256, 2048)
-
-
-def _dtype(text: str) -> str:
-    return "float16" if "float16" in text and "bfloat16" not in text else "bfloat16"
 
 
 def row_spec(
-    row: dict[str, str], arch_row: dict[str, str], catalogs: Catalogs
-) -> tuple[dict[str, Any], GpuSpec | str]:
-    gpu = catalog_gpu(row["gpu"], catalogs)
-    total = _number(row["gpu_mem_gib"])
-    if gpu is not None:
-        gpu_field: Any = gpu.name
-        memory = gpu.memory_gib
-        ampere = gpu.family == "ampere"
-    else:
-        if total is None:
-            raise ValueError(f"GPU {row['gpu']!r} is not in the catalog and the row has no memory figure")
-        gpu_field = {"name": re.sub(r"[^A-Za-z0-9-]+", "-", row["gpu"]).strip("-")[:60], "memoryGiB": total}
-        memory = total
-        ampere = "3090" in row["gpu"] or "a10" in row["gpu"].lower()
+    row: dict[str, str], catalogs: Catalogs, archs: dict[str, tuple[dict[str, Any], float]]
+) -> InferenceServiceSpec:
+    """The InferenceService a user would write for this run."""
+    image = f"vllm/vllm-openai:v{row['vllm_version']}"
+    gpu = catalogs.gpu(row["gpu"])
+    memory_gib = gpu.memory_gib if gpu is not None else float(row["gpu_mem_gib"])
+    gpu_field: Any = gpu.name if gpu is not None else {"name": row["gpu"], "memoryGiB": memory_gib}
     mml = int(row["max_model_len"])
-    seqs, batched = engine_defaults(row["vllm_version"], memory, ampere, mml)
-    quant = (row.get("quantization") or "").strip() or "none"
-    kv = row["kv_cache_dtype"].strip()
+    tp, pp = int(row["tp"]), int(row["pp"])
+    defaults = engine_defaults(
+        resolve_release(image, None),
+        gpu_name=row["gpu"],
+        gpu_memory_gib=memory_gib,
+        max_model_len=mml,
+        entry_point="llm_class" if row["entry_point"] == "llm_class" else "api_server",
+        pipeline_parallel=pp,
+    )
+    seqs = int(row["max_num_seqs"]) if row["max_num_seqs"] else defaults.max_num_seqs
+    batched = (
+        int(row["max_num_batched_tokens"])
+        if row["max_num_batched_tokens"]
+        else defaults.max_num_batched_tokens
+    )
+    kv = row["kv_cache_dtype"].strip() or "auto"
     overrides: dict[str, Any] = {
-        "tensorParallelSize": int(row["tp"]),
-        "pipelineParallelSize": int(row["pp"]),
-        "dtype": _dtype(row["dtype"]),
-        "quantization": quant,
+        "tensorParallelSize": tp,
+        "pipelineParallelSize": pp,
+        "dtype": row["dtype"],
+        "quantization": row["quantization"].strip() or "none",
         "kvCacheDtype": "fp8" if kv.startswith("fp8") else kv,
         "gpuMemoryUtilization": float(row["gpu_memory_utilization"]),
         "maxModelLen": mml,
         "blockSize": int(row["block_size"] or 16),
         "maxNumSeqs": seqs,
         "maxNumBatchedTokens": batched,
-        "enforceEager": "enforce_eager" in row.get("notes", ""),
+        "enforceEager": row["enforce_eager"].strip().lower() == "true",
     }
-    spec = {
-        "model": {
-            "name": row["model"],
-            "config": arch_config(arch_row),
-            "parametersBillion": float(arch_row["num_params_b"]),
-        },
-        "workload": {
-            "inputTokens": {"p50": mml // 4, "p95": mml // 2, "p99": mml // 2},
-            "outputTokens": {"p50": 64, "p95": 128, "p99": 128},
-            "peakRequestsPerSecond": 1,
-        },
-        "tiers": [{"name": "row", "gpu": gpu_field, "gpusPerNode": 8, "overrides": overrides}],
-    }
-    return (spec, gpu_field)
-
-
-def evaluate(shared: Path) -> dict[str, Any]:
-    catalogs = default_catalogs()
-    data = shared / "data"
-    with (data / "model_arch.csv").open(newline="", encoding="utf-8") as handle:
-        archs = {row["model"]: row for row in csv.DictReader(handle)}
-    with (data / "vllm_kv_calibration.csv").open(newline="", encoding="utf-8") as handle:
-        rows = list(csv.DictReader(handle))
-    results: list[dict[str, Any]] = []
-    for index, row in enumerate(rows):
-        spec_doc, gpu_field = row_spec(row, archs[row["model"]], catalogs)
-        spec = InferenceServiceSpec.model_validate(spec_doc)
-        tier = plan(spec, catalogs, f"row-{index}").tiers[0]
-        failed_start = "FAILED" in row.get("notes", "").upper()
-        result: dict[str, Any] = {
-            "row": index,
-            "model": row["model"],
-            "gpu": gpu_field if isinstance(gpu_field, str) else gpu_field["name"],
-            "tp": int(row["tp"]),
-            "pp": int(row["pp"]),
-            "vllmVersion": row["vllm_version"],
-            "feasible": tier.feasible,
-            "predicted": {
-                "kvCacheTokens": tier.kv_cache_tokens,
-                "kvCacheGiB": tier.memory_gi_b.kv_cache,
-                "weightsGiB": tier.memory_gi_b.weights,
-                "activationsGiB": tier.memory_gi_b.activations,
-                "overheadGiB": tier.memory_gi_b.overhead,
+    model: dict[str, Any] = {"name": row["model"]}
+    if catalogs.model(row["model"]) is None:
+        config, params = archs[row["model"]]
+        model.update(config=config, parametersBillion=params)
+    return InferenceServiceSpec.model_validate(
+        {
+            "model": model,
+            "workload": {
+                "inputTokens": {"p50": mml // 4, "p95": mml // 2, "p99": mml // 2},
+                "outputTokens": {"p50": 64, "p95": 128, "p99": 128},
+                "peakRequestsPerSecond": 1,
             },
+            "serving": {"image": image, "chunkedPrefill": defaults.chunked_prefill},
+            "tiers": [
+                {"name": "row", "gpu": gpu_field, "gpusPerNode": max(8, tp * pp), "overrides": overrides}
+            ],
         }
-        actual_tokens = _number(row["kv_cache_tokens"])
-        actual_kv_gib = _number(row["kv_cache_gib"])
-        if actual_tokens:
-            error = (tier.kv_cache_tokens - actual_tokens) / actual_tokens
-            gib_per_token = tier.memory_gi_b.kv_cache / tier.kv_cache_tokens if tier.kv_cache_tokens else 0.0
-            gib_error = abs(tier.kv_cache_tokens - actual_tokens) * gib_per_token
-            result["kv"] = {
-                "metric": "kvCacheTokens",
-                "actual": actual_tokens,
-                "predicted": tier.kv_cache_tokens,
-                "relError": round(error, 4),
-                "perGpuGiBError": round(gib_error, 3),
-                "withinTarget": abs(error) <= KV_TOLERANCE_REL or gib_error <= KV_TOLERANCE_GIB,
-            }
-        elif actual_kv_gib is not None:
-            error = (tier.memory_gi_b.kv_cache - actual_kv_gib) / actual_kv_gib
-            gib_error = abs(tier.memory_gi_b.kv_cache - actual_kv_gib)
-            result["kv"] = {
-                "metric": "memoryGiB.kvCache",
-                "actual": actual_kv_gib,
-                "predicted": tier.memory_gi_b.kv_cache,
-                "relError": round(error, 4),
-                "perGpuGiBError": round(gib_error, 3),
-                "withinTarget": abs(error) <= KV_TOLERANCE_REL or gib_error <= KV_TOLERANCE_GIB,
-            }
-        actual_weights = _number(row["weights_gib"])
-        if actual_weights:
-            error = (tier.memory_gi_b.weights - actual_weights) / actual_weights
-            result["weights"] = {
-                "actual": actual_weights,
-                "predicted": tier.memory_gi_b.weights,
-                "relError": round(error, 4),
-                "withinTarget": abs(error) <= WEIGHTS_TOLERANCE_REL,
-            }
-        if failed_start:
-            result["failedStart"] = {
-                "expectedInfeasible": True,
-                "ok": not tier.feasible,
-                "reason": tier.reasons[0],
-            }
-        results.append(result)
+    )
 
-    kv_rows = [r["kv"] for r in results if "kv" in r]
-    weight_rows = [r["weights"] for r in results if "weights" in r]
-    failed_rows = [r["failedStart"] for r in results if "failedStart" in r]
-    kv_share = sum(1 for r in kv_rows if r["withinTarget"]) / len(kv_rows) if kv_rows else 0.0
-    aggregate = {
+
+def _kv_result(row: dict[str, str], tier: Any) -> dict[str, Any] | None:
+    actual_tokens = _number(row["kv_cache_tokens"])
+    actual_gib = _number(row["kv_cache_gib"])
+    predicted_gib = tier.memory_gi_b.kv_cache
+    if actual_tokens:
+        gib_per_token = predicted_gib / tier.kv_cache_tokens if tier.kv_cache_tokens else 0.0
+        if not gib_per_token and actual_gib:
+            gib_per_token = actual_gib / actual_tokens
+        error = (tier.kv_cache_tokens - actual_tokens) / actual_tokens
+        gib_error = (tier.kv_cache_tokens - actual_tokens) * gib_per_token
+        metric, actual, predicted = "kvCacheTokens", actual_tokens, float(tier.kv_cache_tokens)
+    elif actual_gib is not None and actual_gib > 0:
+        error = (predicted_gib - actual_gib) / actual_gib
+        gib_error = predicted_gib - actual_gib
+        metric, actual, predicted = "memoryGiB.kvCache", actual_gib, predicted_gib
+    else:
+        return None
+    return {
+        "metric": metric,
+        "actual": actual,
+        "predicted": predicted,
+        "relError": round(error, 4),
+        "perGpuGiBError": round(gib_error, 3),
+        "withinTarget": abs(error) <= KV_TOLERANCE_REL or abs(gib_error) <= KV_TOLERANCE_GIB,
+        "overPromise": error > KV_TOLERANCE_REL and gib_error > KV_TOLERANCE_GIB,
+    }
+
+
+def evaluate_row(row: dict[str, str], catalogs: Catalogs, archs: dict[str, Any]) -> dict[str, Any]:
+    spec = row_spec(row, catalogs, archs)
+    tier = plan(spec, catalogs, "row", default_image=None).tiers[0]
+    failed = row["start_failed"].strip().lower() == "true"
+    result: dict[str, Any] = {
+        "source": row["source_url"],
+        "split": row["split"],
+        "model": row["model"],
+        "gpu": row["gpu"],
+        "tp": int(row["tp"]),
+        "pp": int(row["pp"]),
+        "vllmVersion": row["vllm_version"],
+        "releaseFamily": tier.release_family,
+        "feasible": tier.feasible,
+        "predicted": {
+            "kvCacheTokens": tier.kv_cache_tokens,
+            "kvCacheGiB": tier.memory_gi_b.kv_cache,
+            "weightsGiB": tier.memory_gi_b.weights,
+            "activationsGiB": tier.memory_gi_b.activations,
+            "overheadGiB": tier.memory_gi_b.overhead,
+            "cudaGraphsGiB": tier.memory_gi_b.cuda_graphs,
+        },
+    }
+    if failed:
+        result["failedStart"] = {"ok": not tier.feasible, "reason": tier.reasons[0]}
+    else:
+        kv = _kv_result(row, tier)
+        if kv is not None:
+            result["kv"] = kv
+    actual_weights = _number(row["weights_gib"])
+    if actual_weights:
+        error = (tier.memory_gi_b.weights - actual_weights) / actual_weights
+        result["weights"] = {
+            "actual": actual_weights,
+            "predicted": tier.memory_gi_b.weights,
+            "relError": round(error, 4),
+            "withinTarget": abs(error) <= WEIGHTS_TOLERANCE_REL,
+        }
+    return result
+
+
+def _summary(results: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    results = list(results)
+    kv = [r["kv"] for r in results if "kv" in r]
+    weights = [r["weights"] for r in results if "weights" in r]
+    failed = [r["failedStart"] for r in results if "failedStart" in r]
+    v1_over = [
+        r for r in results if "kv" in r and r["kv"]["overPromise"] and r["releaseFamily"].startswith("v1")
+    ]
+    v1_failed_feasible = [
+        r
+        for r in results
+        if "failedStart" in r and not r["failedStart"]["ok"] and r["releaseFamily"].startswith("v1")
+    ]
+    within = sum(1 for r in kv if r["withinTarget"])
+    return {
+        "rows": len(results),
         "kv": {
-            "rows": len(kv_rows),
-            "withinTarget": sum(1 for r in kv_rows if r["withinTarget"]),
-            "share": round(kv_share, 4),
-            "medianAbsRelError": round(statistics.median(abs(r["relError"]) for r in kv_rows), 4),
-            "maxAbsRelError": round(max(abs(r["relError"]) for r in kv_rows), 4),
-            "target": (
-                f"share >= {KV_SHARE_TARGET} within ±{KV_TOLERANCE_REL:.0%} or {KV_TOLERANCE_GIB} GiB/GPU"
-            ),
+            "rows": len(kv),
+            "withinTarget": within,
+            "share": round(within / len(kv), 4) if kv else None,
+            "medianAbsRelError": round(statistics.median(abs(r["relError"]) for r in kv), 4) if kv else None,
+            "maxAbsRelError": round(max(abs(r["relError"]) for r in kv), 4) if kv else None,
+            "overPromises": sum(1 for r in kv if r["overPromise"]),
         },
         "weights": {
-            "rows": len(weight_rows),
-            "withinTarget": sum(1 for r in weight_rows if r["withinTarget"]),
-            "medianAbsRelError": round(statistics.median(abs(r["relError"]) for r in weight_rows), 4),
-            "maxAbsRelError": round(max(abs(r["relError"]) for r in weight_rows), 4),
-            "target": f"every row within ±{WEIGHTS_TOLERANCE_REL:.0%}",
+            "rows": len(weights),
+            "withinTarget": sum(1 for r in weights if r["withinTarget"]),
+            "maxAbsRelError": round(max(abs(r["relError"]) for r in weights), 4) if weights else None,
         },
-        "failedStart": {"rows": len(failed_rows), "infeasible": sum(1 for r in failed_rows if r["ok"])},
+        "failedStart": {"rows": len(failed), "infeasible": sum(1 for r in failed if r["ok"])},
+        "v1OverPromises": len(v1_over) + len(v1_failed_feasible),
     }
-    aggregate["targetsMet"] = (
-        kv_share >= KV_SHARE_TARGET
-        and aggregate["weights"]["withinTarget"] == len(weight_rows)
-        and aggregate["failedStart"]["infeasible"] == len(failed_rows)
+
+
+def evaluate(data: Path, archs_path: Path) -> dict[str, Any]:
+    catalogs = default_catalogs()
+    archs = load_archs(archs_path)
+    results = [evaluate_row(row, catalogs, archs) for row in load_rows(data)]
+    by_split = {
+        split: _summary(r for r in results if r["split"] == split) for split in ("calibration", "holdout")
+    }
+    families = sorted({r["releaseFamily"] for r in results})
+    by_family = {family: _summary(r for r in results if r["releaseFamily"] == family) for family in families}
+    overall = _summary(results)
+    holdout = by_split["holdout"]
+    targets = {
+        "holdoutKvShare": (
+            f">= {KV_SHARE_TARGET} within ±{KV_TOLERANCE_REL:.0%} or {KV_TOLERANCE_GIB} GiB/GPU"
+        ),
+        "weights": f"every row within ±{WEIGHTS_TOLERANCE_REL:.0%}",
+        "v1OverPromises": 0,
+        "failedStarts": "all infeasible",
+    }
+    met = (
+        (holdout["kv"]["share"] or 0.0) >= KV_SHARE_TARGET
+        and overall["weights"]["withinTarget"] == overall["weights"]["rows"]
+        and overall["v1OverPromises"] == 0
+        and overall["failedStart"]["infeasible"] == overall["failedStart"]["rows"]
     )
-    return {"benchmark": "planner_accuracy", "aggregate": aggregate, "rows": results}
+    return {
+        "benchmark": "planner_accuracy",
+        "data": str(data),
+        "aggregate": {
+            "overall": overall,
+            "bySplit": by_split,
+            "byReleaseFamily": by_family,
+            "targets": targets,
+            "targetsMet": met,
+        },
+        "rows": results,
+    }
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--shared", help="the shared/ directory (default: ../shared next to the repository)")
+    parser.add_argument("--data", type=Path, default=DATA_DIR / "vllm_startup_logs.csv")
+    parser.add_argument("--archs", type=Path, default=DATA_DIR / "model_arch.csv")
     parser.add_argument("--summary", action="store_true", help="print only the aggregate")
     args = parser.parse_args()
-    report = evaluate(shared_dir(args.shared))
+    report = evaluate(args.data, args.archs)
     if args.summary:
         report = {"benchmark": report["benchmark"], "aggregate": report["aggregate"]}
     sys.stdout.write(json.dumps(report, indent=2) + "\n")

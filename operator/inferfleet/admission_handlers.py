@@ -15,11 +15,11 @@ import kopf
 from inferfleet.api import InferenceService, Problem
 from inferfleet.controller import admission
 from inferfleet.controller.reconciler import Reconciler
-from inferfleet.handlers import GVP
+from inferfleet.handlers import GVP, WEBHOOK_PLAN
 from inferfleet.render import checks
 
 
-@kopf.on.validate(*GVP, id="plan", operations=["CREATE", "UPDATE"])
+@kopf.on.validate(*GVP, id=WEBHOOK_PLAN, operations=["CREATE", "UPDATE"])
 def validate_plan(*, body: kopf.Body, memo: Any, warnings: list[str], **_: Any) -> None:
     reconciler: Reconciler = memo["reconciler"]
     settings = reconciler.settings

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from inferfleet.api import host_paths
 from inferfleet.catalog import Catalogs, default_catalogs
+from inferfleet.planner.releases import DEFAULT_VLLM_IMAGE
 
 ENV_PREFIX = "INFERFLEET_"
 # Settings read from one comma-separated variable.
@@ -70,9 +71,25 @@ class OperatorSettings(BaseModel):
     forecast_window_hours: float = Field(default=336.0, gt=0, le=24 * 56, description="History read.")
     cold_start_margin_s: float = Field(default=60.0, ge=0, le=3600, description="Added to lead time.")
 
+    # Least privilege (issue 14): what needs RBAC beyond the operator's own objects.
+    pod_deletion_cost: bool = Field(
+        default=False,
+        description=(
+            "Annotate pods with controller.kubernetes.io/pod-deletion-cost before a scale-down "
+            "so idle replicas go first; needs `patch pods` in every watched namespace."
+        ),
+    )
+    cluster_scanning: bool = Field(
+        default=True,
+        description=(
+            "Let kopf watch CRDs and namespaces cluster-wide; off for namespace-only installs "
+            "(no ClusterRole): CRDs added later are noticed at the next restart."
+        ),
+    )
+
     # Serving and cache defaults.
     vllm_image: str = Field(
-        default="vllm/vllm-openai:v0.11.0",
+        default=DEFAULT_VLLM_IMAGE,
         min_length=1,
         description="Default vLLM image for NVIDIA GPUs (the CUDA build).",
     )
@@ -105,6 +122,13 @@ class OperatorSettings(BaseModel):
     cache_budget_gib: float = Field(default=500.0, gt=0)
     catalog_file: str | None = Field(
         default=None, description="YAML file with extra GPUs for the hardware catalog."
+    )
+    fetch_model_config: bool = Field(
+        default=True,
+        description=(
+            "Read config.json and the parameter count of a model the catalog lacks from the source "
+            "its spec names (with spec.model.credentialsSecretRef), instead of requiring it inline."
+        ),
     )
 
     # vLLM pod security. The official vLLM image runs as root unless told otherwise; it

@@ -33,13 +33,16 @@ from typing import Any
 import kopf
 
 from inferfleet.api import labels
-from inferfleet.cluster import KubernetesCluster, TransientApiError
+from inferfleet.cluster import Cluster, KubernetesCluster, TransientApiError, access
 from inferfleet.config import OperatorSettings
 from inferfleet.controller import certificates, leader, resync
 from inferfleet.controller.passes import run_pass
 from inferfleet.controller.reconciler import Planner, Reconciler
+from inferfleet.controller.webhook_server import AdmissionServer
 from inferfleet.metrics import operator_metrics
 from inferfleet.metrics.operator_metrics import OperatorMetrics
+from inferfleet.metrics.prometheus import KvCapacityReader, PrometheusClient, PrometheusConfig
+from inferfleet.render import runtime
 
 GVP = (labels.GROUP, labels.VERSION, labels.PLURAL)
 # How often every InferenceService is re-checked even without a watch event.
@@ -50,6 +53,10 @@ RETRY_MAX_S = 300.0
 # Written by versions that ran a per-object drift timer; never added any more (see above).
 LEGACY_FINALIZER = f"{labels.GROUP}/timers"
 MANAGED = {labels.LABEL_MANAGED_BY: labels.MANAGED_BY_VALUE}
+# The admission handlers' ids, which kopf puts in the webhook's URL path; the server
+# answers these paths only.
+WEBHOOK_PLAN = "plan"
+WEBHOOK_IDS = (WEBHOOK_PLAN,)
 
 
 def backoff_s(retry: int) -> float:
@@ -65,15 +72,29 @@ def metrics_of(memo: Any) -> OperatorMetrics:
     return metrics
 
 
-def make_planner(settings: OperatorSettings) -> Planner:
-    """The planner with the operator's catalogs (built-in plus the optional GPU file)."""
+def make_planner(settings: OperatorSettings, cluster: Cluster | None = None) -> Planner:
+    """The planner with the operator's catalogs (built-in plus the optional GPU file), its
+    default vLLM image (the release the memory figures model), and, with a cluster, the
+    config.json of models the catalog lacks read from their source (controller.modelsource)."""
     from inferfleet import planner
+    from inferfleet.controller.modelsource import ClusterModelSource
 
     # The same catalogs the renderer reads GPU resource names from (settings.catalogs()).
     catalogs = settings.catalogs()
+    fetch = None
+    if cluster is not None and settings.fetch_model_config:
+        fetch = ClusterModelSource(cluster, catalogs)
 
     def plan(service: Any) -> Any:
-        return planner.plan_service(service, catalogs)
+        fetched, problem = fetch(service) if fetch is not None else (None, None)
+        return planner.plan_service(
+            service,
+            catalogs,
+            default_image=settings.vllm_image,
+            tier_images=runtime.tier_images(service, settings),
+            fetched=fetched,
+            fetch_problem=problem,
+        )
 
     return plan
 
@@ -91,7 +112,8 @@ def _configure_webhook(settings: kopf.OperatorSettings, memo: Any, port: int) ->
         scratch = Path(tempfile.mkdtemp(prefix="inferfleet-webhook-"))
         certfile, pkeyfile = certificates.self_signed(scratch, [host])
         cafile = certfile
-    settings.admission.server = kopf.WebhookServer(
+    settings.admission.server = AdmissionServer(
+        handler_ids=WEBHOOK_IDS,
         addr=memo.get("bind_address") or "0.0.0.0",
         port=port,
         host=host,
@@ -100,7 +122,7 @@ def _configure_webhook(settings: kopf.OperatorSettings, memo: Any, port: int) ->
         cafile=cafile,
     )
     # kopf creates/patches the ValidatingWebhookConfiguration with our CA bundle.
-    settings.admission.managed = f"validate.{labels.GROUP}"
+    settings.admission.managed = access.WEBHOOK_CONFIGURATION
 
 
 @kopf.on.startup()
@@ -112,10 +134,19 @@ def configure(*, settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
         prefix=labels.GROUP, key="last-handled-configuration"
     )
     settings.posting.level = logging.WARNING  # our own events say what happened
+    # A namespace-only install has no ClusterRole: kopf must not watch CRDs or namespaces
+    # (it then serves the namespaces it was given, and the CRDs it found at startup).
+    settings.scanning.disabled = not operator_settings.cluster_scanning
     _configure_webhook(settings, memo, operator_settings.webhook_port)
     if memo.get("reconciler") is None:
         cluster = memo.get("cluster") or KubernetesCluster.from_environment()
-        memo["reconciler"] = Reconciler(cluster, operator_settings, make_planner(operator_settings))
+        # The Prometheus the autoscaler reads also tells what KV cache each engine allocated.
+        kv_capacity = KvCapacityReader(
+            PrometheusClient(PrometheusConfig.from_settings(operator_settings), metrics_of(memo))
+        )
+        memo["reconciler"] = Reconciler(
+            cluster, operator_settings, make_planner(operator_settings, cluster), kv_capacity=kv_capacity
+        )
     if memo.get("resync") is None:
         namespaces = memo.get("namespaces")
         loop = resync.Resync(

@@ -67,10 +67,26 @@ RBAC rules: exactly the API calls the operator makes, inferfleet.cluster.API_CAL
 cluster port's access table plus kopf's own calls); tests/integration/chart/test_rbac.py
 fails when the two drift. No wildcards. "namespacedRules" are granted per watched
 namespace (Role) or cluster-wide (ClusterRole); "clusterRules" cover cluster-scoped
-resources and always live in the ClusterRole; "leaderElectionRules" are granted in the
-release namespace only (a Role), where the Lease lives. Peering and leader-election
-rules appear only with peering (more than one replica).
+resources and live in the ClusterRole (none at all with rbac.namespaceOnly);
+"leaderElectionRules" are granted in the release namespace only (a Role), where the
+Lease lives. Each rule appears only when the feature needing it is on: peering and
+leader election with more than one replica, the webhook's configuration with
+webhook.enabled, `patch pods` with scaling.podDeletionCost. Where the API server can
+narrow a verb to one object (get/patch/update by name), resourceNames do; `create`
+cannot be narrowed that way (the name is not known when it is authorised).
 */}}
+
+{{- define "inferfleet.namespaceOnly" -}}
+{{- if .Values.rbac.namespaceOnly }}
+{{- if not .Values.watchNamespaces }}
+{{- fail "rbac.namespaceOnly needs watchNamespaces: the operator can only be limited to namespaces it is told" }}
+{{- end }}
+{{- if .Values.webhook.enabled }}
+{{- fail "rbac.namespaceOnly cannot register the admission webhook (a cluster-scoped object): set webhook.enabled=false, or let a cluster admin create it" }}
+{{- end }}
+{{- true }}
+{{- end }}
+{{- end }}
 {{- define "inferfleet.namespacedRules" -}}
 # The InferenceService: read, plus kopf's progress annotations (never spec).
 - apiGroups: [inferfleet.dev]
@@ -97,6 +113,13 @@ rules appear only with peering (more than one replica).
 - apiGroups: [""]
   resources: [services]
   verbs: [get, list, create, patch, delete]
+{{- if .Values.serving.fetchModelConfig }}
+# The secret a spec names as its model credentials, read by name (never listed or
+# watched) to fetch config.json of a model the catalog lacks, as its pre-cache does.
+- apiGroups: [""]
+  resources: [secrets]
+  verbs: [get]
+{{- end }}
 - apiGroups: [policy]
   resources: [poddisruptionbudgets]
   verbs: [get, list, create, patch, delete]
@@ -111,10 +134,11 @@ rules appear only with peering (more than one replica).
 - apiGroups: [batch]
   resources: [jobs]
   verbs: [get, list, watch, create, patch, delete]
-# The autoscaler marks the pods to remove first (pod-deletion-cost annotation).
+# Serving and pre-cache pods are read (cold starts, cache readiness); with
+# scaling.podDeletionCost the autoscaler also marks the pods to remove first.
 - apiGroups: [""]
   resources: [pods]
-  verbs: [list, patch]
+  verbs: [list{{ if .Values.scaling.podDeletionCost }}, patch{{ end }}]
 # Events about plans, scaling decisions and handler progress.
 - apiGroups: [""]
   resources: [events]
@@ -129,9 +153,14 @@ rules appear only with peering (more than one replica).
 
 {{- define "inferfleet.leaderElectionRules" -}}
 # Leader election: the replica holding this Lease runs the autoscaler and resync loops.
+# It is named like the peering object; only creating it cannot be limited to that name.
 - apiGroups: [coordination.k8s.io]
   resources: [leases]
-  verbs: [get, create, update]
+  verbs: [create]
+- apiGroups: [coordination.k8s.io]
+  resources: [leases]
+  resourceNames: [{{ include "inferfleet.peeringName" . }}]
+  verbs: [get, update]
 {{- end }}
 
 {{- define "inferfleet.clusterRules" -}}
@@ -142,11 +171,19 @@ rules appear only with peering (more than one replica).
 - apiGroups: [""]
   resources: [namespaces]
   verbs: [list, watch]
-# kopf registers the validating admission webhook; its webhook manager also creates
-# an (empty) mutating configuration of the same name, so it needs both.
+{{- if .Values.webhook.enabled }}
+# kopf registers the validating admission webhook: it creates the configuration once
+# (a create cannot be limited by name) and afterwards patches only that one object.
+# Its webhook management also creates and patches an (empty) mutating configuration of
+# the same name: without that grant kopf gets 403 at startup.
 - apiGroups: [admissionregistration.k8s.io]
   resources: [validatingwebhookconfigurations, mutatingwebhookconfigurations]
-  verbs: [create, patch]
+  verbs: [create]
+- apiGroups: [admissionregistration.k8s.io]
+  resources: [validatingwebhookconfigurations, mutatingwebhookconfigurations]
+  resourceNames: [validate.inferfleet.dev]
+  verbs: [patch]
+{{- end }}
 {{- if and (include "inferfleet.peeringEnabled" .) (not .Values.watchNamespaces) }}
 # kopf peering (cluster mode): one active replica.
 - apiGroups: [kopf.dev]

@@ -3,7 +3,7 @@
 The CRD (`crds/`), the CLI's validation and the operator all derive from these models.
 """
 
-from inferfleet.api.plan import MemoryBreakdownGiB, Performance, Plan, TierPlan
+from inferfleet.api.plan import MeasuredKv, MemoryBreakdownGiB, Performance, Plan, TierPlan
 from inferfleet.api.resource import (
     InferenceService,
     ObjectMeta,
@@ -39,6 +39,7 @@ __all__ = [
     "InferenceServiceSpec",
     "InferenceServiceStatus",
     "InlineGpu",
+    "MeasuredKv",
     "MemoryBreakdownGiB",
     "ModelSpec",
     "ObjectMeta",

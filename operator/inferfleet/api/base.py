@@ -28,6 +28,9 @@ class ApiModel(BaseModel):
         extra="forbid",
         validate_default=False,
         use_enum_values=True,
+        # NaN and infinity pass numeric bounds in surprising ways (every comparison with
+        # NaN is false) and break JSON on the way out: refused everywhere, with the path.
+        allow_inf_nan=False,
     )
 
     def to_wire(self) -> dict[str, Any]:

@@ -44,12 +44,15 @@ CONDITION_CACHE_READY: Final = "CacheReady"
 CONDITION_READY: Final = "Ready"
 CONDITION_SCALING: Final = "Scaling"
 CONDITION_DEGRADED: Final = "Degraded"
+# A tier's plan cannot meet the workload's latency SLOs (plan.tiers[].warnings say why).
+CONDITION_SLO_AT_RISK: Final = "SloAtRisk"
 CONDITION_TYPES: Final = (
     CONDITION_PLANNED,
     CONDITION_CACHE_READY,
     CONDITION_READY,
     CONDITION_SCALING,
     CONDITION_DEGRADED,
+    CONDITION_SLO_AT_RISK,
 )
 
 # Condition reasons (CamelCase, as Kubernetes conventions ask).
@@ -61,6 +64,8 @@ REASON_APPLY_FAILED: Final = "ApplyFailed"
 REASON_METRICS_UNAVAILABLE: Final = "MetricsUnavailable"
 REASON_AVAILABLE: Final = "Available"
 REASON_PROGRESSING: Final = "Progressing"
+REASON_SLO_UNREACHABLE: Final = "SloUnreachable"
+REASON_SLOS_REACHABLE: Final = "SlosReachable"
 
 # Degraded is shared by the reconciler and the autoscaler. A Degraded whose message
 # starts with this prefix is the autoscaler's (metrics unavailable): the reconciler

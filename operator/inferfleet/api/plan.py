@@ -20,6 +20,26 @@ class MemoryBreakdownGiB(ApiModel):
     activations: float = Field(description="Torch activation peak during the profiling pass.")
     overhead: float = Field(description="Non-torch memory: CUDA context, NCCL buffers, CUDA graphs.")
     kv_cache: float = Field(description="'Available KV cache memory' per GPU.")
+    cuda_graphs: float = Field(
+        default=0.0,
+        description="CUDA-graph memory the release takes out of the budget before sizing the KV cache "
+        "(0 where graphs are captured after it).",
+    )
+    reserve: float = Field(
+        default=0.0,
+        description="Budget held back because the vLLM release is unknown or outside the modelled range.",
+    )
+
+
+class MeasuredKv(ApiModel):
+    """KV capacity the running engine reported (`vllm:cache_config_info`), beside the estimate."""
+
+    num_gpu_blocks: int = Field(description="Blocks the engine allocated (the smallest replica's).")
+    block_size: int = Field(description="Tokens per block.")
+    kv_cache_tokens: int = Field(description="num_gpu_blocks × block_size, per replica.")
+    pods: int = Field(description="Serving pods that reported it.")
+    estimated_kv_cache_tokens: int = Field(description="The planner's estimate, for comparison.")
+    estimated_replicas_for_peak: int = Field(description="replicasForPeak from the estimate.")
 
 
 class Performance(ApiModel):
@@ -68,6 +88,22 @@ class TierPlan(ApiModel):
         default=None, description="GPU cost per million served tokens at usable RPS."
     )
     performance: Performance | None = None
+    vllm_release: str = Field(default="unknown", description="The vLLM release the memory figures model.")
+    release_family: str = Field(default="", description="That release's memory-accounting family.")
+    num_gpu_blocks: int = Field(default=0, description="KV blocks per replica ('# GPU blocks').")
+    load_peak_gi_b: float = Field(
+        default=0.0,
+        alias="loadPeakGiB",
+        description="Per-GPU memory while the weights load (a 16-bit checkpoint quantized online loads "
+        "at 16 bits first); must fit the GPU.",
+    )
+    warnings: list[str] = Field(
+        default_factory=list,
+        description="Objectives this tier cannot meet as planned (latency SLOs), with the numbers.",
+    )
+    measured_kv: MeasuredKv | None = Field(
+        default=None, description="KV capacity measured from the running engine, once pods are up."
+    )
     reasons: list[str] = Field(description="Why each choice was made, in words.")
 
     @property

@@ -11,8 +11,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from inferfleet.api import labels
 from inferfleet.api.base import cel
+from inferfleet.api.document_bounds import document_problem
 from inferfleet.api.spec import InferenceServiceSpec
 from inferfleet.api.status import InferenceServiceStatus
+from inferfleet.api.yaml_input import load_documents
 
 # Every object the operator creates is named after the InferenceService, so its name must
 # be valid wherever it goes: Services need a DNS-1035 label (a letter first, not a digit),
@@ -163,6 +165,9 @@ def parse(document: Any, source: str = "") -> InferenceService:
             ],
             source,
         )
+    too_large = document_problem(document)
+    if too_large is not None:
+        raise SpecInvalid([Problem(*too_large)], source)
     try:
         return InferenceService.model_validate(document)
     except ValidationError as error:
@@ -170,9 +175,12 @@ def parse(document: Any, source: str = "") -> InferenceService:
 
 
 def load_all(text: str, source: str = "") -> list[InferenceService]:
-    """Every InferenceService in a (multi-document) YAML or JSON text."""
+    """Every InferenceService in a (multi-document) YAML or JSON text.
+
+    Aliases, nesting depth and duplicate keys are checked before anything is expanded
+    (`api.yaml_input`); a text that breaks a limit is invalid like any other."""
     try:
-        documents = [document for document in yaml.safe_load_all(text) if document is not None]
+        documents = [document for document in load_documents(text) if document is not None]
     except yaml.YAMLError as error:
         raise SpecInvalid([Problem("", f"not valid YAML: {error}")], source) from None
     if not documents:

@@ -16,7 +16,16 @@ from pydantic import AfterValidator, Field, StringConstraints, field_validator, 
 
 from inferfleet.api import host_paths, vllm_flags
 from inferfleet.api.base import ApiModel, cel, schema_extra
+from inferfleet.api.cron import checked_schedule, checked_zone
+from inferfleet.api.model_config_bounds import checked_config
 from inferfleet.api.node_labels import NodeLabels
+from inferfleet.api.source_paths import (
+    checked_model_name,
+    checked_object_name,
+    checked_revision,
+    checked_secret_key,
+    checked_source,
+)
 
 # --- shared vocabularies -------------------------------------------------------------
 
@@ -52,6 +61,13 @@ SourceUri = Annotated[
     StringConstraints(min_length=6, max_length=1024, pattern=r"^(hf|s3|gs|pvc|file)://[^\s]+$"),
 ]
 ShortString = Annotated[str, StringConstraints(min_length=1, max_length=253)]
+# A vLLM release: `0.11.0`, `v0.6.4`, `0.10.1.1`, `0.7.4.dev713+gb4961126`.
+VllmVersion = Annotated[
+    str,
+    StringConstraints(
+        min_length=3, max_length=64, pattern=r"^v?[0-9]+\.[0-9]+(\.[0-9]+)?([.+-][0-9A-Za-z.+-]*)?$"
+    ),
+]
 ArgString = Annotated[str, StringConstraints(min_length=1, max_length=4096)]
 # A 5-field cron expression (minute hour day-of-month month day-of-week).
 Cron = Annotated[
@@ -65,6 +81,9 @@ class SecretKeyRef(ApiModel):
     name: ShortString = Field(description="Name of the Secret.")
     key: ShortString = Field(default="token", description="Key within the Secret.")
 
+    _name_is_an_object_name = field_validator("name")(checked_object_name)
+    _key_is_a_key = field_validator("key")(checked_secret_key)
+
 
 # --- model -----------------------------------------------------------------------------
 
@@ -75,6 +94,8 @@ class LoraAdapter(ApiModel):
     name: DnsLabel = Field(description="Name clients use in the `model` field of a request.")
     source: SourceUri = Field(description="Where the adapter weights live (hf://, s3://, gs://, pvc://).")
     rank: int = Field(default=16, ge=1, le=1024, description="LoRA rank (sizes --max-lora-rank).")
+
+    _source_contained = field_validator("source")(checked_source)
 
 
 class ModelSpec(ApiModel):
@@ -135,6 +156,15 @@ class ModelSpec(ApiModel):
     max_simultaneous_adapters: int | None = Field(
         default=None, ge=1, le=64, description="Adapters resident on a GPU at once (--max-loras)."
     )
+
+    _name_is_an_argument = field_validator("name", "served_model_name")(checked_model_name)
+    _source_contained = field_validator("source")(checked_source)
+    _revision_is_a_ref = field_validator("revision")(checked_revision)
+
+    @field_validator("config")
+    @classmethod
+    def _config_within_bounds(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        return checked_config(value)
 
     @model_validator(mode="after")
     def _adapters_and_config(self) -> ModelSpec:
@@ -472,6 +502,10 @@ class PrewarmWindow(ApiModel):
     tier: DnsLabel | None = Field(default=None, description="Tier to pre-warm; empty means the cheapest.")
     time_zone: ShortString | None = Field(default=None, description="IANA zone; defaults to UTC.")
 
+    # The policy evaluates both on every tick: refused here, at admission, not there.
+    _schedule_parses = field_validator("schedule")(checked_schedule)
+    _zone_exists = field_validator("time_zone")(checked_zone)
+
 
 class ScalingSpec(ApiModel):
     """Autoscaling policy. Empty fields take the operator's defaults (Helm values)."""
@@ -555,6 +589,8 @@ class CacheSpec(ApiModel):
         if reason is not None:
             raise ValueError(f"{NODE_PATH_MESSAGE}: {reason}")
         return value
+
+    _pvc_is_an_object_name = field_validator("pvc_name")(checked_object_name)
 
     @model_validator(mode="after")
     def _pvc_named(self) -> CacheSpec:
@@ -679,6 +715,12 @@ class ServingSpec(ApiModel):
     """How vLLM is run."""
 
     image: ShortString | None = Field(default=None, description="vLLM image; operator default if empty.")
+    vllm_version: VllmVersion | None = Field(
+        default=None,
+        description="The vLLM release the image runs (e.g. `0.11.0`), for images whose tag does "
+        "not name one (`latest`, a digest, a custom build); wins over the tag. The planner models "
+        "each release's memory accounting and defaults.",
+    )
     prefix_caching: bool = Field(default=True, description="--enable-prefix-caching.")
     chunked_prefill: bool = Field(default=True, description="--enable-chunked-prefill.")
     speculative_decoding: SpeculativeDecoding | None = None

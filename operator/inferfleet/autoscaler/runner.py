@@ -33,6 +33,7 @@ from inferfleet.autoscaler.step import (
     StepResult,
     Workload,
     deletion_costs,
+    failure_condition,
     rfc3339,
     should_write,
     step,
@@ -44,7 +45,7 @@ from inferfleet.metrics.operator_metrics import OperatorMetrics
 from inferfleet.metrics.parse import ServiceKey, TierKey
 from inferfleet.metrics.prometheus import PrometheusClient, PrometheusConfig, QueryFailed, SignalReader
 from inferfleet.metrics.queries import QueryConfig
-from inferfleet.metrics.signals import SignalSnapshot
+from inferfleet.metrics.signals import SignalSnapshot, sane
 from inferfleet.reconcile.objects import (
     DEPLOYMENT,
     LEADER_WORKER_SET,
@@ -303,7 +304,7 @@ class Autoscaler:
         for tier in service.spec.tiers:
             observed = snapshot.tier(service.namespace, service.name, tier.name)
             if observed is not None:
-                tiers[tier.name] = observed
+                tiers[tier.name] = sane(observed)
         return Observation(
             tiers=tiers,
             rate_history_rps=snapshot.rate_history.get(ServiceKey(service.namespace, service.name)),
@@ -315,11 +316,11 @@ class Autoscaler:
     ) -> ServiceReport:
         meta = body.get("metadata") or {}
         report = ServiceReport(str(meta.get("namespace") or "default"), str(meta.get("name")))
-        service = self._input(body, tick)
-        if isinstance(service, str):
-            report.skipped = service
-            return report
         try:
+            service = self._input(body, tick)
+            if isinstance(service, str):
+                report.skipped = service
+                return report
             result = step(
                 service, self._observation(tick.snapshot, service), self.settings, now_s, force=force
             )
@@ -346,7 +347,39 @@ class Autoscaler:
             # The world's error: counted, logged with the object, retried next tick.
             report.error = str(error)
             log.warning("autoscaler: %s/%s: %s", report.namespace, report.name, error)
+        except Exception as error:
+            # Anything else is about this one service (its spec, its signals) or a bug:
+            # it holds its replicas and says so; the services after it are decided as usual.
+            report.error = f"{type(error).__name__}: {error}"
+            log.exception("autoscaler: %s/%s: cannot decide", report.namespace, report.name)
+            self._report_failure(body, report.error, now_s)
         return report
+
+    def _report_failure(self, body: Mapping[str, Any], why: str, now_s: float) -> None:
+        """Degraded=True (AutoscalingFailed) on a service that could not be decided."""
+        status: Mapping[str, Any] = body.get("status") or {}
+        update = failure_condition(status, why)
+        if update is None or any(
+            isinstance(c, Mapping)
+            and (c.get("type"), c.get("status"), c.get("reason"), c.get("message"))
+            == (update.type, update.status, update.reason, update.message)
+            for c in status.get("conditions") or []
+        ):
+            return  # nothing new to say: no status write every tick
+        ref = ref_of({"apiVersion": labels.API_VERSION, "kind": labels.KIND, "metadata": body["metadata"]})
+        conditions = _merge_conditions(
+            (body.get("status") or {}).get("conditions") or [],
+            (update,),
+            now_s,
+            body["metadata"].get("generation"),
+        )
+        try:
+            self.api_calls += 1
+            self.cluster.patch_status(
+                ref, {"conditions": conditions}, resource_version=body["metadata"].get("resourceVersion")
+            )
+        except ApiError as error:  # a conflict or an outage: the next tick says it again
+            log.warning("autoscaler: %s: cannot record the failure: %s", ref, error)
 
     def _write_status(self, body: Mapping[str, Any], result: StepResult, now_s: float) -> None:
         ref = ref_of({"apiVersion": labels.API_VERSION, "kind": labels.KIND, "metadata": body["metadata"]})
@@ -380,7 +413,11 @@ class Autoscaler:
     def _scale(self, service: ServiceInput, result: StepResult, tick: _Tick) -> int:
         scaled = 0
         for action in result.scales:
-            if action.down and (action.ref.api_version, action.ref.kind) == DEPLOYMENT:
+            if (
+                action.down
+                and self.settings.pod_deletion_cost
+                and (action.ref.api_version, action.ref.kind) == DEPLOYMENT
+            ):
                 self._mark_idle_pods(service, action.tier, tick)
             try:
                 self.api_calls += 1

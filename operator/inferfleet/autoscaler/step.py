@@ -37,6 +37,8 @@ from inferfleet.scaling import (
 REASON_WAITING_FOR_REPLICAS = "WaitingForReplicas"
 REASON_STABLE = "Stable"
 REASON_METRICS_AVAILABLE = "MetricsAvailable"
+# This service could not be decided (its spec, its signals, a bug): the others were.
+REASON_AUTOSCALING_FAILED = "AutoscalingFailed"
 EVENT_SCALED_UP = "ScaledUp"
 EVENT_SCALED_DOWN = "ScaledDown"
 EVENT_SCALING_ADVISED = "ScalingAdvised"
@@ -298,15 +300,29 @@ def _conditions(
                 )
             )
     elif ours and degraded is not None and degraded.get("status") == "True":
+        recovered = degraded.get("reason") == REASON_AUTOSCALING_FAILED
         updates.append(
             ConditionUpdate(
                 labels.CONDITION_DEGRADED,
                 "False",
                 REASON_METRICS_AVAILABLE,
-                DEGRADED_PREFIX + "metrics are available again",
+                DEGRADED_PREFIX + ("deciding again" if recovered else "metrics are available again"),
             )
         )
     return tuple(updates)
+
+
+def failure_condition(status: Mapping[str, Any], why: str) -> ConditionUpdate | None:
+    """Degraded for a service the autoscaler could not decide, unless the reconciler
+    already reports a Degraded of its own (that one wins, as everywhere)."""
+    degraded = _find_condition(status, labels.CONDITION_DEGRADED)
+    ours = degraded is not None and str(degraded.get("message", "")).startswith(DEGRADED_PREFIX)
+    if degraded is not None and degraded.get("status") == "True" and not ours:
+        return None
+    message = f"{DEGRADED_PREFIX}cannot decide this service, replicas held: {why}"
+    return ConditionUpdate(
+        labels.CONDITION_DEGRADED, "True", REASON_AUTOSCALING_FAILED, message[:REASON_MAX_CHARS]
+    )
 
 
 def _find_condition(status: Mapping[str, Any], type_: str) -> Mapping[str, Any] | None:
@@ -460,7 +476,10 @@ def deletion_costs(pods: Sequence[Mapping[str, Any]], in_flight: Mapping[str, fl
         name = str(metadata.get("name", ""))
         if not name or metadata.get("deletionTimestamp"):
             continue
-        cost = str(max(0, min(2**31 - 1, round(in_flight.get(name, 0.0)))))
+        reading = in_flight.get(name, 0.0)
+        # A reading that is no count (NaN, infinite, negative) is unknown: idle, as above.
+        usable = reading if math.isfinite(reading) and reading > 0 else 0.0
+        cost = str(min(2**31 - 1, round(usable)))
         current = (metadata.get("annotations") or {}).get(labels.ANNOTATION_POD_DELETION_COST)
         if current != cost:
             out[name] = cost

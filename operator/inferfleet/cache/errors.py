@@ -81,4 +81,17 @@ class MissingDependency(CacheError):
     """The client library for a source scheme is not installed in this image."""
 
 
+class UnsafeSource(CacheError):
+    """A name, revision id or symlink from the source (or planted in the cache) would make
+    the fetcher write or read outside the revision directory: refused, nothing written."""
+
+
+class MalformedListing(CacheError):
+    """The source answered, but not with a listing the fetcher can read (bad JSON, wrong types)."""
+
+
+class WriteFailed(CacheError):
+    """The node's filesystem refused a write for a reason other than space (EFBIG, EROFS, EACCES...)."""
+
+
 REASONS: tuple[str, ...] = tuple(_REASONS)

@@ -22,6 +22,10 @@ rest. Nothing partial is ever under `revisions/`.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import errno
+import hashlib
 import json
 import os
 import random
@@ -34,16 +38,19 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from inferfleet.cache import store
-from inferfleet.cache.checksums import new_hasher
+from inferfleet.api.source_paths import revision_problem
+from inferfleet.cache import safefs, store
+from inferfleet.cache.checksums import Hasher, new_hasher
 from inferfleet.cache.errors import (
     CacheCorrupt,
     CacheError,
     CacheMissing,
     ChecksumMismatch,
     DiskFull,
+    SourceInvalid,
     SourceNotFound,
     SourceUnreachable,
+    WriteFailed,
 )
 from inferfleet.cache.gc import GcPlan
 from inferfleet.cache.layout import (
@@ -51,10 +58,13 @@ from inferfleet.cache.layout import (
     MARKER_DIR,
     MARKER_NAME,
     PART_SUFFIX,
+    PARTIAL_DIR,
+    REVISIONS_DIR,
     SourceRef,
     is_commit_hash,
     model_key,
     parse_source,
+    safe_revision_id,
 )
 from inferfleet.cache.manifest import (
     DEFAULT_ALLOW_PATTERNS,
@@ -69,6 +79,7 @@ from inferfleet.cache.manifest import (
     total_bytes,
     weight_bytes,
 )
+from inferfleet.cache.names import check_listing
 from inferfleet.cache.partfile import PartWriter
 from inferfleet.cache.progress import GIB, Progress
 from inferfleet.cache.remote import S3Source, Source, open_source
@@ -130,11 +141,22 @@ def _noop(_: str) -> None:
 
 
 def fetch(source_uri: str, dest: Path, options: FetchOptions | None = None, log: Log = _noop) -> FetchResult:
-    options = options or FetchOptions()
+    """Make one revision complete in `dest`; every failure is a CacheError with its reason."""
+    try:
+        return _fetch(source_uri, dest, options or FetchOptions(), log)
+    except OSError as error:
+        # The node's filesystem, not the source: a reason instead of a traceback.
+        raise _os_error(error, Path(error.filename) if error.filename else dest) from error
+
+
+def _fetch(source_uri: str, dest: Path, options: FetchOptions, log: Log) -> FetchResult:
     started = time.monotonic()
     ref = parse_source(source_uri)
     dest = dest.absolute()
     revision = options.revision or DEFAULT_REF
+    problem = revision_problem(revision)
+    if problem is not None:
+        raise SourceInvalid(f"revision {revision!r}: {problem}")
 
     # 1. An immutable revision that is already complete: nothing to ask anyone.
     if is_commit_hash(revision):
@@ -173,6 +195,9 @@ def fetch(source_uri: str, dest: Path, options: FetchOptions | None = None, log:
                 log=log,
             )
 
+        # The source's word is as untrusted as its files: its revision id becomes a
+        # directory name, and every name it lists a path below it.
+        safe_revision_id(resolved.revision_id)
         reused = _reuse(dest, revision, resolved.revision_id, log)
         if reused is not None:
             return _finish_reuse(
@@ -180,6 +205,7 @@ def fetch(source_uri: str, dest: Path, options: FetchOptions | None = None, log:
             )
 
         files = select_files(resolved.files, options.allow_patterns, options.ignore_patterns)
+        check_listing(f"{source_uri}@{revision}", [f.path for f in files])
         if not any(is_weight_file(f.path) for f in files):
             raise SourceNotFound(
                 f"{source_uri}@{revision}: no weight files match {', '.join(options.allow_patterns)} "
@@ -316,15 +342,49 @@ def _download(
 ) -> tuple[Manifest, int]:
     layout = store.layout_for(dest)
     partial = Path(str(layout.partial(resolved.revision_id)))
-    # Downloads of other revisions were abandoned (we hold the lock): free their space.
-    partials = Path(str(layout.partials))
-    if partials.is_dir():
-        for other in partials.iterdir():
-            if other.name != resolved.revision_id:
-                shutil.rmtree(other, ignore_errors=True)
-    partial.mkdir(parents=True, exist_ok=True)
+    with (
+        safefs.model_dir(dest, create=True) as model_fd,
+        safefs.subdir(model_fd, PARTIAL_DIR, create=True, where=dest) as partials_fd,
+    ):
+        # Downloads of other revisions were abandoned (we hold the lock): free their space.
+        for other in os.listdir(partials_fd):
+            if other != resolved.revision_id:
+                shutil.rmtree(other, ignore_errors=True, dir_fd=partials_fd)
+                with contextlib.suppress(OSError):
+                    os.unlink(other, dir_fd=partials_fd)  # a planted symlink: only the link goes
+        with safefs.subdir(
+            partials_fd, resolved.revision_id, create=True, where=partial.parent
+        ) as partial_fd:
+            manifest, transferred = _download_into(
+                source,
+                partial_fd,
+                partial,
+                ref=ref,
+                resolved=resolved,
+                files=files,
+                dest=dest,
+                options=options,
+                log=log,
+                started=started,
+            )
+            _seal(model_fd, partials_fd, partial_fd, resolved.revision_id, manifest=manifest, dest=dest)
+    return manifest, transferred
 
-    present = {f.path: _present_bytes(partial, f) for f in files}
+
+def _download_into(
+    source: Source,
+    partial_fd: int,
+    partial: Path,
+    *,
+    ref: SourceRef,
+    resolved: ResolvedRevision,
+    files: tuple[RemoteFile, ...],
+    dest: Path,
+    options: FetchOptions,
+    log: Log,
+    started: float,
+) -> tuple[Manifest, int]:
+    present = {f.path: _present_bytes(partial_fd, partial, f) for f in files}
     needed = sum(f.size_bytes - present[f.path] for f in files)
     _ensure_space(dest, needed, options, log)
 
@@ -335,19 +395,20 @@ def _download(
         f"fetching {ref.uri}@{options.revision} (revision {resolved.revision_id}): {len(files)} files, "
         f"{total / GIB:.2f} GiB, {needed / GIB:.2f} GiB to transfer"
     )
-    verified: dict[str, list[str]] = {}
+    done_files: dict[str, tuple[list[str], str | None]] = {}
     # Largest first: the long transfers start early and the small ones fill the gaps.
     # Parallel across files, not across ranges of one file: models come in several shards
     # (the cores are busy with `parallel` streams already), and one sequential stream per
     # file keeps resume a matter of the .part file's size, with its prefix re-hashed.
     ordered = sorted(files, key=lambda f: -f.size_bytes)
     with ThreadPoolExecutor(max_workers=max(1, options.parallel), thread_name_prefix="fetch") as pool:
-        futures: dict[Future[list[str]], RemoteFile] = {
+        futures: dict[Future[tuple[list[str], str | None]], RemoteFile] = {
             pool.submit(
                 _transfer,
                 source,
                 resolved,
                 remote=remote,
+                partial_fd=partial_fd,
                 partial=partial,
                 progress=progress,
                 options=options,
@@ -362,16 +423,23 @@ def _download(
             error = future.exception()
             if error is not None:
                 raise error
-            verified[futures[future].path] = future.result()
+            done_files[futures[future].path] = future.result()
 
-    config = _read_config(partial)
+    entries = []
+    for remote in files:
+        checks, computed_sha256 = done_files[remote.path]
+        # A source without a checksum this image can compute: the bytes' own SHA-256 goes
+        # in the marker, so verify --deep has something to check.
+        recorded = remote if computed_sha256 is None else dataclasses.replace(remote, sha256=computed_sha256)
+        entries.append(entry_for(recorded, checks))
+    config = _read_config(partial_fd)
     elapsed = time.monotonic() - started
     manifest = Manifest(
         source=ref.uri,
         ref=options.revision,
         revision_id=resolved.revision_id,
         commit=resolved.commit,
-        files=[entry_for(f, verified[f.path]) for f in files],
+        files=entries,
         total_bytes=total,
         weight_bytes=weight_bytes(files),
         hf_config=config,
@@ -380,16 +448,19 @@ def _download(
         bytes_transferred=progress.transferred_bytes,
         fetch_bytes_per_s=round(progress.rate_bytes_per_s(), 1) if progress.transferred_bytes else None,
     )
-    _seal(dest, partial, resolved.revision_id, manifest)
     return manifest, progress.transferred_bytes
 
 
-def _present_bytes(partial: Path, remote: RemoteFile) -> int:
-    final = partial / remote.path
-    if final.is_file() and final.stat().st_size == remote.size_bytes:
-        return remote.size_bytes
-    part = final.with_name(final.name + PART_SUFFIX)
-    size = part.stat().st_size if part.is_file() else None
+def _present_bytes(partial_fd: int, partial: Path, remote: RemoteFile) -> int:
+    head, name = safefs.split(remote.path)
+    try:
+        with safefs.subdir(partial_fd, head, create=False, where=partial) as parent_fd:
+            where = partial / head if head else partial
+            if safefs.regular_size(parent_fd, name, where=where) == remote.size_bytes:
+                return remote.size_bytes
+            size = safefs.regular_size(parent_fd, name + PART_SUFFIX, where=where)
+    except FileNotFoundError:
+        return 0
     return resume_offset(size, remote.size_bytes)
 
 
@@ -414,35 +485,88 @@ def _ensure_space(dest: Path, needed: int, options: FetchOptions, log: Log) -> N
     )
 
 
+def _hasher_for(remote: RemoteFile) -> tuple[Callable[[], Hasher | None], bool]:
+    """(a new hasher for the file's bytes, whether its digest is ours to record).
+
+    The source's strongest checksum when this image can compute it; otherwise SHA-256,
+    recorded in the marker (a directory, a multipart S3 object, CRC32C without its C
+    library): every sealed file then has a checksum that verify --deep re-checks."""
+    best = remote.best_checksum()
+    if best is not None and new_hasher(best[0], remote.size_bytes) is not None:
+        kind = best[0]
+        return (lambda: new_hasher(kind, remote.size_bytes)), False
+    return hashlib.sha256, True
+
+
+def _sha256_of(dir_fd: int, name: str, where: Path) -> str:
+    hasher = hashlib.sha256()
+    fd = safefs.open_file(dir_fd, name, os.O_RDONLY, where=where)
+    with os.fdopen(fd, "rb") as handle:
+        while chunk := handle.read(8 * 1024 * 1024):
+            hasher.update(chunk)
+    return hasher.hexdigest()
+
+
 def _transfer(
     source: Source,
     resolved: ResolvedRevision,
     *,
     remote: RemoteFile,
+    partial_fd: int,
     partial: Path,
     progress: Progress,
     options: FetchOptions,
     log: Log,
-) -> list[str]:
-    """Make `partial/<path>` complete and checked; returns the checks that passed."""
-    final = partial / remote.path
+) -> tuple[list[str], str | None]:
+    """Make `partial/<path>` complete and checked; returns the checks that passed and,
+    for a file without a usable published checksum, the SHA-256 of its bytes."""
+    head, name = safefs.split(remote.path)
+    where = partial / head if head else partial
+    with safefs.subdir(partial_fd, head, create=True, where=partial) as dir_fd:
+        return _transfer_in(
+            source, resolved, remote, dir_fd, name, where=where, progress=progress, options=options, log=log
+        )
+
+
+def _transfer_in(
+    source: Source,
+    resolved: ResolvedRevision,
+    remote: RemoteFile,
+    dir_fd: int,
+    name: str,
+    *,
+    where: Path,
+    progress: Progress,
+    options: FetchOptions,
+    log: Log,
+) -> tuple[list[str], str | None]:
     best = remote.best_checksum()
+    make_hasher, ours = _hasher_for(remote)
     checks = ["size"]
-    if final.is_file() and final.stat().st_size == remote.size_bytes:
+    if safefs.regular_size(dir_fd, name, where=where) == remote.size_bytes:
         # Finished by an earlier run: it was checked before it got its final name.
-        return checks + ([best[0]] if best and new_hasher(best[0], 0) is not None else [])
-    final.parent.mkdir(parents=True, exist_ok=True)
-    part = final.with_name(final.name + PART_SUFFIX)
+        if ours:
+            return checks, _sha256_of(dir_fd, name, where)
+        return checks + ([best[0]] if best else []), None
+    part = name + PART_SUFFIX
     attempt = 0
     mismatches = 0
     while True:
-        existing = part.stat().st_size if part.is_file() else None
+        existing = safefs.regular_size(dir_fd, part, where=where)
         offset = resume_offset(existing, remote.size_bytes)
-        hasher = new_hasher(best[0], remote.size_bytes) if best else None
         try:
-            writer = PartWriter(part, offset, remote, progress, hasher, direct_io=options.direct_io)
+            writer = PartWriter(
+                Path(part),
+                offset,
+                remote,
+                progress,
+                make_hasher(),
+                direct_io=options.direct_io,
+                dir_fd=dir_fd,
+                new_hasher_for_restart=make_hasher,
+            )
         except OSError as error:
-            raise _os_error(error, part) from error
+            raise _os_error(error, where / part) from error
         before = writer.position
         try:
             if writer.position < remote.size_bytes:
@@ -463,7 +587,7 @@ def _transfer(
             continue
         except OSError as error:
             writer.close()
-            raise _os_error(error, part) from error
+            raise _os_error(error, where / part) from error
         if writer.position != remote.size_bytes:
             attempt += 1
             if attempt >= options.retry.attempts:
@@ -473,9 +597,12 @@ def _transfer(
             time.sleep(options.retry.delay_s(attempt))
             continue
         digest = writer.digest()
+        if ours:
+            os.replace(part, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+            return checks, digest
         if best is not None and digest is not None:
             if digest != best[1]:
-                part.unlink(missing_ok=True)
+                os.unlink(part, dir_fd=dir_fd)
                 progress.discard(remote.size_bytes)
                 mismatches += 1
                 if mismatches >= 2:
@@ -486,45 +613,63 @@ def _transfer(
                 log(f"{remote.path}: {best[0]} mismatch, downloading it again from the start")
                 continue
             checks.append(best[0])
-        os.replace(part, final)
-        return checks
+        os.replace(part, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        return checks, None
 
 
-def _os_error(error: OSError, path: Path) -> CacheError | OSError:
+def _os_error(error: OSError, path: Path) -> CacheError:
     if store.is_disk_full(error):
         return DiskFull(f"{path}: no space left on the device ({error.strerror})")
-    return error
+    if error.errno == errno.EFBIG:
+        return WriteFailed(
+            f"{path}: file too large for this filesystem or the process's file size limit (EFBIG)"
+        )
+    code = errno.errorcode.get(error.errno or 0, str(error.errno))
+    return WriteFailed(f"{path}: {error.strerror or error} ({code})")
 
 
-def _read_config(partial: Path) -> dict[str, Any] | None:
-    path = partial / "config.json"
+# A config.json is a few KiB; one far larger is no config the planner should parse.
+_CONFIG_MAX_BYTES = 16 * 1024 * 1024
+
+
+def _read_config(partial_fd: int) -> dict[str, Any] | None:
     try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        fd = safefs.open_file(partial_fd, "config.json", os.O_RDONLY)
+    except (OSError, CacheError):
+        return None
+    try:
+        with os.fdopen(fd, "rb") as handle:
+            data = handle.read(_CONFIG_MAX_BYTES + 1)
+        if len(data) > _CONFIG_MAX_BYTES:
+            return None
+        value = json.loads(data.decode("utf-8"))
+    except (OSError, ValueError, RecursionError):
         return None
     return value if isinstance(value, dict) else None
 
 
-def _seal(dest: Path, partial: Path, revision_id: str, manifest: Manifest) -> None:
-    """Marker in, everything fsynced, one rename: the revision appears complete or not at all."""
-    marker_dir = partial / MARKER_DIR
-    marker_dir.mkdir(exist_ok=True)
-    tmp = marker_dir / f".{MARKER_NAME}.tmp"
-    with open(tmp, "w", encoding="utf-8") as handle:
-        handle.write(manifest.to_json())
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, marker_dir / MARKER_NAME)
+def _seal(
+    model_fd: int, partials_fd: int, partial_fd: int, revision_id: str, *, manifest: Manifest, dest: Path
+) -> None:
+    """Marker in, everything fsynced, one rename: the revision appears complete or not at all.
+
+    All descriptor-relative: the marker, the fsyncs and the rename act on the directories
+    this fetch created, whatever symlink someone planted since."""
+    with safefs.subdir(partial_fd, MARKER_DIR, create=True) as marker_dir_fd:
+        tmp = f".{MARKER_NAME}.tmp"
+        fd = safefs.open_file(marker_dir_fd, tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(manifest.to_json())
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, MARKER_NAME, src_dir_fd=marker_dir_fd, dst_dir_fd=marker_dir_fd)
     # Directory entries (the files' final names) must be durable before the rename.
-    for directory, _subdirs, _files in os.walk(partial):
-        store.fsync_dir(Path(directory))
-    layout = store.layout_for(dest)
-    revisions = Path(str(layout.revisions))
-    revisions.mkdir(parents=True, exist_ok=True)
-    target = Path(str(layout.revision(revision_id)))
-    os.rename(partial, target)
-    store.fsync_dir(revisions)
-    store.fsync_dir(Path(str(layout.partials)))
+    for _top, _dirs, _files, directory_fd in os.fwalk(".", dir_fd=partial_fd, follow_symlinks=False):
+        os.fsync(directory_fd)
+    with safefs.subdir(model_fd, REVISIONS_DIR, create=True, where=dest) as revisions_fd:
+        os.rename(revision_id, revision_id, src_dir_fd=partials_fd, dst_dir_fd=revisions_fd)
+        os.fsync(revisions_fd)
+    os.fsync(partials_fd)
 
 
 def cache_key(source_uri: str) -> str:

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Final, Literal
 
-from inferfleet.cache.errors import SourceInvalid
+from inferfleet.cache.errors import SourceInvalid, UnsafeSource
 
 Scheme = Literal["hf", "s3", "gs", "pvc", "file"]
 SCHEMES: Final[tuple[Scheme, ...]] = ("hf", "s3", "gs", "pvc", "file")
@@ -50,6 +50,8 @@ PART_SUFFIX: Final = ".part"
 _MAX_KEY_CHARS: Final = 120
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 _HEX40 = re.compile(r"^[0-9a-f]{40}$")
+# A revision id is one directory name: a hub commit, or `<label>-<digest>` (ref_name-safe).
+_REVISION_ID = re.compile(r"^(?![.-])[A-Za-z0-9._-]{1,200}$")
 
 
 @dataclass(frozen=True)
@@ -136,6 +138,17 @@ def listing_revision_id(ref: str, entries: list[tuple[str, int, str]]) -> str:
     return f"{ref_name(ref)}-{digest.hexdigest()[:12]}"
 
 
+def safe_revision_id(revision_id: str) -> str:
+    """`revision_id` unchanged, or UnsafeSource: it becomes a directory name on the node,
+    so `../../outside/EVILREV` (from a hostile hub, say) must never reach a path."""
+    if not _REVISION_ID.match(revision_id) or revision_id.endswith(PART_SUFFIX):
+        raise UnsafeSource(
+            f"revision id {revision_id!r} is not one plain directory name "
+            "(letters, digits, '.', '_', '-'; at most 200 characters)"
+        )
+    return revision_id
+
+
 @dataclass(frozen=True)
 class ModelLayout:
     """Paths of one model's cache directory (`dest` of `inferfleet cache fetch`)."""
@@ -163,20 +176,20 @@ class ModelLayout:
         return self.root / TRASH_DIR
 
     def revision(self, revision_id: str) -> PurePosixPath:
-        return self.revisions / revision_id
+        return self.revisions / safe_revision_id(revision_id)
 
     def marker(self, revision_id: str) -> PurePosixPath:
         return self.revision(revision_id) / MARKER_RELPATH
 
     def partial(self, revision_id: str) -> PurePosixPath:
-        return self.partials / revision_id
+        return self.partials / safe_revision_id(revision_id)
 
     def ref(self, ref: str) -> PurePosixPath:
         return self.refs / ref_name(ref)
 
     def ref_target(self, revision_id: str) -> str:
         """Relative symlink target, so the link also resolves inside a pod's mount."""
-        return f"../{REVISIONS_DIR}/{revision_id}"
+        return f"../{REVISIONS_DIR}/{safe_revision_id(revision_id)}"
 
 
 def model_dir(node_root: str, source: SourceRef) -> PurePosixPath:

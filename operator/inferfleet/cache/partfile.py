@@ -28,10 +28,12 @@ import errno
 import mmap
 import os
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Final
 
+from inferfleet.cache import safefs
 from inferfleet.cache.checksums import Hasher, new_hasher
 from inferfleet.cache.errors import SourceChanged
 from inferfleet.cache.manifest import RemoteFile
@@ -105,12 +107,21 @@ class PartWriter:
         hasher: Hasher | None,
         *,
         direct_io: bool = True,
+        dir_fd: int | None = None,
+        new_hasher_for_restart: Callable[[], Hasher | None] | None = None,
     ) -> None:
+        """With `dir_fd`, `path` is a name in that directory, opened without following a
+        symlink (and refused unless it is a plain file with one link: `safefs`)."""
         self.path = path
         self.remote = remote
         self.progress = progress
         self._hasher = hasher
-        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+        self._dir_fd = dir_fd
+        self._new_hasher_for_restart = new_hasher_for_restart
+        if dir_fd is None:
+            self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        else:
+            self._fd = safefs.open_file(dir_fd, str(path), os.O_RDWR | os.O_CREAT)
         self._direct_fd = -1
         try:
             os.ftruncate(self._fd, offset)
@@ -135,14 +146,20 @@ class PartWriter:
         self._write_failed = False
         self.position = offset
 
-    @staticmethod
-    def _open_direct(path: Path) -> int:
+    def _open_direct(self, path: Path) -> int:
         try:
-            return os.open(path, os.O_WRONLY | _O_DIRECT)
+            fd = os.open(path, os.O_WRONLY | _O_DIRECT | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=self._dir_fd)
         except OSError as error:
             if error.errno == errno.EINVAL:  # the filesystem does not do direct I/O
                 return -1
             raise
+        # The same file as the first descriptor, or nothing: a swap in between must not
+        # send the aligned writes somewhere else.
+        first, second = os.fstat(self._fd), os.fstat(fd)
+        if (first.st_dev, first.st_ino) != (second.st_dev, second.st_ino):
+            os.close(fd)
+            raise SourceChanged(f"{path}: the file changed under the fetcher while it was opened")
+        return fd
 
     def _new_blocks(self) -> list[mmap.mmap]:
         # Anonymous mappings are page-aligned, which direct I/O requires of the memory.
@@ -154,15 +171,16 @@ class PartWriter:
         return self._direct_fd >= 0
 
     def _rehash_prefix(self, offset: int) -> None:
+        """Hash the bytes a killed run left, read through the descriptor already open (the
+        name is not looked up again)."""
         assert self._hasher is not None
-        with open(self.path, "rb") as handle:
-            left = offset
-            while left > 0:
-                chunk = handle.read(min(left, self.BLOCK_BYTES))
-                if not chunk:
-                    break
-                self._hasher.update(chunk)
-                left -= len(chunk)
+        position = 0
+        while position < offset:
+            chunk = os.pread(self._fd, min(offset - position, self.BLOCK_BYTES), position)
+            if not chunk:
+                break
+            self._hasher.update(chunk)
+            position += len(chunk)
 
     def _check_size(self, count: int) -> None:
         if self.position + count > self.remote.size_bytes:
@@ -292,8 +310,11 @@ class PartWriter:
             self._block_bytes = wanted
             self._blocks = self._new_blocks()
             self._current = 0
-        best = self.remote.best_checksum()
-        self._hasher = new_hasher(best[0], self.remote.size_bytes) if best else None
+        if self._new_hasher_for_restart is not None:
+            self._hasher = self._new_hasher_for_restart()
+        else:
+            best = self.remote.best_checksum()
+            self._hasher = new_hasher(best[0], self.remote.size_bytes) if best else None
 
     def copy_from(self, fd: int, offset: int, count: int) -> bool:
         """Copy inside the kernel when nothing has to see the bytes (no checksum)."""

@@ -27,11 +27,13 @@ boto3 and google-cloud-storage are configured not to retry on their own.
 from __future__ import annotations
 
 import base64
+import errno
 import functools
 import http.client
 import json
 import os
 import ssl
+import stat
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -42,12 +44,15 @@ from urllib.parse import urljoin, urlsplit
 from inferfleet.cache.errors import (
     BadCredentials,
     CacheError,
+    MalformedListing,
     MissingDependency,
     SourceChanged,
     SourceNotFound,
     SourceUnreachable,
+    UnsafeSource,
 )
 from inferfleet.cache.layout import (
+    MARKER_DIR,
     MARKER_RELPATH,
     SourceRef,
     is_commit_hash,
@@ -55,7 +60,6 @@ from inferfleet.cache.layout import (
 )
 from inferfleet.cache.manifest import Manifest, RemoteFile, ResolvedRevision
 
-CHUNK_BYTES: Final = 8 * 1024 * 1024
 # botocore's body.read(n) blocks until n bytes arrive: smaller keeps resume and progress fine-grained.
 STREAM_CHUNK_BYTES: Final = 1024 * 1024
 CONNECT_TIMEOUT_S: Final = 10.0
@@ -107,6 +111,48 @@ def open_source(ref: SourceRef, token: str | None = None, credentials_dir: Path 
 def _pvc_path(ref: SourceRef) -> Path:
     base = Path(os.environ.get(PVC_ROOT_ENV, DEFAULT_PVC_ROOT))
     return base / ref.location / ref.path
+
+
+# Larger than any file a model has (the biggest safetensors shards are tens of GiB).
+MAX_FILE_BYTES: Final = 2**44
+
+
+def _size_of(what: str, name: object, size: object) -> int:
+    """A listed size as an int, or MalformedListing: it sizes downloads and disk checks."""
+    if isinstance(size, bool) or not isinstance(size, int | str | float):
+        raise MalformedListing(f"{what}: size of {name!r} is {size!r}, not a number")
+    try:
+        value = int(size)
+    except (ValueError, OverflowError):
+        raise MalformedListing(f"{what}: size of {name!r} is {size!r}, not a number") from None
+    if not 0 <= value <= MAX_FILE_BYTES:
+        raise MalformedListing(f"{what}: size of {name!r} is {value}, outside 0-{MAX_FILE_BYTES}")
+    return value
+
+
+@contextmanager
+def _listing(what: str) -> Iterator[None]:
+    """Reading a source's listing: what a client library cannot make sense of (bad JSON,
+    a list where an object belongs, a missing field) is MalformedListing, not a traceback."""
+    try:
+        yield
+    except CacheError:
+        raise
+    except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as error:
+        raise MalformedListing(f"{what}: unreadable listing ({type(error).__name__}: {error})") from error
+
+
+def _is_hex(text: str) -> bool:
+    return all(c in "0123456789abcdefABCDEF" for c in text)
+
+
+def _hex_or_none(value: object, length: int) -> str | None:
+    """A published digest, if it is one: hex of the expected length (checked, lowercase)."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or len(value) != length or not _is_hex(value):
+        raise MalformedListing(f"published checksum {value!r} is not {length} hex digits")
+    return value.lower()
 
 
 def _b64_to_hex(value: str | None) -> str | None:
@@ -171,15 +217,24 @@ class HubSource:
 
         api = HfApi(endpoint=self._endpoint(), token=self._token())
         what = f"{self.ref.uri}@{revision}"
-        with self._errors(what):
-            info = api.model_info(self.ref.location, revision=revision, files_metadata=True)
+        with _listing(what):
+            with self._errors(what):
+                info = api.model_info(self.ref.location, revision=revision, files_metadata=True)
+            return self._resolved(info, revision, what)
+
+    def _resolved(self, info: Any, revision: str, what: str) -> ResolvedRevision:
         commit = info.sha or (revision if is_commit_hash(revision) else None)
         if commit is None:
             raise SourceNotFound(f"{what}: the hub did not report a commit for this revision")
+        if not isinstance(commit, str) or not is_commit_hash(commit):
+            # The commit names the revision's directory on every node.
+            raise UnsafeSource(f"{what}: the hub reported commit {commit!r}, not a 40-hex git commit id")
         prefix = f"{self.ref.path}/" if self.ref.path else ""
         files: list[RemoteFile] = []
         for sibling in info.siblings or []:
             name = sibling.rfilename
+            if not isinstance(name, str):
+                raise MalformedListing(f"{what}: a file name of {type(name).__name__} in the listing")
             if prefix and not name.startswith(prefix):
                 continue
             lfs = sibling.lfs
@@ -189,11 +244,11 @@ class HubSource:
             files.append(
                 RemoteFile(
                     path=name[len(prefix) :],
-                    size_bytes=int(size),
-                    sha256=lfs.sha256 if lfs is not None else None,
+                    size_bytes=_size_of(what, name, size),
+                    sha256=_hex_or_none(lfs.sha256, 64) if lfs is not None else None,
                     # A non-LFS file's blob id is its git object id: sha1("blob <size>\0" + bytes).
-                    git_sha1=sibling.blob_id if lfs is None else None,
-                    etag=sibling.blob_id,
+                    git_sha1=_hex_or_none(sibling.blob_id, 40) if lfs is None else None,
+                    etag=sibling.blob_id if isinstance(sibling.blob_id, str) else None,
                 )
             )
         return ResolvedRevision(revision_id=commit, commit=commit, files=tuple(files))
@@ -427,7 +482,7 @@ class S3Source:
         prefix = f"{self.ref.path.rstrip('/')}/" if self.ref.path else ""
         what = self.ref.uri
         files: list[RemoteFile] = []
-        with self._errors(what):
+        with _listing(what), self._errors(what):
             paginator = self._client.get_paginator("list_objects_v2")
             for page in paginator.paginate(Bucket=self.ref.location, Prefix=prefix):
                 for item in page.get("Contents", []):
@@ -437,9 +492,14 @@ class S3Source:
                     etag = str(item.get("ETag", "")).strip('"')
                     # A single-part upload's ETag is the MD5 of the object; a multipart
                     # one ("…-N") is not, and is only used as a version tag.
-                    md5 = etag if len(etag) == 32 and "-" not in etag else None
+                    md5 = etag.lower() if len(etag) == 32 and _is_hex(etag) else None
                     files.append(
-                        RemoteFile(path=key[len(prefix) :], size_bytes=int(item["Size"]), md5=md5, etag=etag)
+                        RemoteFile(
+                            path=key[len(prefix) :],
+                            size_bytes=_size_of(what, key, item["Size"]),
+                            md5=md5,
+                            etag=etag,
+                        )
                     )
         if not files:
             raise SourceNotFound(f"{what}: no objects under this prefix")
@@ -557,7 +617,7 @@ class GcsSource:
     def resolve(self, revision: str) -> ResolvedRevision:
         prefix = f"{self.ref.path.rstrip('/')}/" if self.ref.path else ""
         files: list[RemoteFile] = []
-        with self._errors(self.ref.uri):
+        with _listing(self.ref.uri), self._errors(self.ref.uri):
             # retry=None: one retry layer, the fetcher's (the client's own default retries a
             # refused connection for two minutes before anyone hears about it).
             for blob in self._get_client().list_blobs(self.ref.location, prefix=prefix, retry=None):
@@ -566,7 +626,7 @@ class GcsSource:
                 files.append(
                     RemoteFile(
                         path=blob.name[len(prefix) :],
-                        size_bytes=int(blob.size),
+                        size_bytes=_size_of(self.ref.uri, blob.name, blob.size),
                         md5=_b64_to_hex(blob.md5_hash),
                         crc32c=_b64_to_hex(blob.crc32c),
                         etag=str(blob.generation),
@@ -606,11 +666,49 @@ class GcsSource:
 
 class LocalSource:
     """A directory: a mounted claim or any path. Copies use copy_file_range when no
-    checksum has to be computed, so a volume-to-NVMe copy runs at `cp` speed."""
+    checksum has to be computed, so a volume-to-NVMe copy runs at `cp` speed.
+
+    The tree is walked without leaving it: a symlink is followed only when its target is
+    a regular file inside the tree (a symlinked directory inside it is listed where it
+    really is); one pointing outside is refused (`UnsafeSource`), so a claim cannot hand
+    the node's own files to a pod. Each listed file's identity (device, inode) is kept,
+    and a read that opens a different file is SourceChanged."""
+
+    # The marker of a copied cache, and anything of size beyond reason, is not copied.
+    _MARKER_MAX_BYTES = 64 * 1024 * 1024
 
     def __init__(self, ref: SourceRef, root: Path) -> None:
         self.ref = ref
         self.root = root
+        # listed name → (path to open, st_dev, st_ino)
+        self._files: dict[str, tuple[str, int, int]] = {}
+
+    def _walk(self) -> Iterator[tuple[str, str, os.stat_result]]:
+        """(listed name, real path, stat) of every regular file in the tree."""
+        real_root = os.path.realpath(self.root)
+        for top, dirs, names, _top_fd in os.fwalk(real_root, follow_symlinks=False):
+            for entry in sorted(names) + sorted(dirs):
+                path = os.path.join(top, entry)
+                info = os.stat(path, follow_symlinks=False)
+                rel = os.path.relpath(path, real_root)
+                if stat.S_ISDIR(info.st_mode):
+                    continue  # walked by fwalk itself
+                if stat.S_ISLNK(info.st_mode):
+                    target = os.path.realpath(path)
+                    if os.path.commonpath([real_root, target]) != real_root:
+                        raise UnsafeSource(
+                            f"{self.ref.uri}: {rel} is a symlink to {os.readlink(path)!r}, outside the "
+                            "source tree; copy the files into the tree instead of linking to them"
+                        )
+                    try:
+                        info = os.stat(target, follow_symlinks=False)
+                    except FileNotFoundError:
+                        continue  # dangling: nothing to copy
+                    if not stat.S_ISREG(info.st_mode):
+                        continue  # a directory inside the tree is listed where it really is
+                    yield rel, target, info
+                elif stat.S_ISREG(info.st_mode):
+                    yield rel, path, info
 
     def resolve(self, revision: str) -> ResolvedRevision:
         if not self.root.is_dir():
@@ -618,23 +716,24 @@ class LocalSource:
             raise SourceNotFound(f"{self.ref.uri}: {self.root} is not a directory{hint}")
         published = self._published_manifest()
         files: list[RemoteFile] = []
+        self._files = {}
         try:
-            for path in sorted(self.root.rglob("*")):
-                if not path.is_file():
-                    continue
-                rel = path.relative_to(self.root).as_posix()
-                stat = path.stat()
+            for rel, real, info in sorted(self._walk()):
+                if rel == MARKER_DIR or rel.startswith(MARKER_DIR + "/"):
+                    continue  # a copied cache's own marker: metadata, not a model file
                 known = published.get(rel)
+                same = known is not None and known.size_bytes == info.st_size
                 files.append(
                     RemoteFile(
                         path=rel,
-                        size_bytes=stat.st_size,
-                        sha256=known.sha256 if known and known.size_bytes == stat.st_size else None,
-                        git_sha1=known.git_sha1 if known and known.size_bytes == stat.st_size else None,
-                        md5=known.md5 if known and known.size_bytes == stat.st_size else None,
-                        etag=str(stat.st_mtime_ns),
+                        size_bytes=info.st_size,
+                        sha256=known.sha256 if same and known else None,
+                        git_sha1=known.git_sha1 if same and known else None,
+                        md5=known.md5 if same and known else None,
+                        etag=str(info.st_mtime_ns),
                     )
                 )
+                self._files[rel] = (real, info.st_dev, info.st_ino)
         except PermissionError as error:
             raise BadCredentials(f"{self.ref.uri}: {error}") from error
         if not files:
@@ -647,10 +746,15 @@ class LocalSource:
 
     def _published_manifest(self) -> dict[str, RemoteFile]:
         """Checksums of an inferfleet marker in the source (a copied cache) — the only
-        checksums a plain directory can publish."""
+        checksums a plain directory can publish. Read without following a symlink."""
         marker = self.root / MARKER_RELPATH
         try:
-            manifest = Manifest.from_json(marker.read_text(encoding="utf-8"))
+            fd = os.open(marker, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            with os.fdopen(fd, "rb") as handle:
+                data = handle.read(self._MARKER_MAX_BYTES + 1)
+            if len(data) > self._MARKER_MAX_BYTES:
+                return {}
+            manifest = Manifest.from_json(data.decode("utf-8"))
         except (OSError, ValueError, json.JSONDecodeError):
             return {}
         return {
@@ -665,17 +769,32 @@ class LocalSource:
         }
 
     def read_into(self, resolved: ResolvedRevision, remote: RemoteFile, offset: int, sink: Sink) -> None:
-        path = self.root / remote.path
+        real, device, inode = self._files.get(remote.path, (str(self.root / remote.path), -1, -1))
         try:
-            fd = os.open(path, os.O_RDONLY)
+            fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
         except FileNotFoundError as error:
             raise SourceChanged(f"{self.ref.uri}: {remote.path} disappeared") from error
+        except OSError as error:
+            if error.errno == errno.ELOOP:
+                raise SourceChanged(f"{self.ref.uri}: {remote.path} became a symlink") from error
+            raise
         try:
+            info = os.fstat(fd)
+            if device >= 0 and (info.st_dev, info.st_ino) != (device, inode):
+                raise SourceChanged(f"{self.ref.uri}: {remote.path} was replaced since it was listed")
             remaining = remote.size_bytes - offset
             if sink.copy_from(fd, offset, remaining):
                 return
-            os.lseek(fd, offset, os.SEEK_SET)
-            while chunk := os.read(fd, CHUNK_BYTES):
-                sink.write(chunk)
+            # The bytes must be seen (hashed): read straight into the writer's block, one
+            # copy from the page cache and none in Python, as the hub's stream does.
+            position = offset
+            while True:
+                buffer = sink.receive_buffer(RECEIVE_BYTES)
+                count = os.preadv(fd, [buffer], position)
+                buffer.release()
+                if not count:
+                    break
+                sink.received(count)
+                position += count
         finally:
             os.close(fd)

@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-import yaml
-
+from inferfleet.api.yaml_input import load_one
 from inferfleet.catalog.gpus import (
     CatalogInvalid,
     GpuSpec,
@@ -39,6 +38,10 @@ class Catalogs:
 
     gpus: Mapping[str, GpuSpec]
     models: Mapping[str, ModelArch]
+    # lower-cased model name → ((weight format, pre-quantized checkpoint), ...)
+    pre_quantized: Mapping[str, tuple[tuple[str, str], ...]] = field(
+        default_factory=lambda: MappingProxyType({})
+    )
 
     def gpu(self, name: str) -> GpuSpec | None:
         return self.gpus.get(name.lower())
@@ -50,6 +53,14 @@ class Catalogs:
                 return found
         return None
 
+    def pre_quantized_of(self, name: str) -> tuple[tuple[str, str], ...]:
+        """Pre-quantized checkpoints of `name` in the catalog: (format, checkpoint) pairs."""
+        for key in _model_keys(name):
+            found = self.pre_quantized.get(key)
+            if found:
+                return found
+        return ()
+
     def gpu_names(self) -> list[str]:
         return sorted({gpu.name for gpu in self.gpus.values()})
 
@@ -60,7 +71,7 @@ class Catalogs:
         """A new Catalogs with `extra` GPUs added (same names replace built-ins)."""
         merged = dict(self.gpus)
         merged.update(index_gpus(extra))
-        return Catalogs(gpus=MappingProxyType(merged), models=self.models)
+        return Catalogs(gpus=MappingProxyType(merged), models=self.models, pre_quantized=self.pre_quantized)
 
     def with_gpu_file(self, path: str | Path) -> Catalogs:
         return self.with_gpus(load_gpu_file(path))
@@ -90,9 +101,25 @@ def parse_models(document: Any, source: str) -> list[tuple[ModelArch, tuple[str,
     return found
 
 
+def parse_pre_quantized(document: Any, source: str) -> dict[str, tuple[tuple[str, str], ...]]:
+    """`preQuantized: [{model, format, checkpoint}]` → lower-cased model → pairs."""
+    entries = document.get("preQuantized", []) if isinstance(document, Mapping) else []
+    if not isinstance(entries, list):
+        raise CatalogInvalid(f"{source}: preQuantized must be a list")
+    found: dict[str, list[tuple[str, str]]] = {}
+    for index, entry in enumerate(entries):
+        try:
+            model, fmt, checkpoint = str(entry["model"]), str(entry["format"]), str(entry["checkpoint"])
+        except (KeyError, TypeError) as error:
+            raise CatalogInvalid(f"{source}: preQuantized[{index}]: {error}") from None
+        for key in _model_keys(model):
+            found.setdefault(key, []).append((fmt, checkpoint))
+    return {key: tuple(pairs) for key, pairs in found.items()}
+
+
 def _read_data(file_name: str) -> Any:
     text = resources.files("inferfleet.catalog").joinpath("data", file_name).read_text(encoding="utf-8")
-    return yaml.safe_load(text)
+    return load_one(text)
 
 
 @functools.cache
@@ -100,11 +127,16 @@ def default_catalogs() -> Catalogs:
     """The built-in catalogs (loaded once; immutable)."""
     gpus = index_gpus(parse_gpus(_read_data("gpus.yaml"), "catalog/data/gpus.yaml"))
     models: dict[str, ModelArch] = {}
-    for arch, aliases in parse_models(_read_data("models.yaml"), "catalog/data/models.yaml"):
+    document = _read_data("models.yaml")
+    for arch, aliases in parse_models(document, "catalog/data/models.yaml"):
         for name in (*aliases, arch.name):  # the canonical name wins a short-name clash
             for key in _model_keys(name):
                 models[key] = arch
-    return Catalogs(gpus=MappingProxyType(gpus), models=MappingProxyType(models))
+    return Catalogs(
+        gpus=MappingProxyType(gpus),
+        models=MappingProxyType(models),
+        pre_quantized=MappingProxyType(parse_pre_quantized(document, "catalog/data/models.yaml")),
+    )
 
 
 __all__ = [

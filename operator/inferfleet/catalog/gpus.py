@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from inferfleet.api.base import wire_name
 from inferfleet.api.node_labels import NodeLabels
 from inferfleet.api.spec import NO_ACCELERATOR, InlineGpu
+from inferfleet.api.yaml_input import load_one
 
 Family = Literal["turing", "ampere", "ada", "hopper", "blackwell", "cdna3", "gaudi", "neuron", "tpu", "other"]
 
@@ -125,7 +126,7 @@ def load_gpu_file(path: str | Path) -> list[GpuSpec]:
     """Read extra GPUs from a YAML file (the operator's `catalog_file` setting)."""
     text = Path(path).read_text(encoding="utf-8")
     try:
-        document = yaml.safe_load(text)
+        document = load_one(text)
     except yaml.YAMLError as error:
         raise CatalogInvalid(f"{path}: not valid YAML: {error}") from None
     return parse_gpus(document, str(path))

@@ -8,9 +8,11 @@ own quantization. Multimodal configs are read through their `text_config`.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
+from inferfleet.api.model_config_bounds import config_problems
 from inferfleet.catalog.models import LayerKind, MlaDims, ModelArch, MoeDims, WeightFormat
 
 
@@ -69,6 +71,48 @@ def checkpoint_format(quantization_config: Any) -> WeightFormat:
             return "gptq"
         return "fp8"
     return "none"
+
+
+_LAYER_INDEX = re.compile(r"layers\.(\d+)\.")
+
+
+def _skipped_modules(quantization_config: Any, num_layers: int) -> tuple[bool, tuple[int, ...]]:
+    """(attention left unquantized in every layer, layers whose MLP is left unquantized),
+    from `modules_to_not_convert` (fbgemm, bitsandbytes) or `ignore` (compressed-tensors)."""
+    if not isinstance(quantization_config, Mapping):
+        return (False, ())
+    names = quantization_config.get("modules_to_not_convert") or quantization_config.get("ignore") or []
+    if not isinstance(names, list):
+        return (False, ())
+    attention_layers: set[int] = set()
+    attention_everywhere = False
+    mlp_layers: set[int] = set()
+    for name in names:
+        if not isinstance(name, str):
+            continue
+        match = _LAYER_INDEX.search(name)
+        if "self_attn" in name or "attention" in name:
+            if match is None or "*" in name:
+                attention_everywhere = True
+            else:
+                attention_layers.add(int(match.group(1)))
+        elif "mlp" in name and match is not None:
+            mlp_layers.add(int(match.group(1)))
+    everywhere = attention_everywhere or (num_layers > 0 and len(attention_layers) >= num_layers)
+    return (everywhere, tuple(sorted(layer for layer in mlp_layers if layer < num_layers)))
+
+
+def _weight_block(quantization_config: Any) -> tuple[int, int] | None:
+    if not isinstance(quantization_config, Mapping):
+        return None
+    block = quantization_config.get("weight_block_size")
+    if (
+        isinstance(block, list)
+        and len(block) == 2
+        and all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in block)
+    ):
+        return (int(block[0]), int(block[1]))
+    return None
 
 
 def _kind(sliding: bool) -> LayerKind:
@@ -142,6 +186,12 @@ def parse_hf_config(config: Mapping[str, Any], name: str, parameters_billion: fl
     """One ModelArch from config.json keys; raise ConfigInvalid naming what is missing."""
     if not isinstance(config, Mapping):
         raise ConfigInvalid("config must be a mapping of config.json keys")
+    # A config.json fetched from a source is as untrusted as an inline one: same bounds.
+    problems = config_problems(config)
+    if problems:
+        raise ConfigInvalid(
+            "; ".join(f"{'.'.join(str(part) for part in loc)}: {message}" for loc, message in problems[:5])
+        )
     text = config.get("text_config")
     merged: dict[str, Any] = dict(config)
     if isinstance(text, Mapping):
@@ -178,6 +228,8 @@ def parse_hf_config(config: Mapping[str, Any], name: str, parameters_billion: fl
         dtype = "bfloat16"
     if parameters_billion <= 0:
         raise ConfigInvalid("parametersBillion must be positive")
+    quantization_config = config.get("quantization_config")
+    skip_attention, skip_mlp_layers = _skipped_modules(quantization_config, num_layers)
     return ModelArch(
         name=name,
         parameters_billion=float(parameters_billion),
@@ -195,5 +247,9 @@ def parse_hf_config(config: Mapping[str, Any], name: str, parameters_billion: fl
         moe=_moe(config, intermediate),
         sliding_window_tokens=window,
         layer_kinds=kinds,
-        checkpoint_format=checkpoint_format(config.get("quantization_config")),
+        checkpoint_format=checkpoint_format(quantization_config),
+        unquantized_attention=skip_attention,
+        unquantized_mlp_layers=skip_mlp_layers,
+        weight_block=_weight_block(quantization_config),
+        model_type=str(config.get("model_type", "")),
     )

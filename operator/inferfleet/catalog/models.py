@@ -62,6 +62,20 @@ class ModelArch:
     layer_kinds: tuple[LayerKind, ...] = ()
     # The checkpoint's own quantization (from quantization_config), "none" if unquantized.
     checkpoint_format: WeightFormat = "none"
+    # Parts the checkpoint's quantization leaves in 16 bits (modules_to_not_convert /
+    # ignore): every layer's attention projections, and the MLPs of these layers.
+    unquantized_attention: bool = False
+    unquantized_mlp_layers: tuple[int, ...] = ()
+    # Block-wise quantization's weight block (rows, columns), e.g. (128, 128) for DeepSeek
+    # and Qwen FP8 checkpoints: each rank's slice of a weight must hold whole blocks.
+    weight_block: tuple[int, int] | None = None
+    model_type: str = ""
+
+    @property
+    def attention_sinks(self) -> bool:
+        """gpt-oss attends through learned sinks, which vLLM serves on NVIDIA only with
+        FlashAttention 3 (vLLM issue #22325)."""
+        return self.model_type == "gpt_oss"
 
     @property
     def attention_kind(self) -> AttentionKind:

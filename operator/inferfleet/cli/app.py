@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import typer
 import yaml
 from rich.console import Console
+from rich.markup import escape
 
 from inferfleet.api import InferenceService, SpecInvalid, load_all
 
@@ -44,8 +45,9 @@ class OutputFormat(enum.StrEnum):
 
 
 def fail(message: str) -> NoReturn:
-    """Report a user error and exit 2."""
-    stderr.print(f"[bold red]error:[/] {message}", highlight=False, markup=True)
+    """Report a user error and exit 2. The message is text, never markup: it quotes paths
+    and names the user chose, and `[/x]` in one must print as is, not crash Rich."""
+    stderr.print(f"[bold red]error:[/] {escape(message)}", highlight=False, markup=True)
     raise typer.Exit(EXIT_USAGE)
 
 

@@ -187,6 +187,8 @@ def fetch_command(
         result: FetchResult = fetch(source, dest, options, log=_log)
     except CacheError as error:
         _failed(error)
+    except Exception as error:  # a bug: still one line with a reason, never a traceback
+        _failed(CacheError(f"unexpected {type(error).__name__}: {error}"))
     summary = _summary(result.manifest, result.revision_dir) | {
         "reused": result.reused,
         "bytesTransferred": result.bytes_transferred,
@@ -263,6 +265,8 @@ def verify_command(
             time.sleep(min(poll_s, max(deadline - now, 0.0)))
         except CacheError as error:
             _failed(error)
+        except Exception as error:  # a bug: still one line with a reason, never a traceback
+            _failed(CacheError(f"unexpected {type(error).__name__}: {error}"))
     if output is OutputFormat.table:
         for manifest, path in results:
             typer.echo(

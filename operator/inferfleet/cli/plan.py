@@ -11,23 +11,23 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from inferfleet.api.plan import Plan, TierPlan
-from inferfleet.catalog import CatalogInvalid, Catalogs, default_catalogs
-from inferfleet.cli.app import EXIT_INFEASIBLE, OutputFormat, app, fail, load_services, stderr, stdout
-
-
-def _catalogs(catalog_file: Path | None) -> Catalogs:
-    catalogs = default_catalogs()
-    if catalog_file is None:
-        return catalogs
-    try:
-        return catalogs.with_gpu_file(catalog_file)
-    except FileNotFoundError:
-        fail(f"{catalog_file}: no such file")
-    except (OSError, CatalogInvalid) as error:
-        fail(str(error))
+from inferfleet.cache.modelconfig import ModelConfigCache
+from inferfleet.catalog import Catalogs
+from inferfleet.cli.app import (
+    EXIT_INFEASIBLE,
+    OutputFormat,
+    app,
+    fail,
+    load_services,
+    load_settings,
+    stderr,
+    stdout,
+)
+from inferfleet.planner import FetchedModel
 
 
 def plan_document(plan: Plan) -> dict[str, Any]:
@@ -43,7 +43,8 @@ def _rows(tier: TierPlan) -> list[tuple[str, str]]:
     if tier.nodes_per_replica > 1:
         layout += f" ({tier.nodes_per_replica} nodes)"
     return [
-        ("GPU", tier.gpu),
+        # An inline GPU's name is the user's text: escaped, so Rich prints it rather than parsing it.
+        ("GPU", escape(tier.gpu)),
         ("feasible", "[green]yes[/]" if tier.feasible else "[bold red]no[/]"),
         ("layout", f"{layout} = {tier.gpus_per_replica} GPU"),
         ("quantization / KV", f"{tier.quantization} / {tier.kv_cache_dtype}"),
@@ -83,9 +84,30 @@ def print_table(plan: Plan) -> None:
         stdout.print(f"[bold]{tier.name}[/] — why:", highlight=False)
         for position, reason in enumerate(tier.reasons):
             style = "red" if position == 0 and not tier.feasible else ""
-            line = f"  • {reason}"
+            line = f"  • {escape(reason) if style else reason}"
             stdout.print(f"[{style}]{line}[/]" if style else line, highlight=False, markup=bool(style))
     stdout.print()
+
+
+def fetched_model(service: Any, catalogs: Catalogs, offline: bool) -> tuple[FetchedModel | None, str | None]:
+    """config.json of a model the catalog lacks, from its source with this machine's own
+    credentials (HF_TOKEN, the AWS and Google default chains); (None, why) otherwise."""
+    from inferfleet.cache.modelconfig import Access
+    from inferfleet.controller.modelsource import needs_fetch, source_uri
+
+    if not needs_fetch(service, catalogs):
+        return (None, None)
+    if offline:
+        return (None, "--offline: the source was not read")
+    model = service.spec.model
+    cache = _CACHE.setdefault("cache", ModelConfigCache())
+    revision = model.revision or "main"
+    need_parameters = model.parameters_billion is None
+    return cache.get(source_uri(service), revision, Access(), need_parameters=need_parameters)
+
+
+# One cache per process: a file with several services of one model reads it once.
+_CACHE: dict[str, ModelConfigCache] = {}
 
 
 @app.command("plan")
@@ -100,16 +122,44 @@ def plan_command(
     strict: Annotated[
         bool, typer.Option("--strict", help="Exit 1 when any tier is infeasible, not only when all are.")
     ] = False,
+    offline: Annotated[
+        bool,
+        typer.Option("--offline", help="Never read config.json of uncatalogued models from their source."),
+    ] = False,
 ) -> None:
     """Plan each tier: TP/PP, quantization, vLLM memory settings, capacity, replicas and cost.
+
+    The memory figures model the vLLM release of each tier's image (spec.serving.image, or
+    INFERFLEET_VLLM_IMAGE like the operator); a model the catalog lacks is read from its
+    source (config.json and safetensors headers) unless --offline.
 
     Exit 1 when a service has no feasible tier (with --strict: any infeasible tier), after
     printing the plan; exit 2 for an invalid file."""
     from inferfleet.cli.app import emit
     from inferfleet.planner import plan_service
+    from inferfleet.render.runtime import tier_images
 
-    catalogs = _catalogs(catalog_file)
-    plans = [plan_service(service, catalogs) for service in load_services(file)]
+    # The operator's settings (INFERFLEET_*): its catalogs, and the image each tier runs,
+    # whose vLLM release the memory figures model.
+    settings = load_settings(catalog_file)
+    catalogs = settings.catalogs()
+    plans = []
+    for service in load_services(file):
+        fetched, problem = fetched_model(service, catalogs, offline)
+        try:
+            plans.append(
+                plan_service(
+                    service,
+                    catalogs,
+                    default_image=settings.vllm_image,
+                    tier_images=tier_images(service, settings),
+                    fetched=fetched,
+                    fetch_problem=problem,
+                )
+            )
+        except Exception as error:  # ValueError: the planner's refusal; anything else a bug
+            words = str(error) if isinstance(error, ValueError) else f"{type(error).__name__}: {error}"
+            fail(f"{file}: {service.name}: the planner cannot plan this spec: {words}")
     if output is OutputFormat.table:
         for plan in plans:
             print_table(plan)
@@ -118,7 +168,7 @@ def plan_command(
         emit(documents[0] if len(documents) == 1 else documents, output)
     failures = infeasibility(plans, strict=strict)
     for failure in failures:
-        stderr.print(f"[bold red]error:[/] {file}: {failure}", highlight=False)
+        stderr.print(f"[bold red]error:[/] {escape(f'{file}: {failure}')}", highlight=False)
     if failures:
         raise typer.Exit(EXIT_INFEASIBLE)
 
@@ -132,7 +182,5 @@ def infeasibility(plans: list[Plan], *, strict: bool) -> list[str]:
         if len(infeasible) == len(plan.tiers):
             failures.append(f"{plan.name}: no tier can serve the model")
         if strict or len(infeasible) == len(plan.tiers):
-            failures.extend(
-                f"{plan.name}: tier {tier.name}: {tier.infeasible_reason}" for tier in infeasible
-            )
+            failures.extend(f"{plan.name}: tier {tier.name}: {tier.infeasible_reason}" for tier in infeasible)
     return failures

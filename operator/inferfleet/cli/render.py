@@ -36,19 +36,30 @@ def to_yaml(objects: list[dict[str, Any]]) -> str:
 def render_file(path: Path, settings: OperatorSettings) -> list[dict[str, Any]]:
     """Plan and render every InferenceService in a file; exit 2 when a spec cannot be served."""
     from inferfleet import planner, render
+    from inferfleet.render import runtime
     from inferfleet.render.checks import render_problems
 
     objects: list[dict[str, Any]] = []
     for service in load_services(path):
         try:
-            plan = planner.plan_service(service, settings.catalogs())
+            # The operator's default image: its release is the one the memory figures model.
+            plan = planner.plan_service(
+                service,
+                settings.catalogs(),
+                default_image=settings.vllm_image,
+                tier_images=runtime.tier_images(service, settings),
+            )
         except ValueError as error:
             fail(f"{path}: {service.name}: {error}")
+        except Exception as error:  # a value validation let through, or a bug: still a message
+            fail(f"{path}: {service.name}: the planner failed on this spec ({type(error).__name__}: {error})")
         for tier in plan.tiers:
             if not tier.feasible:
-                stderr.print(f"{service.name}: tier {tier.name} is infeasible, not rendered: "
-                             f"{tier.infeasible_reason}",
-                             highlight=False, markup=False)
+                stderr.print(
+                    f"{service.name}: tier {tier.name} is infeasible, not rendered: {tier.infeasible_reason}",
+                    highlight=False,
+                    markup=False,
+                )
         if not plan.feasible_tiers:
             fail(f"{path}: {service.name}: no tier can serve the model")
         problems = render_problems(service, settings, {tier.name for tier in plan.feasible_tiers})
@@ -56,7 +67,10 @@ def render_file(path: Path, settings: OperatorSettings) -> list[dict[str, Any]]:
             stderr.print(f"{path}: {service.name}: {problem}", highlight=False, markup=False)
         if problems:
             fail(f"{path}: {service.name}: cannot be rendered ({len(problems)} problem(s))")
-        objects.extend(render.render(service, plan, settings))
+        try:
+            objects.extend(render.render(service, plan, settings))
+        except Exception as error:
+            fail(f"{path}: {service.name}: cannot render this spec ({type(error).__name__}: {error})")
     return objects
 
 

@@ -49,4 +49,4 @@ def validate(
     if found:
         fail(f"{file}: cannot be deployed ({found} problem(s))")
     for service in services:
-        stdout.print(f"{file}: {service.name}: valid", highlight=False)
+        stdout.print(f"{file}: {service.name}: valid", highlight=False, markup=False)

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from inferfleet.cli.app import OutputFormat, app, emit, fail, stderr, stdout
@@ -34,10 +35,11 @@ def _table(snapshot: SignalSnapshot) -> Table:
     for service in to_document(snapshot)["services"]:
         for tier in service["tiers"]:
             kv = tier["kvCacheUsage"]
+            # Label values come from whatever Prometheus scraped: text, never markup.
             table.add_row(
-                service["namespace"],
-                service["name"],
-                tier["name"],
+                escape(service["namespace"]),
+                escape(service["name"]),
+                escape(tier["name"]),
                 _cell(tier["waiting"]),
                 _cell(tier["running"]),
                 _cell(tier["ttftP99Ms"], " ms"),

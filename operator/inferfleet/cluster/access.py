@@ -76,6 +76,9 @@ EVENT = Resource("v1", "Event", "events")
 INFERENCE_SERVICE = Resource(labels.API_VERSION, labels.KIND, labels.PLURAL)
 # Leader election among the operator's replicas (controller.leader), in its own namespace.
 LEASE = Resource("coordination.k8s.io/v1", "Lease", "leases")
+# The credentials a spec names (spec.model.credentialsSecretRef), read by name only, to
+# fetch config.json of a model the catalog lacks (controller.modelsource). Never listed.
+SECRET = Resource("v1", "Secret", "secrets")
 
 _OWNED = frozenset({Operation.APPLY, Operation.GET, Operation.LIST, Operation.DELETE})
 _WORKLOAD = _OWNED | {Operation.SCALE, Operation.WATCH}
@@ -95,6 +98,7 @@ PERMISSIONS: dict[Resource, frozenset[Operation]] = {
     POD: frozenset({Operation.LIST, Operation.ANNOTATE}),
     EVENT: frozenset({Operation.CREATE}),
     LEASE: frozenset({Operation.GET, Operation.CREATE, Operation.UPDATE}),
+    SECRET: frozenset({Operation.GET}),
 }
 
 _BY_KIND: dict[tuple[str, str], Resource] = {(r.api_version, r.kind): r for r in PERMISSIONS}
@@ -139,6 +143,20 @@ _FRAMEWORK_CALLS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     # without the grant it fails with 403 at startup (seen against a real API server).
     ("admissionregistration.k8s.io", "mutatingwebhookconfigurations", ("create", "patch")),
 )
+
+
+# The ValidatingWebhookConfiguration kopf creates and patches (handlers._configure_webhook).
+WEBHOOK_CONFIGURATION = f"validate.{labels.GROUP}"
+# Calls the chart narrows to one object by name (RBAC resourceNames), and whose name:
+# the webhook configuration above, and the leader-election Lease, which is named like
+# the peering object (`--peering`; "<peering>" here). A create cannot be narrowed so: the
+# API server authorises it before the object, and so its name, exists.
+NAMED_CALLS: dict[tuple[str, str, str], str] = {
+    ("admissionregistration.k8s.io", "validatingwebhookconfigurations", "patch"): WEBHOOK_CONFIGURATION,
+    ("admissionregistration.k8s.io", "mutatingwebhookconfigurations", "patch"): WEBHOOK_CONFIGURATION,
+    (LEASE.group, LEASE.plural, "get"): "<peering>",
+    (LEASE.group, LEASE.plural, "update"): "<peering>",
+}
 
 
 def derive_api_calls(

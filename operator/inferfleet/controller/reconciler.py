@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from inferfleet import planner
 from inferfleet.api import InferenceService, Plan, SpecInvalid, labels, parse
@@ -24,6 +24,7 @@ from inferfleet.cache import readiness as cache_readiness
 from inferfleet.cluster import Cluster, KindNotServed, access
 from inferfleet.config import OperatorSettings
 from inferfleet.controller import executor
+from inferfleet.metrics.parse import KvCapacityReading
 from inferfleet.reconcile import diff, rollout
 from inferfleet.reconcile import events as event_rules
 from inferfleet.reconcile import status as status_rules
@@ -38,6 +39,12 @@ logger = logging.getLogger(__name__)
 
 Planner = Callable[[InferenceService], Plan]
 Clock = Callable[[], dt.datetime]
+
+
+class KvCapacitySource(Protocol):
+    """Where the engines' allocated KV cache is read (metrics.prometheus.KvCapacityReader)."""
+
+    def tiers_of(self, namespace: str, service: str) -> Mapping[str, KvCapacityReading]: ...
 
 # Kinds the reconciler owns and prunes; listed by the InferenceService's label.
 OWNED_KINDS: tuple[access.Resource, ...] = (
@@ -68,6 +75,16 @@ class Outcome:
     report: executor.Report | None
 
 
+def _internal(stage: str, service: InferenceService, error: Exception) -> str:
+    """Words for an exception the pure core raised on this spec: a value validation let
+    through, or a bug. Logged with its traceback for us, a condition for the user."""
+    logger.error("cannot %s %s/%s", stage, service.namespace, service.name, exc_info=error)
+    return (
+        f"the operator could not {stage} this spec ({type(error).__name__}: {error}); running workloads "
+        "are kept as they are. Check the values the message names; if they look sane, report it as a bug"
+    )[:1024]
+
+
 def cr_ref(namespace: str, name: str) -> ObjectRef:
     return ObjectRef(labels.API_VERSION, labels.KIND, namespace, name)
 
@@ -76,12 +93,18 @@ class Reconciler:
     """Holds the port, the settings, the planner and the clock; `reconcile` runs a pass."""
 
     def __init__(
-        self, cluster: Cluster, settings: OperatorSettings, planner: Planner, clock: Clock = utc_now
+        self,
+        cluster: Cluster,
+        settings: OperatorSettings,
+        planner: Planner,
+        clock: Clock = utc_now,
+        kv_capacity: KvCapacitySource | None = None,
     ) -> None:
         self.cluster = cluster
         self.settings = settings
         self.planner = planner
         self.clock = clock
+        self.kv_capacity = kv_capacity
 
     def observe(self, namespace: str, name: str, uid: str) -> list[dict[str, Any]]:
         """Every object this InferenceService owns, by label and owner reference."""
@@ -104,6 +127,22 @@ class Reconciler:
             return None, str(error)
         except ValueError as error:  # the planner refuses input it cannot size
             return None, f"the planner rejected the spec: {error}"
+        except Exception as error:
+            return None, _internal("plan", service, error)
+
+    def _desired(
+        self,
+        service: InferenceService,
+        plan: Plan,
+        observed: list[dict[str, Any]],
+        pods: list[dict[str, Any]],
+    ) -> tuple[list[Action], tuple[rollout.RolloutHold, ...]]:
+        """Render, hold rollouts, diff: pure, so any exception here is about this spec."""
+        desired = render(service, plan, self.settings)
+        held = rollout.holds(service, plan, observed, pods)
+        desired = self._hold_rollouts(desired, service, plan, held)
+        infeasible = frozenset(tier.name for tier in plan.tiers if not tier.feasible)
+        return diff(desired, observed, keep_tiers=infeasible), held
 
     def reconcile(self, namespace: str, name: str) -> Outcome | None:
         """One pass; None when the InferenceService is gone or being deleted."""
@@ -138,18 +177,21 @@ class Reconciler:
         report = None
         held: tuple[rollout.RolloutHold, ...] = ()
         if service is not None and plan is not None:
-            desired = render(service, plan, self.settings)
-            held = rollout.holds(service, plan, observed, pods)
-            desired = self._hold_rollouts(desired, service, plan, held)
-            infeasible = frozenset(tier.name for tier in plan.tiers if not tier.feasible)
-            actions = diff(desired, observed, keep_tiers=infeasible)
-            report = executor.execute(self.cluster, actions)
+            try:
+                actions, held = self._desired(service, plan, observed, pods)
+            except Exception as error:
+                # Nothing is applied or pruned: the running fleet stays as it was, and the
+                # condition says why instead of the pass failing (and retrying) forever.
+                invalid, plan = _internal("render", service, error), None
+            else:
+                report = executor.execute(self.cluster, actions)
 
         workloads = self._workloads(observed, report)
         if service is not None and plan is not None:
-            # Status (and so the autoscaler's lead time) gets the measured cold starts; the
-            # render above used the estimate, so a new measurement never changes the pods'
-            # startup probe and never rolls them.
+            # Status (and so the autoscaler's lead time and capacity) gets the measured cold
+            # starts and KV capacity; the render above used the estimate, so a new
+            # measurement never changes the pods' flags or startup probe and never rolls them.
+            plan = planner.observe_kv_capacity(plan, service.spec, self._measured_kv(service))
             plan = planner.observe_cold_starts(plan, self._measured_cold_starts(service))
         plan_hash = content_hash(plan.to_wire()) if plan is not None else None
         result = status_rules.PassResult(
@@ -187,6 +229,16 @@ class Reconciler:
         return coldstart.measured_cold_starts(
             pods, container=render_pod.CONTAINER_NAME, tier_label=labels.LABEL_TIER
         )
+
+    def _measured_kv(self, service: InferenceService) -> dict[str, planner.MeasuredKvCapacity]:
+        """Per tier, the KV cache its running engines allocated (planner.observed says how
+        it is used); nothing when no Prometheus is configured or it has no answer."""
+        if self.kv_capacity is None:
+            return {}
+        return {
+            tier: planner.MeasuredKvCapacity(reading.num_gpu_blocks, reading.block_size, reading.pods)
+            for tier, reading in self.kv_capacity.tiers_of(service.namespace, service.name).items()
+        }
 
     def _cache_pods(self, service: InferenceService) -> list[dict[str, Any]]:
         """The pre-cache pods (their readiness per revision is what CacheReady counts)."""

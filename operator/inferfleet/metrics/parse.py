@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, NamedTuple, TypeVar
 
-from inferfleet.metrics.queries import SERIES_LABELS
+from inferfleet.metrics.queries import KV_BLOCK_SIZE_LABEL, KV_BLOCKS_LABEL, SERIES_LABELS
 
 
 class TierKey(NamedTuple):
@@ -167,4 +167,52 @@ def parse_matrix(result: Iterable[Any], key_of: Callable[[Mapping[str, Any]], K 
         points.sort()
         out.series.setdefault(key, []).extend(points)
         out.series[key].sort()
+    return out
+
+
+@dataclass(frozen=True)
+class KvCapacityReading:
+    """A tier's allocated KV cache: the smallest `num_gpu_blocks` its replicas report."""
+
+    num_gpu_blocks: int
+    block_size: int
+    pods: int
+
+
+@dataclass
+class KvCapacityResult:
+    tiers: dict[TierKey, KvCapacityReading] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+
+
+def _positive_int(value: Any) -> int | None:
+    try:
+        number = int(str(value))
+    except (TypeError, ValueError):
+        return None
+    return number if number > 0 else None
+
+
+def parse_kv_capacity(result: Iterable[Any]) -> KvCapacityResult:
+    """Per tier, the smallest block count any replica allocated (the replica that holds
+    least sets what the tier can promise) and how many replicas reported one."""
+    out = KvCapacityResult()
+    for key, item in _keyed_series(result, tier_key, "tier labels", out.problems):
+        labels = item.get("metric") or {}
+        blocks = _positive_int(labels.get(KV_BLOCKS_LABEL))
+        block_size = _positive_int(labels.get(KV_BLOCK_SIZE_LABEL))
+        sample = parse_sample(item.get("value"))
+        if blocks is None or block_size is None or sample is None or not sample[1]:
+            out.problems.append(f"{key}: no usable {KV_BLOCKS_LABEL}/{KV_BLOCK_SIZE_LABEL} in {labels!r}")
+            continue
+        pods = int(sample[1])
+        found = out.tiers.get(key)
+        if found is None:
+            out.tiers[key] = KvCapacityReading(blocks, block_size, pods)
+            continue
+        smallest = min(
+            (found.num_gpu_blocks * found.block_size, found.num_gpu_blocks, found.block_size),
+            (blocks * block_size, blocks, block_size),
+        )
+        out.tiers[key] = KvCapacityReading(smallest[1], smallest[2], found.pods + pods)
     return out

@@ -8,6 +8,9 @@ step has completed, and backs off while Prometheus is failing.
 
 from __future__ import annotations
 
+import logging
+import math
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -26,16 +29,25 @@ from inferfleet.metrics.backoff import Backoff
 from inferfleet.metrics.history import FetchRange, RateHistoryCache
 from inferfleet.metrics.operator_metrics import OperatorMetrics
 from inferfleet.metrics.parse import (
+    KvCapacityReading,
     ServiceKey,
     TierKey,
     VectorResult,
+    parse_kv_capacity,
     parse_matrix,
     parse_sample,
     parse_vector,
     service_key,
     tier_key,
 )
-from inferfleet.metrics.queries import QueryConfig, Signal, history_query, pod_load_query, signal_queries
+from inferfleet.metrics.queries import (
+    QueryConfig,
+    Signal,
+    history_query,
+    kv_capacity_query,
+    pod_load_query,
+    signal_queries,
+)
 from inferfleet.metrics.signals import SignalSnapshot, assemble
 
 
@@ -111,6 +123,11 @@ class PrometheusClient:
             raise self._failed(kind, "http", str(error)) from error
         except (requests.exceptions.RequestException, ValueError, KeyError, OSError) as error:
             raise self._failed(kind, "parse", f"{type(error).__name__}: {error}") from error
+        except (TypeError, AttributeError, IndexError, RecursionError) as error:
+            # The client indexes `body["data"]["result"]` blindly: `data: null`, a JSON list
+            # or a string where an object belongs end up here. Malformed, like bad JSON.
+            message = f"malformed answer ({type(error).__name__}: {error})"
+            raise self._failed(kind, "parse", message) from error
         finally:
             if self.metrics is not None:
                 self.metrics.query_duration_s.labels(kind=kind).observe(time.perf_counter() - started)
@@ -186,6 +203,8 @@ class SignalReader:
                 )
             except QueryFailed as error:
                 failed[signal] = str(error)
+            except Exception as error:  # an answer no parser foresaw: that signal is missing
+                failed[signal] = f"malformed answer ({type(error).__name__}: {error})"
         if len(failed) == len(Signal):
             self.backoff.failed(now_s)
         else:
@@ -218,6 +237,8 @@ class SignalReader:
             sample = parse_sample(item.get("value"))
             if key is None or sample is None or sample[1] is None or not labels.get("pod"):
                 continue
+            if not math.isfinite(sample[1]) or sample[1] < 0:
+                continue  # no count of requests: the pod reads as idle (deletion_costs)
             out.setdefault(key, {})[str(labels["pod"])] = sample[1]
         return out
 
@@ -238,5 +259,71 @@ class SignalReader:
             # All or nothing: storing later chunks without an earlier one would turn the
             # missing chunk into a permanent gap instead of a retry next loop.
             return str(error)
+        except Exception as error:  # an answer no parser foresaw: retried next loop
+            return f"malformed history answer ({type(error).__name__}: {error})"
         self.history.merge(fetches, series, now_s)
         return None
+
+
+log = logging.getLogger(__name__)
+
+
+class KvCapacityReader:
+    """The KV capacity every tier's engines allocated (`vllm:cache_config_info`), for the
+    reconciler to put beside the plan's estimate.
+
+    One query answers for every InferenceService; the answer is kept for `ttl_s` so that
+    reconciling many objects costs one query a minute, and a failed query keeps serving
+    the last answer for up to `max_stale_s` (the value only changes when engines
+    restart). Never raises: without an answer the plans keep their estimates."""
+
+    def __init__(
+        self,
+        client: PrometheusClient,
+        config: QueryConfig | None = None,
+        *,
+        ttl_s: float = 60.0,
+        max_stale_s: float = 600.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.client = client
+        self.query = kv_capacity_query(config or QueryConfig())
+        self.ttl_s = ttl_s
+        self.max_stale_s = max_stale_s
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._answer: dict[TierKey, KvCapacityReading] = {}
+        self._read_at: float | None = None
+        self._tried_at: float | None = None
+        self._failing = False
+
+    def _refresh(self, now_s: float) -> None:
+        self._tried_at = now_s
+        try:
+            parsed = parse_kv_capacity(self.client.instant(self.query, now_s))
+        except QueryFailed as error:
+            # Said once per outage, not once a minute.
+            (log.debug if self._failing else log.warning)(
+                "cannot read vllm:cache_config_info (plans keep their KV estimates): %s", error
+            )
+            self._failing = True
+            if self._read_at is not None and now_s - self._read_at > self.max_stale_s:
+                self._answer, self._read_at = {}, None
+            return
+        self._failing = False
+        for problem in parsed.problems[:5]:
+            log.info("vllm:cache_config_info: %s", problem)
+        self._answer, self._read_at = parsed.tiers, now_s
+
+    def tiers_of(self, namespace: str, service: str) -> dict[str, KvCapacityReading]:
+        """Per tier name, what the service's engines allocated (empty when unknown)."""
+        now_s = self.clock()
+        with self._lock:
+            if self._tried_at is None or now_s - self._tried_at >= self.ttl_s:
+                self._refresh(now_s)
+            answer = self._answer
+        return {
+            key.tier: reading
+            for key, reading in answer.items()
+            if key.namespace == namespace and key.service == service
+        }

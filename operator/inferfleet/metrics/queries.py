@@ -73,6 +73,9 @@ class MetricNames:
     requests_finished: tuple[str, ...] = ("vllm:request_success_total",)
     # Prompt tokens prefilled (a counter; prometheus_client appends `_total`).
     prompt_tokens: tuple[str, ...] = ("vllm:prompt_tokens_total",)
+    # Info gauge (always 1) whose labels carry the engine's cache config, num_gpu_blocks
+    # and block_size included, once the KV cache is allocated.
+    cache_config_info: tuple[str, ...] = ("vllm:cache_config_info",)
 
 
 @dataclass(frozen=True)
@@ -162,6 +165,24 @@ def signal_queries(config: QueryConfig) -> dict[Signal, str]:
 def pod_load_query(config: QueryConfig) -> str:
     """In-flight requests per pod (needs the PodMonitor's `pod` label); read only on scale-down."""
     return f"sum by ({_BY}, pod) ({_fresh_family(config.names.running, config.max_sample_age_s)})"
+
+
+# Labels of `vllm:cache_config_info` that carry the allocated KV cache.
+KV_BLOCKS_LABEL = "num_gpu_blocks"
+KV_BLOCK_SIZE_LABEL = "block_size"
+
+
+def kv_capacity_query(config: QueryConfig) -> str:
+    """Replicas per (tier, num_gpu_blocks, block_size) that report their KV cache.
+
+    An info metric carries its numbers in labels, so the query counts scrape targets per
+    distinct value; the parser takes each tier's smallest. Not fresh-filtered like the
+    load gauges: the value never changes while an engine lives, and Prometheus' own
+    lookback drops pods that are gone."""
+    names = config.names.cache_config_info
+    by = f"{_BY}, {KV_BLOCKS_LABEL}, {KV_BLOCK_SIZE_LABEL}"
+    family = " or ".join(f"group by ({by}, instance) ({selector(name)})" for name in names)
+    return f"count by ({by}) ({family})"
 
 
 def history_query(config: QueryConfig) -> str:

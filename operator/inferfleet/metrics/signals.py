@@ -60,25 +60,57 @@ class SignalSnapshot:
         return self.tiers.get(TierKey(namespace, service, tier))
 
 
+# No count, rate, duration or fraction the policy reads comes near this; a reading that
+# does is garbage, and arithmetic on it (1e308 x 2) would overflow to infinity.
+MAX_READING = 1e12
+
+
 def _number(value: float | None) -> float | None:
-    if value is None or math.isnan(value):
+    """A reading the policy may act on, or None ("no data").
+
+    Every signal here is a count, a rate, a duration or a fraction: a NaN, an infinity
+    or a negative number is no measurement of any of them. It is read as missing (the
+    tier holds), never as demand: one pod reporting `num_requests_waiting = +Inf` must
+    not scale its tier to the maximum, let alone break the loop for every other tier.
+    Finite values beyond any real fleet (MAX_READING) are read the same way.
+    """
+    if value is None or not math.isfinite(value) or value < 0 or value > MAX_READING:
         return None
     return value
 
 
 def _counter_rate(value: float | None) -> float | None:
-    # rate() can dip a hair below zero after a counter reset is extrapolated.
-    value = _number(value)
-    return None if value is None else max(value, 0.0)
+    # rate() can dip a hair below zero after an extrapolated counter reset: that dip is
+    # noise around zero, so it reads as zero; anything further below is no rate at all.
+    if value is not None and math.isfinite(value) and -1e-6 <= value < 0:
+        return 0.0
+    return _number(value)
 
 
 def _ttft(value: float | None) -> float | None:
+    # histogram_quantile answers +Inf only when the quantile lies above the largest finite
+    # bucket (TTFT_BUCKETS_S[-1], 42 minutes): no request waits that long, so it is garbage
+    # like any other non-finite value. Finite values above the last bucket are capped there.
     value = _number(value)
-    if value is None:
-        return None
-    # histogram_quantile answers +Inf only when no finite bucket exists; read it as the
-    # largest bucket bound so the number stays finite (and serialisable) yet maximal.
-    return min(value, TTFT_BUCKETS_S[-1])
+    return None if value is None else min(value, TTFT_BUCKETS_S[-1])
+
+
+def sane(signals: TierSignals) -> TierSignals:
+    """The same signals with every unusable reading (non-finite, negative) as None.
+
+    `assemble` already reads values this way; this applies the rule to signals that
+    reached the autoscaler another way (tests, other readers), at the one place where
+    they become a decision."""
+    ready = _number(None if signals.ready_replicas is None else float(signals.ready_replicas))
+    return TierSignals(
+        waiting=_number(signals.waiting),
+        running=_number(signals.running),
+        ttft_p99_s=_ttft(signals.ttft_p99_s),
+        kv_cache_usage=_number(signals.kv_cache_usage),
+        request_rate_rps=_counter_rate(signals.request_rate_rps),
+        ready_replicas=None if ready is None else signals.ready_replicas,
+        prompt_tokens_rps=_counter_rate(signals.prompt_tokens_rps),
+    )
 
 
 def assemble(

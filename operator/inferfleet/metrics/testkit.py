@@ -85,6 +85,9 @@ class EmulatedPod:
     waiting: float = 0.0
     running: float = 0.0
     kv_cache_usage: float = 0.0
+    # The KV cache the engine allocated (`vllm:cache_config_info` labels); None: not yet.
+    num_gpu_blocks: int | None = None
+    block_size: int = 16
     up: bool = True
     ttft_mix: tuple[tuple[float, float], ...] = ((0.05, 1.0),)
     prompt_tokens: float = 512.0
@@ -197,6 +200,11 @@ class EmulatedPod:
             lines.append(series("vllm:time_to_first_token_seconds_bucket", cumulative, {"le": le}))
         lines.append(series("vllm:time_to_first_token_seconds_sum", sum_s))
         lines.append(series("vllm:time_to_first_token_seconds_count", count))
+        if self.num_gpu_blocks is not None:
+            info = {"block_size": str(self.block_size), "num_gpu_blocks": str(self.num_gpu_blocks),
+                    "cache_dtype": "auto", "enable_prefix_caching": "True"}  # fmt: skip
+            lines.append(f"# TYPE {self._name('vllm:cache_config_info')} gauge")
+            lines.append(series("vllm:cache_config_info", 1.0, info))
         return lines
 
 

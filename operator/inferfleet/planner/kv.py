@@ -13,10 +13,11 @@ Follows shared/reference/vllm-kv-budget.md §2.2-2.4 (vLLM V1):
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from inferfleet.catalog.models import LayerKind, ModelArch
-from inferfleet.planner.units import ceil_div
+from inferfleet.planner.units import ceil_div, round_up
 
 
 def kv_dtype_bytes(kv_cache_dtype: str, model_dtype_bytes: int) -> int:
@@ -28,10 +29,13 @@ def kv_dtype_bytes(kv_cache_dtype: str, model_dtype_bytes: int) -> int:
     return model_dtype_bytes
 
 
-def bytes_per_token_per_layer(arch: ModelArch, tp: int, element_bytes: int) -> int:
-    """KV bytes one GPU stores per token for one attention layer."""
+def bytes_per_token_per_layer(arch: ModelArch, tp: int, element_bytes: int, mla_align_bytes: int = 0) -> int:
+    """KV bytes one GPU stores per token for one attention layer.
+
+    `mla_align_bytes`: V0's MLA backends pad each latent entry to this many bytes."""
     if arch.mla is not None:
-        return arch.mla.latent_dim * element_bytes
+        latent = arch.mla.latent_dim * element_bytes
+        return round_up(latent, mla_align_bytes) if mla_align_bytes else latent
     kv_heads_per_rank = max(1, arch.num_kv_heads // tp)
     return 2 * kv_heads_per_rank * arch.head_dim * element_bytes
 
@@ -49,6 +53,7 @@ class KvGroups:
         return self.full_groups + self.sliding_groups
 
 
+@functools.lru_cache(maxsize=1024)
 def kv_groups(kinds: tuple[LayerKind, ...]) -> KvGroups:
     full = sum(1 for kind in kinds if kind == "full")
     sliding = len(kinds) - full
@@ -100,11 +105,23 @@ class KvPool:
 
 
 def kv_pool(
-    arch: ModelArch, kinds: tuple[LayerKind, ...], tp: int, element_bytes: int, block_size: int
+    arch: ModelArch,
+    kinds: tuple[LayerKind, ...],
+    tp: int,
+    element_bytes: int,
+    block_size: int,
+    *,
+    hybrid: bool = True,
+    mla_align_bytes: int = 0,
 ) -> KvPool:
+    """The pool of one stage. `hybrid` False: the release gives every layer a full-length
+    cache (V0, and V1 before its hybrid KV-cache manager), so windows save nothing."""
+    if not hybrid:
+        full: LayerKind = "full"
+        kinds = (full,) * len(kinds)
     return KvPool(
         groups=kv_groups(kinds),
         block_size=block_size,
-        page_bytes=block_size * bytes_per_token_per_layer(arch, tp, element_bytes),
-        sliding_window_tokens=arch.sliding_window_tokens or 0,
+        page_bytes=block_size * bytes_per_token_per_layer(arch, tp, element_bytes, mla_align_bytes),
+        sliding_window_tokens=(arch.sliding_window_tokens or 0) if hybrid else 0,
     )

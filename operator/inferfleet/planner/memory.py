@@ -1,40 +1,31 @@
 """The per-GPU memory budget as vLLM computes it at startup.
 
-`available KV = total × gpu_memory_utilization − (weights + activation peak + non-torch)`
-per worker, and the engine sizes every worker from the smallest
-(shared/reference/vllm-kv-budget.md §2.2). CUDA graphs are captured after the KV cache
-is allocated in the releases we target, so they sit outside this budget (§3.2); the
-headroom left by gpu-memory-utilization has to hold them.
+`available KV = total × gpu_memory_utilization − (weights + activation peak + non-torch
++ CUDA-graph reserve)` per worker, and the engine sizes every worker from the smallest
+(shared/reference/vllm-kv-budget.md §2). What each term holds depends on the release:
+planner.accounting says how the tier's vLLM counts it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from inferfleet.catalog.models import ModelArch
+from inferfleet.catalog.models import LayerKind, ModelArch
+from inferfleet.planner.accounting import Accounting
 from inferfleet.planner.kv import KvPool, kv_pool
 from inferfleet.planner.units import GIB
 from inferfleet.planner.weights import WeightLayout
 
 # Activation peak of the profiling pass. vLLM profiles a forward pass over
-# max_num_batched_tokens tokens and then a dummy sampling step over max_num_seqs rows;
-# the peak is the larger of the two (the forward pass's tensors are freed before
-# sampling). Per forward token, the MLP holds its input, the fused gate/up output and
-# the activated output (3 × intermediate / TP) plus about three hidden-width buffers.
-# Fitted to the V0 profiles in shared/data/vllm_kv_calibration.csv (Llama-3.1-8B at
-# 20k and 29k batched tokens: 2.07 and 2.99 GiB, i.e. ≈108 KiB per token).
+# max_num_batched_tokens tokens (V0 spreads them over max_num_seqs sequences, without
+# chunked prefill that is the whole max_model_len) and then a dummy sampling step over
+# max_num_seqs rows; the peak is the larger of the two (the forward pass's tensors are
+# freed before sampling). Per forward token, the MLP holds its input, the fused gate/up
+# output and the activated output (3 × intermediate / TP) plus about three hidden-width
+# buffers. Fitted to V0 profiles of Llama-3.1-8B at 20k and 29k batched tokens (2.07 and
+# 2.99 GiB, vLLM issue #10517), i.e. ≈108 KiB per token.
 FORWARD_HIDDEN_BUFFERS = 3
 FORWARD_MLP_BUFFERS = 3
-# The sampling step keeps float32 logits, top-k/top-p sort values and int64 indices,
-# and probabilities for max_num_seqs × vocab entries. v0.11 H100 logs show ≈39 bytes
-# per entry (Llama-3.1-8B 4.76 GiB, Qwen3-32B 5.64 GiB at 1024 seqs), v0.10 A100 logs
-# ≈12 (FlashInfer sampling, no sort); 32 sits between, nearer the current releases.
-SAMPLER_BYTES_PER_LOGIT = 32.0
-# Non-torch memory (CUDA context, cuBLAS workspaces, NCCL and custom all-reduce
-# buffers): 0.05-0.35 GiB at TP=1, ≈0.5 GiB at TP=2, 0.9-2.2 GiB at TP 4-8 (§3.4).
-NON_TORCH_SINGLE_GIB = 0.15
-NON_TORCH_BASE_GIB = 0.25
-NON_TORCH_PER_RANK_GIB = 0.15
 
 
 def forward_activation_bytes(arch: ModelArch, tp: int, batched_tokens: int, act_bytes: int) -> float:
@@ -52,17 +43,11 @@ def forward_activation_bytes(arch: ModelArch, tp: int, batched_tokens: int, act_
 
 
 def sampler_activation_bytes(
-    arch: ModelArch, max_num_seqs: int, batched_tokens: int, act_bytes: int
+    arch: ModelArch, max_num_seqs: int, batched_tokens: int, act_bytes: int, bytes_per_logit: float
 ) -> float:
     # The sampling step runs with the forward pass's final hidden states still alive.
     rows = min(max_num_seqs, batched_tokens)
-    return SAMPLER_BYTES_PER_LOGIT * rows * arch.vocab_size + batched_tokens * arch.hidden_size * act_bytes
-
-
-def non_torch_bytes(tp: int) -> float:
-    if tp <= 1:
-        return NON_TORCH_SINGLE_GIB * GIB
-    return (NON_TORCH_BASE_GIB + NON_TORCH_PER_RANK_GIB * tp) * GIB
+    return bytes_per_logit * rows * arch.vocab_size + batched_tokens * arch.hidden_size * act_bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +55,8 @@ class StageMemory:
     weights_bytes: float
     activation_bytes: float
     non_torch_bytes: float
+    graph_reserve_bytes: float
+    reserve_bytes: float  # held back for a release outside the modelled range
     kv_bytes: float
     num_blocks: int
     pool: KvPool
@@ -110,24 +97,59 @@ def estimate(
     max_model_len: int,
     max_num_seqs: int,
     max_num_batched_tokens: int,
+    accounting: Accounting,
+    enforce_eager: bool = False,
+    extra_weight_bytes: float = 0.0,
+    extra_kv_layers: int = 0,
 ) -> MemoryEstimate:
+    """`extra_weight_bytes`: per-GPU memory loaded with the model (LoRA slots, a draft
+    model), which vLLM counts in its "model loading took" line; `extra_kv_layers`: a
+    drafter's attention layers, which share the last stage's KV pool."""
     budget = total_memory_gib * GIB * gpu_memory_utilization
     kinds = arch.kinds
     stages: list[StageMemory] = []
-    forward = forward_activation_bytes(arch, tp, max_num_batched_tokens, act_bytes)
-    sampler = sampler_activation_bytes(arch, max_num_seqs, max_num_batched_tokens, act_bytes)
-    overhead = non_torch_bytes(tp)
+    slack = 1.0 + accounting.allocator_slack
+    forward = forward_activation_bytes(arch, tp, max_num_batched_tokens, act_bytes) * slack
+    sampler = (
+        sampler_activation_bytes(
+            arch, max_num_seqs, max_num_batched_tokens, act_bytes, accounting.sampler_bytes_per_logit
+        )
+        * slack
+    )
+    pp = len(layout.stage_layers)
+    overhead = accounting.non_torch_bytes(tp, pp)
+    if accounting.retained_allreduce and tp > 1:
+        # two all-reduces per layer, each holding the step's hidden states
+        layers = max(layout.stage_layers)
+        overhead += 2 * layers * max_num_batched_tokens * arch.hidden_size * act_bytes
+    graphs = accounting.graph_reserve_bytes(max_num_seqs, enforce_eager)
+    reserve = budget * accounting.release.reserve_fraction
     first = 0
-    last_stage = len(layout.stage_layers) - 1
+    last_stage = pp - 1
     for stage, count in enumerate(layout.stage_layers):
         activation = max(forward, sampler) if stage == last_stage else forward
-        pool = kv_pool(arch, kinds[first : first + count], tp, kv_element_bytes, block_size)
-        kv_bytes = budget - layout.stage_bytes_per_gpu[stage] - activation - overhead
+        stage_kinds = kinds[first : first + count]
+        if stage == last_stage and extra_kv_layers:
+            full: LayerKind = "full"
+            stage_kinds = stage_kinds + (full,) * extra_kv_layers
+        pool = kv_pool(
+            arch,
+            stage_kinds,
+            tp,
+            kv_element_bytes,
+            block_size,
+            hybrid=accounting.hybrid_pool,
+            mla_align_bytes=accounting.mla_align_bytes,
+        )
+        weights = layout.stage_bytes_per_gpu[stage] + extra_weight_bytes
+        kv_bytes = budget - weights - activation - overhead - graphs - reserve
         stages.append(
             StageMemory(
-                weights_bytes=layout.stage_bytes_per_gpu[stage],
+                weights_bytes=weights,
                 activation_bytes=activation,
                 non_torch_bytes=overhead,
+                graph_reserve_bytes=graphs,
+                reserve_bytes=reserve,
                 kv_bytes=kv_bytes,
                 num_blocks=pool.num_blocks(kv_bytes),
                 pool=pool,

@@ -19,15 +19,22 @@ is not on the cold-start path at all: the load is.
 
 Pure: `observe_cold_starts(plan, measured)` returns the plan with the measured tiers'
 `coldStartSeconds` and reason replaced; tiers without a measurement keep the estimate.
+`observe_kv_capacity` does the same for the KV cache, from the block count each running
+engine reports in `vllm:cache_config_info` (read from Prometheus by the operator).
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from inferfleet.api.plan import Plan
+from inferfleet.api.plan import MeasuredKv, Plan, TierPlan
+from inferfleet.api.spec import InferenceServiceSpec
+from inferfleet.planner.fleet import DEFAULT_HEADROOM, replicas_for_peak
+from inferfleet.planner.performance import Roofline
+from inferfleet.planner.workload import derive
 
 # Fewer samples than this still replace the estimate (one real start beats a guess),
 # and the reason says how many there were.
@@ -69,5 +76,100 @@ def observe_cold_starts(plan: Plan, measured: Mapping[str, MeasuredColdStart]) -
             reasons.append(reason)
         tiers.append(
             tier.model_copy(update={"cold_start_seconds": round(found.seconds, 1), "reasons": reasons})
+        )
+    return plan.model_copy(update={"tiers": tiers})
+
+
+# --- measured KV capacity: from vLLM's own `vllm:cache_config_info` --------------------
+
+KV_MEASURED_PREFIX = "KV capacity measured: "
+# A measurement this far below the estimate means the estimate over-promised.
+OVER_PROMISE_SHARE = 0.10
+
+
+@dataclass(frozen=True)
+class MeasuredKvCapacity:
+    """What a tier's running engines allocated: the smallest `num_gpu_blocks` over the
+    reporting pods (the replica that holds least sets what a replica can promise)."""
+
+    num_gpu_blocks: int
+    block_size: int
+    pods: int
+
+
+def _scaled_rps(tier: TierPlan, running_before: float, running_after: float) -> float:
+    """usableRps with `running_after` instead of `running_before` running sequences,
+    from the tier's roofline (prefill share unchanged)."""
+    perf = tier.performance
+    if perf is None or running_before <= 0:
+        return tier.usable_rps
+    roof = Roofline(perf.prefill_tokens_per_second, perf.decode_step_base_ms, perf.decode_step_per_seq_ms)
+    before = roof.requests_per_second(running_before, 1.0, 1.0)
+    after = roof.requests_per_second(running_after, 1.0, 1.0)
+    return tier.usable_rps * after / before if before > 0 else tier.usable_rps
+
+
+def observe_kv_capacity(
+    plan: Plan, spec: InferenceServiceSpec, measured: Mapping[str, MeasuredKvCapacity]
+) -> Plan:
+    """`plan` with each measured feasible tier's KV figures taken from the engine.
+
+    The measured blocks scale the estimate's tokens, max concurrency and P95
+    concurrency (the pool's grouping is the same), the running batch follows them
+    within the ITL cap, and usableRps and replicasForPeak are recomputed from there, so
+    the autoscaler sizes from what the engine really has. The estimate stays beside it
+    in `measuredKv`, and a reason says by how much they differ."""
+    if not measured:
+        return plan
+    tiers: list[TierPlan] = []
+    specs = {tier.name: tier for tier in spec.tiers}
+    headroom = (
+        spec.scaling.headroom if spec.scaling and spec.scaling.headroom is not None else DEFAULT_HEADROOM
+    )
+    for tier in plan.tiers:
+        found = measured.get(tier.name)
+        if found is None or not tier.feasible or found.num_gpu_blocks <= 0 or tier.kv_cache_tokens <= 0:
+            tiers.append(tier)
+            continue
+        estimated_blocks = tier.num_gpu_blocks or max(1, tier.kv_cache_tokens // max(1, tier.block_size))
+        groups = max(1.0, estimated_blocks * tier.block_size / tier.kv_cache_tokens)
+        tokens = int(found.num_gpu_blocks * found.block_size / groups)
+        ratio = tokens / tier.kv_cache_tokens
+        workload = derive(spec, specs[tier.name])
+        concurrency_p95 = min(float(tier.max_num_seqs), tier.concurrency_at_p95 * ratio)
+        running_before = max(1.0, min(float(tier.max_num_seqs), math.floor(tier.concurrency_at_p95)))
+        running_after = max(1.0, min(float(tier.max_num_seqs), math.floor(concurrency_p95)))
+        usable = _scaled_rps(tier, running_before, running_after)
+        replicas = replicas_for_peak(workload.tier_peak_rps, usable, headroom)
+        change = ratio - 1
+        reason = (
+            f"{KV_MEASURED_PREFIX}{tokens:,} tokens per replica ({found.num_gpu_blocks:,} blocks × "
+            f"{found.block_size} from vllm:cache_config_info of {found.pods} pod(s), the smallest); "
+            f"the estimate was {tier.kv_cache_tokens:,} ({change:+.1%}); replicas for peak "
+            f"{tier.replicas_for_peak} → {replicas} at ~{usable:.2f} req/s per replica"
+        )
+        if change < -OVER_PROMISE_SHARE:
+            reason += "; the estimate over-promised, the autoscaler now sizes from the measurement"
+        reasons = [r for r in tier.reasons if not r.startswith(KV_MEASURED_PREFIX)]
+        reasons.append(reason)
+        tiers.append(
+            tier.model_copy(
+                update={
+                    "kv_cache_tokens": tokens,
+                    "max_concurrency": round(tier.max_concurrency * ratio, 2),
+                    "concurrency_at_p95": round(concurrency_p95, 2),
+                    "usable_rps": round(usable, 3),
+                    "replicas_for_peak": replicas,
+                    "measured_kv": MeasuredKv(
+                        num_gpu_blocks=found.num_gpu_blocks,
+                        block_size=found.block_size,
+                        kv_cache_tokens=tokens,
+                        pods=found.pods,
+                        estimated_kv_cache_tokens=tier.kv_cache_tokens,
+                        estimated_replicas_for_peak=tier.replicas_for_peak,
+                    ),
+                    "reasons": reasons,
+                }
+            )
         )
     return plan.model_copy(update={"tiers": tiers})

@@ -55,13 +55,21 @@ class Roofline:
         return int(room / max(self.decode_step_per_seq_ms, 1e-9))
 
     def requests_per_second(
-        self, concurrency: float, mean_input_tokens: float, mean_output_tokens: float
+        self,
+        concurrency: float,
+        mean_input_tokens: float,
+        mean_output_tokens: float,
+        prefill_tokens_per_second: float | None = None,
     ) -> float:
-        """Requests/s at `concurrency` running sequences, prefill and decode sharing the GPUs."""
+        """Requests/s at `concurrency` running sequences, prefill and decode sharing the GPUs.
+
+        `prefill_tokens_per_second`: the rate chunked prefill really leaves (planner.batching),
+        below the roofline when small chunks re-read the weights every step."""
         concurrency = max(1.0, concurrency)
         decode_tokens_per_s = concurrency / (self.step_ms(concurrency) / 1000)
+        prefill = prefill_tokens_per_second or self.prefill_tokens_per_second
         seconds_per_request = mean_output_tokens / decode_tokens_per_s + mean_input_tokens / max(
-            self.prefill_tokens_per_second, 1e-9
+            prefill, 1e-9
         )
         return USABLE_SHARE_OF_ROOFLINE / seconds_per_request
 

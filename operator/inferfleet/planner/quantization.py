@@ -26,6 +26,15 @@ FORMAT_NAMES = {
 }
 
 
+# Known-bad KV dtypes: (why, source). gpt-oss attends through sinks, which vLLM runs on
+# NVIDIA only with FlashAttention 3 (issue #22325: "Sinks are only supported in
+# FlashAttention 3"), and FA3 with an FP8 KV cache crashes at random (issue #17442).
+FP8_KV_WITH_SINKS_ON_FA3 = (
+    "gpt-oss attends through sinks, which vLLM serves on Hopper only with FlashAttention 3, and "
+    "FlashAttention 3 with an FP8 KV cache crashes (vLLM issues #22325, #17442)"
+)
+
+
 @dataclass(frozen=True, slots=True)
 class QuantChoice:
     weight_format: WeightFormat
@@ -33,10 +42,18 @@ class QuantChoice:
     reason: str
     kv_reason: str
     forced: bool  # set by override or explicit policy: no fallback to other formats
+    problem: str | None = None  # a combination vLLM cannot run, in words
+
+
+def known_bad_kv(arch: ModelArch, gpu: GpuSpec, kv_cache_dtype: str) -> str | None:
+    """Why this KV dtype must not be used for this model on this GPU, or None."""
+    if kv_cache_dtype == "fp8" and arch.attention_sinks and gpu.family == "hopper":
+        return FP8_KV_WITH_SINKS_ON_FA3
+    return None
 
 
 def _kv_choice(
-    spec: InferenceServiceSpec, tier: TierSpec, gpu: GpuSpec, weight_format: str
+    spec: InferenceServiceSpec, tier: TierSpec, arch: ModelArch, gpu: GpuSpec, weight_format: str
 ) -> tuple[str, str]:
     override = tier.overrides.kv_cache_dtype if tier.overrides else None
     if override is not None:
@@ -47,6 +64,9 @@ def _kv_choice(
             f"KV cache dtype {spec.kv_cache_dtype}: the service's kvCacheDtype policy",
         )
     if gpu.fp8_native and weight_format != "none":
+        bad = known_bad_kv(arch, gpu, "fp8")
+        if bad is not None:
+            return ("auto", f"KV cache in the model dtype, not FP8: {bad}")
         return ("fp8", "FP8 KV cache: native on this GPU, halves KV bytes per token and doubles concurrency")
     if weight_format == "none":
         return ("auto", "KV cache in the model dtype: 16-bit weights were chosen for quality")
@@ -69,8 +89,10 @@ def choices(spec: InferenceServiceSpec, tier: TierSpec, arch: ModelArch, gpu: Gp
     override = tier.overrides.quantization if tier.overrides else None
 
     def make(fmt: WeightFormat, reason: str, forced: bool) -> QuantChoice:
-        kv, kv_reason = _kv_choice(spec, tier, gpu, fmt)
-        return QuantChoice(fmt, kv, reason + _hardware_note(gpu, fmt), kv_reason, forced)
+        kv, kv_reason = _kv_choice(spec, tier, arch, gpu, fmt)
+        bad = known_bad_kv(arch, gpu, kv)
+        problem = f"kvCacheDtype {kv} cannot run here: {bad}; use auto" if bad else None
+        return QuantChoice(fmt, kv, reason + _hardware_note(gpu, fmt), kv_reason, forced, problem)
 
     if override is not None and override != "auto":
         return [make(override, f"{FORMAT_NAMES[override]}: set by the tier override", True)]

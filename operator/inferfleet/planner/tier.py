@@ -3,7 +3,9 @@
 The order follows the field guide's sizing algorithm (shared/seeds/002 §9.1): quantize
 first, then pick the lowest tensor-parallel degree that fits, pipeline stages across
 nodes only when one node cannot hold the model, then batching settings, usable
-throughput at the SLO, fleet size, cost.
+throughput at the SLO, fleet size, cost. Every layout is evaluated with the batch
+settings it would deploy and the memory accounting of the vLLM release the tier runs,
+and must also fit while its weights load.
 """
 
 from __future__ import annotations
@@ -17,9 +19,15 @@ from inferfleet.api.spec import InferenceServiceSpec, TierOverrides, TierSpec
 from inferfleet.catalog.gpus import GpuSpec
 from inferfleet.catalog.models import ModelArch
 from inferfleet.planner import engine, fleet
+from inferfleet.planner.accounting import Accounting, accounting
+from inferfleet.planner.batching import ITL_HEADROOM, Batching, deployed_batching
+from inferfleet.planner.kv import kv_dtype_bytes, kv_pool
+from inferfleet.planner.load import NO_EXTRAS, Extras, load_peak_bytes, online_quantization
 from inferfleet.planner.memory import MemoryEstimate, estimate
-from inferfleet.planner.performance import Roofline, power_of_two_at_most, roofline
+from inferfleet.planner.parallel import tp_options, valid_tensor_parallel
+from inferfleet.planner.performance import Roofline, roofline
 from inferfleet.planner.quantization import FORMAT_NAMES, QuantChoice, choices
+from inferfleet.planner.releases import Release
 from inferfleet.planner.units import GIB, to_gib
 from inferfleet.planner.weights import WeightLayout, body_scale, weight_layout
 from inferfleet.planner.workload import Workload, derive
@@ -28,15 +36,6 @@ from inferfleet.planner.workload import Workload, derive
 # hops dominate and one failing node takes a large replica down; such a model wants
 # quantization or larger GPUs instead.
 MAX_NODES_PER_REPLICA = 4
-# Share of the ITL SLO the steady decode step may use; the rest absorbs the prefill
-# chunks that chunked prefill mixes into some steps.
-ITL_HEADROOM = 0.8
-# Share of the ITL SLO one prefill chunk may take (sets max-num-batched-tokens).
-CHUNK_SHARE_OF_ITL = 0.5
-# A P95 prompt's prefill should take at most this share of the TTFT SLO (queueing
-# takes the rest).
-PREFILL_SHARE_OF_TTFT = 0.5
-ONLINE_CHUNK_RANGE = (512, 8192)
 
 
 @functools.lru_cache(maxsize=256)
@@ -65,108 +64,205 @@ class Candidate:
     layout: WeightLayout
     memory: MemoryEstimate
     settings: Settings
+    batching: Batching
+    roof: Roofline
+    accounting: Accounting
     concurrency_p95: float
-    meets_target: bool
+    load_peak_bytes: float
+    load_problem: str | None
+    layout_problem: str | None
 
     @property
     def gpus(self) -> int:
         return self.tp * self.pp
 
+    @property
+    def starts(self) -> bool:
+        return (
+            self.memory.starts
+            and self.load_problem is None
+            and self.layout_problem is None
+            and self.quant.problem is None
+        )
 
-def valid_tensor_parallel(arch: ModelArch, tp: int) -> str | None:
-    """Why vLLM would reject this TP degree for the model, or None."""
-    if arch.num_attention_heads % tp:
-        return f"{arch.num_attention_heads} attention heads are not divisible by TP={tp}"
-    if arch.mla is None and arch.num_kv_heads % tp and tp % arch.num_kv_heads:
-        return f"{arch.num_kv_heads} KV heads and TP={tp} do not divide one another"
-    return None
+    def meets(self, target: int) -> bool:
+        return self.starts and self.concurrency_p95 >= target
 
 
-def _tp_options(arch: ModelArch, gpus_per_node: int) -> list[int]:
-    options: list[int] = []
-    tp = 1
-    while tp <= gpus_per_node:
-        if valid_tensor_parallel(arch, tp) is None:
-            options.append(tp)
-        tp *= 2
-    return options
+@dataclass(frozen=True, slots=True)
+class TierInputs:
+    """Everything a tier is planned from besides the spec."""
+
+    arch: ModelArch
+    gpu: GpuSpec
+    release: Release
+    extras: Extras = NO_EXTRAS
+    # Pre-quantized checkpoints of the model: (format, name, architecture).
+    pre_quantized: tuple[tuple[str, str, ModelArch], ...] = ()
 
 
 class _Evaluator:
-    """Evaluates (quantization, TP, PP) layouts for one tier with fixed settings."""
+    """Evaluates (quantization, TP, PP) layouts of one tier, each with the batch settings
+    it would deploy and its release's memory accounting."""
 
     def __init__(
-        self, arch: ModelArch, gpu: GpuSpec, workload: Workload, settings: Settings, gpus_per_node: int
+        self,
+        inputs: TierInputs,
+        workload: Workload,
+        base: Settings,
+        *,
+        gpus_per_node: int,
+        overrides: TierOverrides,
+        chunked_prefill: bool,
     ) -> None:
-        self.arch = arch
-        self.gpu = gpu
+        self.arch = inputs.arch
+        self.gpu = inputs.gpu
+        self.release = inputs.release
+        self.extras = inputs.extras
         self.workload = workload
-        self.settings = settings
+        self.base = base
         self.gpus_per_node = gpus_per_node
-        self.scale = _scale(arch)
+        self.overrides = overrides
+        self.chunked_prefill = chunked_prefill
+        self.scale = _scale(inputs.arch)
+        self._seen: dict[tuple[str, str, int, int], Candidate] = {}
+        # A layout that would run but cannot load (online quantization's 16-bit peak).
+        self.refused_at_load = False
 
-    def evaluate(self, quant: QuantChoice, tp: int, pp: int, settings: Settings | None = None) -> Candidate:
-        s = settings or self.settings
+    def tp_options(self, quant: QuantChoice) -> list[int]:
+        if self.overrides.tensor_parallel_size:
+            return [self.overrides.tensor_parallel_size]
+        return tp_options(self.arch, self.gpus_per_node, quant.weight_format) or [1]
+
+    def evaluate(self, quant: QuantChoice, tp: int, pp: int) -> Candidate:
+        key = (quant.weight_format, quant.kv_cache_dtype, tp, pp)
+        found = self._seen.get(key)
+        if found is None:
+            found = self._evaluate(quant, tp, pp)
+            self._seen[key] = found
+            if found.load_problem is not None:
+                self.refused_at_load = True
+        return found
+
+    def _evaluate(self, quant: QuantChoice, tp: int, pp: int) -> Candidate:
+        base = self.base
+        arch, gpu = self.arch, self.gpu
+        nodes = math.ceil(tp * pp / self.gpus_per_node)
         layout = weight_layout(
-            self.arch,
+            arch,
             weight_format=quant.weight_format,
-            dtype_bytes=s.act_bytes,
+            dtype_bytes=base.act_bytes,
             tp=tp,
             pp=pp,
-            family=self.gpu.family,
+            family=gpu.family,
             scale=self.scale,
         )
-        kv_bytes = (
-            1
-            if quant.kv_cache_dtype == "fp8"
-            else (2 if quant.kv_cache_dtype in ("bf16", "fp16") else s.act_bytes)
+        acct = accounting(self.release, pipeline_parallel=pp, vendor=gpu.vendor)
+        kv_bytes = kv_dtype_bytes(quant.kv_cache_dtype, base.act_bytes)
+        geometry = kv_pool(
+            arch, arch.kinds, tp, kv_bytes, base.block_size,
+            hybrid=acct.hybrid_pool, mla_align_bytes=acct.mla_align_bytes,
+        )  # fmt: skip
+        w = self.workload
+        roof = roofline(
+            arch,
+            gpu,
+            layout,
+            geometry,
+            weight_format=quant.weight_format,
+            tp=tp,
+            pp=pp,
+            multi_node=nodes > 1,
+            mean_context_tokens=w.mean_input_tokens + w.mean_output_tokens / 2,
+            mean_prompt_tokens=w.mean_input_tokens,
+            reference_batch=max(2, w.target_concurrency),
+            enforce_eager=base.enforce_eager,
         )
+        batching = deployed_batching(
+            roof,
+            w,
+            max_num_seqs_override=self.overrides.max_num_seqs,
+            max_num_batched_tokens_override=self.overrides.max_num_batched_tokens,
+            chunked_prefill=self.chunked_prefill,
+            max_model_len=base.max_model_len,
+            large_gpu=gpu.memory_gib >= engine.LARGE_GPU_GIB,
+        )
+        settings = replace(
+            base, max_num_seqs=batching.max_num_seqs, max_num_batched_tokens=batching.max_num_batched_tokens
+        )
+        extra = self.extras.weight_bytes(tp, base.act_bytes)
         memory = estimate(
-            self.arch,
+            arch,
             layout,
             tp=tp,
-            total_memory_gib=self.gpu.memory_gib,
-            gpu_memory_utilization=s.gpu_memory_utilization,
+            total_memory_gib=gpu.memory_gib,
+            gpu_memory_utilization=settings.gpu_memory_utilization,
             kv_element_bytes=kv_bytes,
-            act_bytes=s.act_bytes,
-            block_size=s.block_size,
-            max_model_len=s.max_model_len,
-            max_num_seqs=s.max_num_seqs,
-            max_num_batched_tokens=s.max_num_batched_tokens,
+            act_bytes=settings.act_bytes,
+            block_size=settings.block_size,
+            max_model_len=settings.max_model_len,
+            max_num_seqs=settings.max_num_seqs,
+            max_num_batched_tokens=settings.max_num_batched_tokens,
+            accounting=acct,
+            enforce_eager=settings.enforce_eager,
+            extra_weight_bytes=extra,
+            extra_kv_layers=self.extras.draft_kv_layers,
         )
-        concurrency = memory.concurrency_at(self.workload.p95_context_tokens) if memory.starts else 0.0
+        load_peak = load_peak_bytes(
+            arch,
+            layout,
+            weight_format=quant.weight_format,
+            dtype_bytes=base.act_bytes,
+            tp=tp,
+            pp=pp,
+            family=gpu.family,
+            scale=self.scale,
+            extra_bytes=extra,
+        )
+        load_problem = None
+        if load_peak > gpu.memory_gib * GIB:
+            what = (
+                "the 16-bit checkpoint, loaded whole before online quantization"
+                if online_quantization(arch, quant.weight_format)
+                else "the weights"
+            )
+            load_problem = (
+                f"loading needs {to_gib(load_peak):.1f} GiB per GPU at TP={tp} PP={pp} ({what}), "
+                f"more than the GPU's {gpu.memory_gib:g} GiB"
+            )
+        concurrency = memory.concurrency_at(w.p95_context_tokens) if memory.starts else 0.0
         return Candidate(
             quant=quant,
             tp=tp,
             pp=pp,
-            nodes=math.ceil(tp * pp / self.gpus_per_node),
+            nodes=nodes,
             layout=layout,
             memory=memory,
-            settings=s,
+            settings=settings,
+            batching=batching,
+            roof=roof,
+            accounting=acct,
             concurrency_p95=concurrency,
-            meets_target=memory.starts and concurrency >= self.workload.target_concurrency,
+            load_peak_bytes=load_peak,
+            load_problem=load_problem,
+            layout_problem=valid_tensor_parallel(arch, tp, quant.weight_format),
         )
 
-    def search(self, quant: QuantChoice, overrides: TierOverrides) -> tuple[int, Candidate]:
+    def search(self, quant: QuantChoice) -> tuple[int, Candidate]:
         """(level, candidate): 0 one node meets the KV target, 1 one node starts,
         2 several nodes meet it, 3 several nodes start, 4 nothing starts."""
-        tps = (
-            [overrides.tensor_parallel_size]
-            if overrides.tensor_parallel_size
-            else _tp_options(self.arch, self.gpus_per_node)
-        )
-        if not tps:
-            tps = [1]
-        fixed_pp = overrides.pipeline_parallel_size
+        target = self.workload.target_concurrency
+        tps = self.tp_options(quant)
+        fixed_pp = self.overrides.pipeline_parallel_size
         single = [(tp, fixed_pp or 1) for tp in tps if tp * (fixed_pp or 1) <= self.gpus_per_node]
         starters: list[Candidate] = []
         last: Candidate | None = None
         for tp, pp in single:
             candidate = self.evaluate(quant, tp, pp)
             last = candidate
-            if candidate.meets_target:
+            if candidate.meets(target):
                 return (0, candidate)
-            if candidate.memory.starts:
+            if candidate.starts:
                 starters.append(candidate)
         if starters:
             # The widest layout that starts holds the most requests; more memory per GPU
@@ -182,26 +278,27 @@ class _Evaluator:
         for tp, pp in multi:
             candidate = self.evaluate(quant, tp, pp)
             last = candidate
-            if candidate.meets_target:
+            if candidate.meets(target):
                 return (2, candidate)
-            if candidate.memory.starts and first_starter is None:
+            if candidate.starts and first_starter is None:
                 first_starter = candidate
                 break
         if first_starter is not None:
             return (3, first_starter)
-        assert last is not None
+        if last is None:
+            last = self.evaluate(quant, tps[0], fixed_pp or 1)
         return (4, last)
 
 
-def _initial_settings(
+def _base_settings(
     *,
     spec: InferenceServiceSpec,
-    tier: TierSpec,
     arch: ModelArch,
     gpu: GpuSpec,
     workload: Workload,
     overrides: TierOverrides,
 ) -> tuple[Settings, list[str]]:
+    """Settings every layout shares; batch sizes are filled in per layout."""
     notes: list[str] = []
     dtype, act_bytes, dtype_reason = engine.choose_dtype(arch, gpu, overrides)
     if dtype_reason:
@@ -212,22 +309,14 @@ def _initial_settings(
         notes.append(f"enforce-eager {str(overrides.enforce_eager).lower()}: set by the tier override")
     gmu, _ = engine.gpu_memory_utilization(workload, overrides)
     mml, _ = engine.max_model_len(workload, arch, overrides)
-    seqs = overrides.max_num_seqs or workload.max_num_seqs_cap
-    batched = overrides.max_num_batched_tokens or engine.vllm_default_batched_tokens(gpu)
-    if (
-        spec.serving is not None
-        and not spec.serving.chunked_prefill
-        and overrides.max_num_batched_tokens is None
-    ):
-        batched = max(batched, mml)  # without chunking a whole prompt must fit one step
     return (
         Settings(
             dtype=dtype,
             act_bytes=act_bytes,
             gpu_memory_utilization=gmu,
             max_model_len=mml,
-            max_num_seqs=seqs,
-            max_num_batched_tokens=batched,
+            max_num_seqs=overrides.max_num_seqs or workload.max_num_seqs_cap,
+            max_num_batched_tokens=overrides.max_num_batched_tokens or mml,
             block_size=engine.block_size(arch, gpu, overrides),
             enforce_eager=bool(overrides.enforce_eager),
         ),
@@ -235,51 +324,78 @@ def _initial_settings(
     )
 
 
-def _roofline(ev: _Evaluator, c: Candidate) -> Roofline:
-    w = ev.workload
-    return roofline(
-        ev.arch,
-        ev.gpu,
-        c.layout,
-        c.memory.binding.pool,
-        weight_format=c.quant.weight_format,
-        tp=c.tp,
-        pp=c.pp,
-        multi_node=c.nodes > 1,
-        mean_context_tokens=w.mean_input_tokens + w.mean_output_tokens / 2,
-        mean_prompt_tokens=w.mean_input_tokens,
-        reference_batch=max(2, w.target_concurrency),
-        enforce_eager=c.settings.enforce_eager,
+def _capacity(c: Candidate, workload: Workload) -> tuple[float, float]:
+    """(running sequences, usable requests/s) of one replica of this layout as deployed."""
+    s = c.settings
+    roof = c.roof
+    if workload.online:
+        within = roof.max_batch_within(workload.itl_slo_s * 1000 * ITL_HEADROOM)
+        running = max(1.0, min(float(s.max_num_seqs), math.floor(c.concurrency_p95), float(within)))
+    else:
+        mean_context = int(workload.mean_input_tokens + workload.mean_output_tokens)
+        running = max(
+            1.0, min(float(s.max_num_seqs), c.memory.concurrency_at(mean_context) if c.starts else 1.0)
+        )
+    rps = roof.requests_per_second(
+        running, workload.mean_input_tokens, workload.mean_output_tokens, c.batching.prefill_tokens_per_s
     )
+    return (running, rps)
 
 
-def _slo_ok(ev: _Evaluator, c: Candidate) -> bool:
-    w = ev.workload
-    roof = _roofline(ev, c)
-    batch = min(w.target_concurrency, 16)
-    itl_ok = roof.step_ms(batch) <= w.itl_slo_s * 1000 * ITL_HEADROOM
-    ttft_ok = w.input_p95 / roof.prefill_tokens_per_second <= w.ttft_slo_s * PREFILL_SHARE_OF_TTFT
-    return itl_ok and ttft_ok
+# A wider layout is taken over the lowest that fits only when it serves this much more
+# per GPU: wider replicas cost more in lost redundancy and scheduling granularity.
+WIDER_GAIN_PER_GPU = 1.10
+
+
+def _cheaper_wider(
+    ev: _Evaluator, chosen: Candidate, overrides: TierOverrides
+) -> tuple[Candidate, str | None]:
+    """A wider TP (fast links, one node) when, with the settings each would deploy, it
+    serves clearly more requests per GPU, e.g. because the narrow layout must cut its
+    prefill chunks to small pieces to keep the ITL SLO."""
+    if overrides.tensor_parallel_size or chosen.pp > 1:
+        return (chosen, None)
+    _, base_rps = _capacity(chosen, ev.workload)
+    best, best_per_gpu = chosen, base_rps / chosen.gpus
+    for tp in ev.tp_options(chosen.quant):
+        if tp <= chosen.tp or not ev.gpu.fast_link(tp):
+            continue
+        candidate = ev.evaluate(chosen.quant, tp, 1)
+        if not candidate.meets(ev.workload.target_concurrency) or not candidate.batching.meets_slo:
+            continue
+        _, rps = _capacity(candidate, ev.workload)
+        if rps / candidate.gpus > best_per_gpu * WIDER_GAIN_PER_GPU:
+            best, best_per_gpu = candidate, rps / candidate.gpus
+    if best is chosen:
+        return (chosen, None)
+    return (
+        best,
+        f"TP={best.tp} rather than {chosen.tp}: with the settings each deploys it serves "
+        f"{best_per_gpu:.2f} req/s per GPU against {base_rps / chosen.gpus:.2f} "
+        f"(max-num-batched-tokens {best.settings.max_num_batched_tokens} against "
+        f"{chosen.settings.max_num_batched_tokens})",
+    )
 
 
 def _raise_for_slo(
     ev: _Evaluator, chosen: Candidate, overrides: TierOverrides
 ) -> tuple[Candidate, str | None]:
-    """A higher TP on fast links when the lowest fitting one cannot meet the latency SLO."""
-    if overrides.tensor_parallel_size or not ev.workload.online or chosen.pp > 1 or _slo_ok(ev, chosen):
+    """A higher TP on fast links when the lowest fitting one cannot meet the latency SLO
+    with the settings it would deploy."""
+    if overrides.tensor_parallel_size or not ev.workload.online or chosen.pp > 1 or chosen.batching.meets_slo:
         return (chosen, None)
     widest: Candidate | None = None
-    for tp in _tp_options(ev.arch, ev.gpus_per_node):
+    for tp in ev.tp_options(chosen.quant):
         if tp <= chosen.tp or not (ev.gpu.fast_link(tp) or tp <= 2):
             continue
         candidate = ev.evaluate(chosen.quant, tp, 1)
-        if not candidate.memory.starts:
+        if not candidate.starts:
             continue
-        if _slo_ok(ev, candidate):
+        if candidate.batching.meets_slo:
             return (
                 candidate,
-                f"TP raised from {chosen.tp} to {tp}: at TP={chosen.tp} a decode step or a P95 "
-                "prefill would break the latency SLO",
+                f"TP raised from {chosen.tp} to {tp}: at TP={chosen.tp} the latency SLO is out of reach "
+                f"({chosen.batching.slo_misses[0]})",
             )
         widest = candidate
     if widest is not None:
@@ -288,86 +404,23 @@ def _raise_for_slo(
         return (
             widest,
             f"TP raised from {chosen.tp} to {widest.tp}, the most this interconnect allows; the latency "
-            "SLO stays at risk even there (consider a faster GPU or a looser SLO)",
+            "SLO stays out of reach even there (see the warnings)",
         )
     return (chosen, None)
 
 
-def _finalize_settings(
-    ev: _Evaluator, c: Candidate, overrides: TierOverrides, chunked_prefill: bool
-) -> tuple[Candidate, Roofline, list[str]]:
-    """Trim max-num-seqs to the ITL SLO and size the prefill chunk, then re-measure."""
-    w = ev.workload
-    notes: list[str] = []
-    roof = _roofline(ev, c)
-    seqs = c.settings.max_num_seqs
-    batched = c.settings.max_num_batched_tokens
-    if overrides.max_num_seqs is not None:
-        notes.append(f"max-num-seqs {seqs}: set by the tier override")
-    elif w.online:
-        within = roof.max_batch_within(w.itl_slo_s * 1000 * ITL_HEADROOM)
-        fitted = min(w.max_num_seqs_cap, within)
-        seqs = max(1, fitted - fitted % 8 if fitted >= 8 else fitted)
-        if fitted < w.max_num_seqs_cap:
-            notes.append(
-                f"max-num-seqs {seqs}: the largest batch whose decode step (~{roof.step_ms(seqs):.0f} ms) "
-                f"stays within {ITL_HEADROOM:.0%} of the {w.itl_slo_s * 1000:.0f} ms ITL SLO"
-            )
-        else:
-            notes.append(
-                f"max-num-seqs {seqs}: interactive batch cap for {w.archetype} "
-                f"(decode step ~{roof.step_ms(seqs):.0f} ms at full batch, within the ITL SLO)"
-            )
-    else:
-        notes.append(f"max-num-seqs {seqs}: offline batch cap; throughput first, preemption is acceptable")
-    if overrides.max_num_batched_tokens is not None:
-        notes.append(f"max-num-batched-tokens {batched}: set by the tier override")
-    elif not chunked_prefill:
-        batched = max(batched, c.settings.max_model_len)
-        notes.append(
-            f"max-num-batched-tokens {batched}: chunked prefill is off, so a whole prompt fits one step"
-        )
-    elif w.online:
-        chunk = roof.prefill_tokens_per_second * w.itl_slo_s * CHUNK_SHARE_OF_ITL
-        batched = max(power_of_two_at_most(chunk, *ONLINE_CHUNK_RANGE), seqs)
-        chunk_ms = batched / roof.prefill_tokens_per_second * 1000
-        within_share = chunk_ms <= w.itl_slo_s * 1000 * CHUNK_SHARE_OF_ITL
-        notes.append(
-            f"max-num-batched-tokens {batched}: a prefill chunk this size takes about {chunk_ms:.0f} ms"
-            + (
-                ", within half the ITL SLO"
-                if within_share
-                else f"; the planner's smallest chunk, yet over half the {w.itl_slo_s * 1000:.0f} ms "
-                "ITL SLO, so steps carrying a chunk risk the SLO"
-            )
-        )
-    else:
-        batched = 16384 if ev.gpu.memory_gib >= engine.LARGE_GPU_GIB else 8192
-        notes.append(f"max-num-batched-tokens {batched}: large prefill chunks for throughput (offline)")
-    if seqs == c.settings.max_num_seqs and batched == c.settings.max_num_batched_tokens:
-        return (c, roof, notes)
-    settings = replace(c.settings, max_num_seqs=seqs, max_num_batched_tokens=batched)
-    updated = ev.evaluate(c.quant, c.tp, c.pp, settings)
-    if not updated.memory.starts and c.memory.starts:
-        return (
-            c,
-            roof,
-            [
-                f"kept max-num-seqs {c.settings.max_num_seqs} and max-num-batched-tokens "
-                f"{c.settings.max_num_batched_tokens}: the trimmed values would not start"
-            ],
-        )
-    return (updated, _roofline(ev, updated), notes)
-
-
 def _infeasible_reason(c: Candidate, gpu: GpuSpec, level: int, arch: ModelArch, gpus_per_node: int) -> str:
+    if c.quant.problem is not None:
+        return f"infeasible: {c.quant.problem}"
+    if c.layout_problem is not None:
+        return f"infeasible: TP={c.tp}: {c.layout_problem}"
     m = c.memory
     b = m.binding
     settings = c.settings
     budget = gpu.memory_gib * settings.gpu_memory_utilization
     where = f"TP={c.tp} PP={c.pp}" + (f" over {c.nodes} nodes" if c.nodes > 1 else "")
     fmt = FORMAT_NAMES[c.quant.weight_format]
-    overheads = b.activation_bytes + b.non_torch_bytes
+    overheads = b.activation_bytes + b.non_torch_bytes + b.graph_reserve_bytes + b.reserve_bytes
     weights_total = sum(stage * c.tp for stage in c.layout.stage_bytes_per_gpu)
     per_node = gpus_per_node * max(1.0, budget * GIB - overheads)
     nodes_needed = math.ceil(weights_total / per_node)
@@ -377,11 +430,13 @@ def _infeasible_reason(c: Candidate, gpu: GpuSpec, level: int, arch: ModelArch, 
             f"more than {MAX_NODES_PER_REPLICA} {gpus_per_node}-GPU {gpu.name} nodes per replica, "
             "the most one replica may span"
         )
+    elif c.load_problem is not None:
+        text = c.load_problem
     elif b.kv_bytes <= 0:
         text = (
             f"does not fit: at {where} each GPU needs {to_gib(b.weights_bytes):.1f} GiB of weights ({fmt}) "
             f"+ {to_gib(b.activation_bytes):.1f} GiB activations "
-            f"+ {to_gib(b.non_torch_bytes):.1f} GiB overhead, "
+            f"+ {to_gib(b.non_torch_bytes + b.graph_reserve_bytes + b.reserve_bytes):.1f} GiB overhead, "
             f"more than its {budget:.1f} GiB budget ({settings.gpu_memory_utilization:g} × "
             f"{gpu.memory_gib:g} GiB)"
         )
@@ -398,7 +453,7 @@ def _infeasible_reason(c: Candidate, gpu: GpuSpec, level: int, arch: ModelArch, 
     if c.nodes == 1 and level == 4:
         hints.append("use PP across nodes")
     hints.append("use larger GPUs")
-    if b.kv_bytes > 0:
+    if b.kv_bytes > 0 and c.load_problem is None:
         hints.append("lower maxModelLen")
     return f"infeasible: {text}; " + " or ".join(hints)
 
@@ -406,14 +461,72 @@ def _infeasible_reason(c: Candidate, gpu: GpuSpec, level: int, arch: ModelArch, 
 def _memory_reason(c: Candidate, workload: Workload) -> str:
     m = c.memory
     b = m.binding
+    extra = ""
+    if b.graph_reserve_bytes:
+        extra += f", CUDA-graph reserve {to_gib(b.graph_reserve_bytes):.2f} GiB"
+    if b.reserve_bytes:
+        extra += f", unmodelled-release reserve {to_gib(b.reserve_bytes):.2f} GiB"
     return (
         f"per GPU: weights {to_gib(b.weights_bytes):.2f} GiB, "
         f"activation peak {to_gib(b.activation_bytes):.2f} GiB, "
-        f"non-torch {to_gib(b.non_torch_bytes):.2f} GiB, KV cache {to_gib(max(0.0, b.kv_bytes)):.2f} GiB → "
+        f"non-torch {to_gib(b.non_torch_bytes):.2f} GiB{extra}, "
+        f"KV cache {to_gib(max(0.0, b.kv_bytes)):.2f} GiB → "
         f"{m.kv_tokens:,} KV tokens per replica ({m.max_concurrency:.2f}× max-model-len); "
         f"{c.concurrency_p95:.1f} requests of P95 context ({workload.p95_context_tokens:,} tokens) "
         "fit at once"
     )
+
+
+def _load_reason(c: Candidate, gpu: GpuSpec, arch: ModelArch) -> str:
+    peak = to_gib(c.load_peak_bytes)
+    if online_quantization(arch, c.quant.weight_format):
+        return (
+            f"load peak {peak:.1f} GiB per GPU: {FORMAT_NAMES[c.quant.weight_format]} is applied online, "
+            f"so vLLM loads the 16-bit checkpoint whole first (fits the {gpu.memory_gib:g} GiB GPU)"
+        )
+    return (
+        f"load peak {peak:.1f} GiB per GPU (weights as stored, CUDA context): "
+        f"fits the {gpu.memory_gib:g} GiB GPU"
+    )
+
+
+def _pre_quantized_note(
+    spec: InferenceServiceSpec,
+    tier: TierSpec,
+    inputs: TierInputs,
+    chosen: Candidate,
+    *,
+    feasible: bool,
+    refused_at_load: bool,
+) -> str | None:
+    """Names a pre-quantized checkpoint when online quantization's 16-bit load forced a
+    larger layout (or no layout), with the layout that checkpoint would take."""
+    arch = inputs.arch
+    if not inputs.pre_quantized or not refused_at_load:
+        return None
+    refused_at_load = not feasible and chosen.load_problem is not None
+    online = online_quantization(arch, chosen.quant.weight_format) or refused_at_load
+    if not online:
+        return None
+    for fmt, name, other in inputs.pre_quantized:
+        if fmt != chosen.quant.weight_format and not refused_at_load:
+            continue
+        alternative = build_tier_plan(
+            spec, tier, TierInputs(arch=other, gpu=inputs.gpu, release=inputs.release, extras=inputs.extras)
+        )
+        if not alternative.feasible:
+            continue
+        cheaper = alternative.gpus_per_replica < chosen.gpus or not feasible
+        if not cheaper:
+            return None
+        return (
+            f"pre-quantized checkpoint {name} ({FORMAT_NAMES.get(fmt, fmt)}) loads without the 16-bit peak: "
+            f"it plans as TP={alternative.tensor_parallel_size} PP={alternative.pipeline_parallel_size} "
+            f"({alternative.gpus_per_replica} GPU(s) per replica"
+            + (f", {alternative.nodes_per_replica} nodes" if alternative.nodes_per_replica > 1 else "")
+            + f"); set spec.model.name to {name} to serve it"
+        )
+    return None
 
 
 def _layout_reason(
@@ -430,8 +543,8 @@ def _layout_reason(
         text = f"{where}: set by the tier override"
     elif level == 0:
         text = (
-            f"{where}: the lowest tensor-parallel degree whose KV cache holds the target of "
-            f"{workload.target_concurrency} concurrent requests at P95 context"
+            f"{where}: its KV cache holds the target of {workload.target_concurrency} concurrent "
+            "requests at P95 context"
         )
     elif level == 1:
         text = (
@@ -453,55 +566,43 @@ def _layout_reason(
     return text
 
 
-def build_tier_plan(spec: InferenceServiceSpec, tier: TierSpec, arch: ModelArch, gpu: GpuSpec) -> TierPlan:
+def build_tier_plan(spec: InferenceServiceSpec, tier: TierSpec, inputs: TierInputs) -> TierPlan:
+    arch, gpu, release = inputs.arch, inputs.gpu, inputs.release
     overrides = tier.overrides or TierOverrides()
     workload = derive(spec, tier)
     gpus_per_node = tier.gpus_per_node or gpu.gpus_per_node
-    if overrides.tensor_parallel_size is not None:
-        problem = valid_tensor_parallel(arch, overrides.tensor_parallel_size)
-        if problem:
-            settings, _ = _initial_settings(
-                spec=spec, tier=tier, arch=arch, gpu=gpu, workload=workload, overrides=overrides
-            )
-            return _unplannable(tier, gpu, settings, f"infeasible: overrides.tensorParallelSize: {problem}")
-    settings, notes = _initial_settings(
-        spec=spec, tier=tier, arch=arch, gpu=gpu, workload=workload, overrides=overrides
+    settings, notes = _base_settings(spec=spec, arch=arch, gpu=gpu, workload=workload, overrides=overrides)
+    chunked = spec.serving.chunked_prefill if spec.serving else True
+    prefix = spec.serving.prefix_caching if spec.serving else True
+    ev = _Evaluator(
+        inputs, workload, settings, gpus_per_node=gpus_per_node, overrides=overrides, chunked_prefill=chunked
     )
-    ev = _Evaluator(arch, gpu, workload, settings, gpus_per_node)
     # Each format gets its layout (SLO raise included) before formats are compared, so
     # the comparison sees the GPUs each would really take.
     results: list[tuple[int, int, int, Candidate, str | None]] = []
     for order, quant in enumerate(choices(spec, tier, arch, gpu)):
-        level, candidate = ev.search(quant, overrides)
+        level, candidate = ev.search(quant)
         note = None
         if level == 0:
             candidate, note = _raise_for_slo(ev, candidate, overrides)
+            if note is None:
+                candidate, note = _cheaper_wider(ev, candidate, overrides)
         results.append((level, candidate.gpus, order, candidate, note))
     level, _, _, chosen, slo_note = min(results, key=lambda r: r[:3])
-    chunked = spec.serving.chunked_prefill if spec.serving else True
-    prefix = spec.serving.prefix_caching if spec.serving else True
-    if level < 4:
-        chosen, roof, batch_notes = _finalize_settings(ev, chosen, overrides, chunked)
-    else:
-        roof, batch_notes = _roofline(ev, chosen), []
-    feasible = level < 4 and chosen.memory.starts
+    feasible = level < 4 and chosen.starts
     s = chosen.settings
     m = chosen.memory
+    roof = chosen.roof
     headroom = (
         spec.scaling.headroom
         if spec.scaling and spec.scaling.headroom is not None
         else fleet.DEFAULT_HEADROOM
     )
 
-    # Capacity at the SLO.
+    # Capacity at the SLO, with the prefill rate the chosen chunk leaves.
     concurrency_p95 = min(float(s.max_num_seqs), chosen.concurrency_p95)
-    if workload.online:
-        within = roof.max_batch_within(workload.itl_slo_s * 1000 * ITL_HEADROOM)
-        running = max(1.0, min(float(s.max_num_seqs), math.floor(chosen.concurrency_p95), float(within)))
-    else:
-        mean_context = int(workload.mean_input_tokens + workload.mean_output_tokens)
-        running = max(1.0, min(float(s.max_num_seqs), m.concurrency_at(mean_context) if feasible else 1.0))
-    usable_rps = roof.requests_per_second(running, workload.mean_input_tokens, workload.mean_output_tokens)
+    prefill_rate = chosen.batching.prefill_tokens_per_s
+    running, usable_rps = _capacity(chosen, workload)
     if not feasible:
         usable_rps = 0.0
     replicas = fleet.replicas_for_peak(workload.tier_peak_rps, usable_rps, headroom) if feasible else 0
@@ -519,6 +620,7 @@ def build_tier_plan(spec: InferenceServiceSpec, tier: TierSpec, arch: ModelArch,
         f"model {arch.name}: {arch.describe()}; GPU {gpu.name}: {gpu.memory_gib:g} GiB, "
         f"{gpu.bandwidth_t_bs:g} TB/s, {gpu.interconnect}" + (" (inline)" if gpu.inline else "")
     )
+    reasons.append(f"memory modelled for {release.describe()}; {chosen.accounting.engine.upper()} engine")
     reasons.append(chosen.quant.reason)
     reasons.append(chosen.quant.kv_reason)
     reasons.extend(notes)
@@ -534,20 +636,36 @@ def build_tier_plan(spec: InferenceServiceSpec, tier: TierSpec, arch: ModelArch,
     )
     if slo_note:
         reasons.append(slo_note)
+    pre_quantized = _pre_quantized_note(
+        spec, tier, inputs, chosen, feasible=feasible, refused_at_load=ev.refused_at_load
+    )
+    if pre_quantized:
+        reasons.append(pre_quantized)
+    if feasible:
+        reasons.append(_load_reason(chosen, gpu, arch))
+    if inputs.extras.draft_note:
+        reasons.append(f"speculative decoding: {inputs.extras.draft_note}")
+    if inputs.extras.lora_adapters:
+        reasons.append(
+            f"LoRA: {inputs.extras.lora_adapters} adapter slot(s) of rank {inputs.extras.lora_rank} "
+            "preallocated with the weights"
+        )
     reasons.append(
         f"gpu-memory-utilization {s.gpu_memory_utilization:g}: "
         f"{engine.gpu_memory_utilization(workload, overrides)[1]}"
     )
     reasons.append(f"max-model-len {s.max_model_len:,}: {engine.max_model_len(workload, arch, overrides)[1]}")
-    reasons.extend(batch_notes)
+    reasons.extend(chosen.batching.notes)
     reasons.append(
         f"prefix caching {'on' if prefix else 'off'}, chunked prefill {'on' if chunked else 'off'} "
         "(from spec.serving)"
     )
     reasons.append(_memory_reason(chosen, workload))
+    warnings: list[str] = list(chosen.batching.slo_misses) if feasible else []
     if feasible:
         reasons.append(
-            f"roofline: prefill ~{roof.prefill_tokens_per_second:,.0f} tokens/s, decode step "
+            f"roofline: prefill ~{roof.prefill_tokens_per_second:,.0f} tokens/s "
+            f"(~{prefill_rate:,.0f} with the chosen chunk), decode step "
             f"{roof.decode_step_base_ms:.1f} ms + {roof.decode_step_per_seq_ms:.3f} ms per sequence; at "
             f"{running:.0f} running requests a replica serves ~{usable_rps:.2f} req/s"
         )
@@ -572,6 +690,8 @@ def build_tier_plan(spec: InferenceServiceSpec, tier: TierSpec, arch: ModelArch,
             f"cost ~${cost:.3f} per million tokens: {chosen.gpus} GPU(s) × ${tier.cost_per_gpu_hour:g}/h "
             f"at {usable_rps:.2f} req/s of ~{tokens_per_request:.0f} tokens"
         )
+    for warning in warnings:
+        reasons.append(f"SLO at risk: {warning}")
 
     b = m.binding
     return TierPlan(
@@ -598,6 +718,8 @@ def build_tier_plan(spec: InferenceServiceSpec, tier: TierSpec, arch: ModelArch,
             activations=round(to_gib(b.activation_bytes), 3),
             overhead=round(to_gib(b.non_torch_bytes), 3),
             kv_cache=round(max(0.0, b.kv_bytes) / GIB, 3),
+            cuda_graphs=round(to_gib(b.graph_reserve_bytes), 3),
+            reserve=round(to_gib(b.reserve_bytes), 3),
         ),
         kv_cache_tokens=m.kv_tokens,
         max_concurrency=round(m.max_concurrency, 2),
@@ -611,6 +733,11 @@ def build_tier_plan(spec: InferenceServiceSpec, tier: TierSpec, arch: ModelArch,
             decode_step_base_ms=round(roof.decode_step_base_ms, 3),
             decode_step_per_seq_ms=round(roof.decode_step_per_seq_ms, 4),
         ),
+        vllm_release=release.label,
+        release_family=release.family,
+        num_gpu_blocks=m.num_blocks,
+        load_peak_gi_b=round(to_gib(chosen.load_peak_bytes), 3),
+        warnings=warnings,
         reasons=reasons,
     )
 
@@ -621,6 +748,8 @@ def _unplannable(
     settings: Settings | None,
     reason: str,
     extra: list[str] | None = None,
+    *,
+    release: Release | None = None,
 ) -> TierPlan:
     """A full TierPlan for a tier that cannot be planned at all (unknown model, unsupported GPU)."""
     overrides = tier.overrides or TierOverrides()
@@ -658,6 +787,8 @@ def _unplannable(
         performance=Performance(
             prefill_tokens_per_second=0.0, decode_step_base_ms=0.0, decode_step_per_seq_ms=0.0
         ),
+        vllm_release=release.label if release else "unknown",
+        release_family=release.family if release else "",
         reasons=[reason, *(extra or [])],
     )
 

@@ -10,6 +10,7 @@ projections when TP exceeds the KV head count) are counted on every GPU.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from inferfleet.catalog.models import ModelArch, WeightFormat
@@ -37,6 +38,7 @@ class LayerParams:
     linear: float  # attention + dense/shared MLP linear weights (quantizable)
     experts: float  # routed-expert weights (quantizable)
     unquantized: float  # router and other pieces kept in the activation dtype
+    attention: float = 0.0  # the attention share of `linear`
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,14 +68,17 @@ def _mxfp4_padding(family: str) -> tuple[int, int]:
     # vLLM's MXFP4 MoE kernels pad expert shapes: the Marlin path (pre-Hopper GPUs)
     # rounds the per-rank intermediate size to 128 and the hidden size to 256;
     # FlashInfer (Blackwell) rounds both to 256; the Hopper Triton path rounds the
-    # intermediate size to 64; ROCm to 128.
+    # intermediate size to 256 (vLLM 0.11 on H100 logged 13.47 and 64.38 GiB for
+    # gpt-oss-20b and -120b: 2880 → 3072); ROCm to 128.
+    if not family:
+        return (1, 1)  # as stored in the checkpoint
     if family in ("turing", "ampere", "ada"):
         return (128, 256)
     if family == "blackwell":
         return (256, 256)
     if family == "cdna3":
         return (128, 1)
-    return (64, 1)
+    return (256, 1)
 
 
 def _attention_params(arch: ModelArch, tp: int) -> tuple[float, float]:
@@ -106,11 +111,13 @@ def layer_params(
     hidden = arch.hidden_size
     sharded_attn, replicated_attn = _attention_params(arch, tp)
     moe = arch.moe
+    attention = sharded_attn + replicated_attn
     if moe is None or layer < moe.first_dense_layers:
         return LayerParams(
-            linear=sharded_attn + replicated_attn + 3 * hidden * arch.intermediate_size / tp,
+            linear=attention + 3 * hidden * arch.intermediate_size / tp,
             experts=0.0,
             unquantized=0.0,
+            attention=attention,
         )
     shared = 3 * hidden * moe.shared_intermediate_size / tp
     per_rank_width = moe.expert_intermediate_size / tp
@@ -121,7 +128,7 @@ def layer_params(
         expert_hidden = round_up(hidden, hidden_multiple)
     experts = moe.num_experts * 3 * expert_hidden * per_rank_width
     router = hidden * moe.num_experts
-    return LayerParams(linear=sharded_attn + replicated_attn + shared, experts=experts, unquantized=router)
+    return LayerParams(linear=attention + shared, experts=experts, unquantized=router, attention=attention)
 
 
 def _embedding_params(arch: ModelArch) -> tuple[float, float]:
@@ -165,6 +172,7 @@ def body_scale(arch: ModelArch) -> float:
     return stated / computed
 
 
+@functools.lru_cache(maxsize=4096)
 def weight_layout(
     arch: ModelArch,
     *,
@@ -176,9 +184,38 @@ def weight_layout(
     scale: float,
 ) -> WeightLayout:
     """Per-GPU weight bytes of each pipeline stage."""
+    stage_bytes, stage_expert_bytes = _stage_bytes(
+        arch, weight_format=weight_format, dtype_bytes=dtype_bytes, tp=tp, pp=pp, family=family, scale=scale
+    )
+    return WeightLayout(
+        stage_layers=pipeline_partition(arch.num_layers, pp),
+        stage_bytes_per_gpu=stage_bytes,
+        stage_expert_bytes_per_gpu=stage_expert_bytes,
+        checkpoint_bytes=checkpoint_bytes(arch, dtype_bytes, scale),
+    )
+
+
+def _stage_bytes(
+    arch: ModelArch,
+    *,
+    weight_format: WeightFormat,
+    dtype_bytes: int,
+    tp: int,
+    pp: int,
+    family: str,
+    scale: float,
+) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """(bytes per GPU, routed-expert bytes per GPU) of each stage; family "" means the
+    checkpoint as stored (no kernel padding)."""
     quant = QUANT_BYTES_PER_PARAM.get(weight_format, float(dtype_bytes))
-    # MXFP4 checkpoints quantize only the experts; the other formats every decoder linear.
+    # MXFP4 checkpoints quantize only the experts; the other formats every decoder linear
+    # except what a pre-quantized checkpoint itself left in 16 bits.
     linear_bytes_per_param = float(dtype_bytes) if weight_format == "mxfp4" else quant
+    own_format = weight_format != "none" and weight_format == arch.checkpoint_format
+    attention_bytes_per_param = (
+        float(dtype_bytes) if own_format and arch.unquantized_attention else linear_bytes_per_param
+    )
+    skipped_mlp = set(arch.unquantized_mlp_layers) if own_format else set()
     embed, head = _embedding_params(arch)
     layers_per_stage = pipeline_partition(arch.num_layers, pp)
     stage_bytes: list[float] = []
@@ -192,11 +229,18 @@ def weight_layout(
         expert_total = 0.0
         for params, layers in ((dense_params, dense), (moe_params, moe)):
             experts = layers * params.experts * scale * quant
+            mlp = params.linear - params.attention
             total += layers * (
-                params.linear * scale * linear_bytes_per_param + params.unquantized * dtype_bytes
+                (params.attention * attention_bytes_per_param + mlp * linear_bytes_per_param) * scale
+                + params.unquantized * dtype_bytes
             )
             total += experts
             expert_total += experts
+        for layer in range(first, first + count):
+            if layer in skipped_mlp:
+                params = dense_params if layer < first + dense else moe_params
+                mlp = params.linear - params.attention + params.experts
+                total += mlp * scale * (dtype_bytes - quant)
         if stage == 0:
             total += embed / tp * dtype_bytes  # vocab-parallel embedding
         if stage == pp - 1:
@@ -207,30 +251,23 @@ def weight_layout(
         stage_bytes.append(total)
         stage_expert_bytes.append(expert_total)
         first += count
-    return WeightLayout(
-        stage_layers=layers_per_stage,
-        stage_bytes_per_gpu=tuple(stage_bytes),
-        stage_expert_bytes_per_gpu=tuple(stage_expert_bytes),
-        checkpoint_bytes=checkpoint_bytes(arch, dtype_bytes, scale),
-    )
+    return (tuple(stage_bytes), tuple(stage_expert_bytes))
 
 
+@functools.lru_cache(maxsize=512)
 def checkpoint_bytes(arch: ModelArch, dtype_bytes: int, scale: float) -> float:
     """The bytes a replica reads from storage: the model once, as stored.
 
     An on-the-fly quantized tier still reads the float checkpoint, so this follows the
     checkpoint's own format, not the tier's.
     """
-    stored: WeightFormat = arch.checkpoint_format
-    quant = QUANT_BYTES_PER_PARAM.get(stored, float(dtype_bytes))
-    linear_quant = float(dtype_bytes) if stored == "mxfp4" else quant
-    embed, head = _embedding_params(arch)
-    total = (embed + head) * dtype_bytes
-    dense_params, moe_params, dense, moe = _stage_params(
-        arch, 0, arch.num_layers, tp=1, weight_format="none", family=""
+    stage_bytes, _ = _stage_bytes(
+        arch,
+        weight_format=arch.checkpoint_format,
+        dtype_bytes=dtype_bytes,
+        tp=1,
+        pp=1,
+        family="",
+        scale=scale,
     )
-    for params, layers in ((dense_params, dense), (moe_params, moe)):
-        total += layers * (
-            (params.linear * linear_quant + params.experts * quant) * scale + params.unquantized * dtype_bytes
-        )
-    return total
+    return stage_bytes[0]

@@ -40,13 +40,13 @@ def plan_changed(previous_hash: str | None, plan: Plan, plan_hash: str) -> list[
 def condition_transitions(
     previous: Sequence[Mapping[str, Any]], current: Sequence[Mapping[str, Any]]
 ) -> list[Event]:
-    """A Warning when Degraded turns True or changes reason; Normal when it clears."""
+    """A Warning when Degraded or SloAtRisk turns True or changes reason; Normal when it clears."""
     before = {c.get("type"): c for c in previous}
     events = []
     for condition in current:
-        if condition.get("type") != labels.CONDITION_DEGRADED:
+        if condition.get("type") not in (labels.CONDITION_DEGRADED, labels.CONDITION_SLO_AT_RISK):
             continue
-        old = before.get(labels.CONDITION_DEGRADED) or {}
+        old = before.get(condition.get("type")) or {}
         same = old.get("status") == condition["status"] and old.get("reason") == condition["reason"]
         if same:
             continue

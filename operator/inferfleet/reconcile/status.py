@@ -1,6 +1,6 @@
 """Status from what one reconcile pass observed and did (pure).
 
-The reconciler owns the conditions Planned, Ready and the plan/replica fields; other
+The reconciler owns the conditions Planned, Ready, SloAtRisk and the plan/replica fields; other
 conditions (CacheReady, Scaling) and fields (the autoscaler's state) are carried over
 untouched, because the status patch replaces the whole conditions list.
 
@@ -139,6 +139,17 @@ def _degraded(result: PassResult, planned: tuple[str, str, str]) -> tuple[str, s
     return "False", REASON_AS_PLANNED, "every tier is deployed as planned"
 
 
+def _slo_at_risk(result: PassResult) -> tuple[str, str, str] | None:
+    """SloAtRisk from the planned tiers' warnings (None while nothing is planned)."""
+    if result.plan is None:
+        return None
+    risky = [tier for tier in result.plan.tiers if tier.feasible and tier.warnings]
+    if not risky:
+        return "False", labels.REASON_SLOS_REACHABLE, "every feasible tier meets the latency SLOs as planned"
+    words = "; ".join(f"{tier.name}: {' / '.join(tier.warnings)}" for tier in risky)
+    return "True", labels.REASON_SLO_UNREACHABLE, words
+
+
 def raised_by_autoscaler(condition: Mapping[str, Any] | None) -> bool:
     """A Degraded=True the autoscaler set (metrics unavailable), not the reconciler."""
     return (
@@ -171,6 +182,9 @@ def compute(previous: Mapping[str, Any], result: PassResult, *, now: str) -> dic
     degraded = _degraded(result, planned)
     if degraded[0] == "True" or not raised_by_autoscaler(_find(conditions, labels.CONDITION_DEGRADED)):
         updates.append((labels.CONDITION_DEGRADED, degraded))
+    slo = _slo_at_risk(result)
+    if slo is not None:
+        updates.append((labels.CONDITION_SLO_AT_RISK, slo))
     for type_, (value, reason, message) in updates:
         conditions = set_condition(
             conditions, type_, value, reason, message[:32_768], now=now, generation=result.generation

@@ -53,6 +53,19 @@ def vllm_image(service: InferenceService, tier: TierSpec, settings: OperatorSett
     return image
 
 
+def tier_images(service: InferenceService, settings: OperatorSettings) -> dict[str, str]:
+    """The image each tier will run, for the planner: its tag names the vLLM release whose
+    memory accounting the plan models (an AMD tier runs the ROCm build's release, not the
+    CUDA image's). Tiers without an image are left out; render.checks refuses them."""
+    images: dict[str, str] = {}
+    for tier in service.spec.tiers:
+        try:
+            images[tier.name] = vllm_image(service, tier, settings)
+        except NoImage:
+            continue
+    return images
+
+
 def supplemental_groups(tier: TierSpec, settings: OperatorSettings) -> list[int]:
     """Extra groups a non-root vLLM process needs to open its GPU's device nodes.
 

@@ -315,11 +315,12 @@ def _reactive(tier: _TierInputs, config: PolicyConfig) -> tuple[int, str]:
         backlog = max(0.0, excess + (arrivals - ready * usable) * tier.ctx.figures.cold_start_s)
         needed = (arrivals * (1.0 + config.headroom) + backlog / BACKLOG_DRAIN_S) / usable
         if needed > ready:
-            target = max(ready + 1, math.ceil(needed - 1e-9))
             # Computed from Ready replicas, so ticks during a cold start ask for the same
             # thing instead of compounding; bounded like HPA's default scale-up policy
-            # (double or add four per period) so one burst cannot ask for an absurd fleet.
-            target = min(target, max(2 * ready, ready + REACTIVE_MAX_ADD))
+            # (double or add four per period) so one burst cannot ask for an absurd fleet
+            # (nor an infinite one: the bound is applied before rounding).
+            cap = max(2 * ready, ready + REACTIVE_MAX_ADD)
+            target = cap if needed >= cap else min(cap, max(ready + 1, math.ceil(needed - 1e-9)))
             why = f"queue {waiting:.0f} > {allowance * ready:.0f} allowed"
     p99 = signals.ttft_p99_ms
     # Only when the queue rule has nothing to say: a backlog is sized above from its
@@ -348,6 +349,15 @@ def push_window(
     while len(window) > 1 and window[0][0] <= now_s - span_s:
         window.pop(0)
     return window[0][1]
+
+
+def _within_bounds(replicas: int, policy: TierPolicy) -> int:
+    """`replicas` moved into the spec's own [minReplicas, maxReplicas]. A maxReplicas left
+    empty (the plan's peak sizing) only caps targets: it moves with the plan, and a
+    changed plan is paced like any other change of demand."""
+    if policy.max_replicas is not None:
+        replicas = min(replicas, max(policy.max_replicas, policy.min_replicas))
+    return max(replicas, policy.min_replicas)
 
 
 def _pace(
@@ -526,6 +536,14 @@ def decide(ctx: ScalingContext, state: ScalingState | None = None) -> tuple[Reco
             down=config.scale_down,
             may_scale_down=may_down,
         )
+        bounded = _within_bounds(new, t.policy)
+        clamp = ""
+        if bounded != new:
+            # The spec's bounds move at once (maxReplicas lowered, minReplicas raised):
+            # no stabilization, cooldown, step limit or missing signal holds them back.
+            side = "maxReplicas" if bounded < new else "minReplicas"
+            clamp = f"moved to {side} {bounded} at once (the spec's bounds are not paced)"
+            new = bounded
         if new > t.current:
             tier_state.last_scale_up_s = now
         elif new < t.current:
@@ -539,7 +557,7 @@ def decide(ctx: ScalingContext, state: ScalingState | None = None) -> tuple[Reco
             if t.missing:
                 signal, reason = SIGNAL_HOLD, "signals missing; holding"
         else:
-            reason = reasons[signal]
+            reason = clamp or reasons[signal]
         if raw == t.max_replicas and max(targets.values()) > t.max_replicas:
             reason += f" (capped at maxReplicas {t.max_replicas})"
         share = None

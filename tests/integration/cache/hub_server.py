@@ -122,6 +122,10 @@ class HubState:
     fail_status: int | None = None
     # Base URL of a CDN server (a second HubServer on this state) that LFS files redirect to.
     lfs_redirect: str | None = None
+    # Hostile hub (containment tests): fields merged into every model-info answer (e.g.
+    # a "sha" that is a path), or the raw bytes sent instead of that answer.
+    info_override: dict[str, Any] = field(default_factory=dict)
+    info_raw: bytes | None = None
     # (server address "host:port", path, request headers) of every request
     seen: list[tuple[str, str, dict[str, str]]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -225,10 +229,10 @@ class _Handler(BaseHTTPRequestHandler):
             else:
                 sibling["blobId"] = _hash(content, "sha1", b"blob %d\0" % size)
             siblings.append(sibling)
-        body = json.dumps(
-            {"id": repo.repo_id, "sha": commit, "private": repo.token is not None, "siblings": siblings}
-        )
-        data = body.encode()
+        info = {"id": repo.repo_id, "sha": commit, "private": repo.token is not None, "siblings": siblings}
+        info.update(self.server.state.info_override)
+        raw = self.server.state.info_raw
+        data = raw if raw is not None else json.dumps(info).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
@@ -38,15 +39,19 @@ def test_pvc_copy_and_a_copied_cache(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert {e.path for e in plain.manifest.files} == {
         n for n in files if n not in {"README.md", "pytorch_model.bin"}
     }
-    assert all(e.verified == ["size"] for e in plain.manifest.files)  # a directory publishes no checksums
+    # A directory publishes no checksums: only the size is checked, and the bytes' own
+    # SHA-256 is recorded so verify --deep (and a copy of this cache) can check them.
+    assert all(e.verified == ["size"] for e in plain.manifest.files)
     for entry in plain.manifest.files:
         assert (plain.revision_dir / entry.path).read_bytes() == files[entry.path]
+        assert entry.sha256 == hashlib.sha256(files[entry.path]).hexdigest()
+    store.verify_revision(tmp_path / "node" / "llama", plain.manifest.revision_id, deep=True)
 
     # A cache copied onto a volume carries its marker: a second node checks against it.
     source = tmp_path / "exported"
     shutil.copytree(plain.revision_dir, source)
     copied = fetch(f"file://{source}", tmp_path / "node2" / "llama", fast_options())
-    assert all(e.verified == ["size"] for e in copied.manifest.files)  # that marker had no checksums
+    assert all(e.verified == ["size", "sha256"] for e in copied.manifest.files)
 
 
 def test_file_source_with_published_sha256(tmp_path: Path) -> None:
@@ -54,7 +59,6 @@ def test_file_source_with_published_sha256(tmp_path: Path) -> None:
     source = tmp_path / "src"
     files = tiny_model_files(seed=5)
     _write_tree(source, files)
-    import hashlib
 
     from inferfleet.cache.manifest import FileEntry, Manifest
 

@@ -85,10 +85,12 @@ def test_multipart_object_is_checked_by_size(s3: Any, tmp_path: Path) -> None:
     result = fetch("s3://weights-c/m", tmp_path / "model", fast_options())
     entry = next(e for e in result.manifest.files if e.path == "model.safetensors")
     # A multipart ETag is not an MD5 and a composite checksum cannot be checked against the
-    # bytes: only the size is verified (plus the safetensors structure at verify time).
-    assert entry.md5 is None and entry.sha256 is None
+    # bytes: only the size is verified (plus the safetensors structure at verify time), and
+    # the bytes' own SHA-256 is recorded so verify --deep agrees with what was sealed.
+    assert entry.md5 is None and entry.sha256 == hashlib.sha256(data).hexdigest()
     assert entry.verified == ["size"]
     assert (result.revision_dir / "model.safetensors").read_bytes() == data
+    store.verify_revision(tmp_path / "model", result.manifest.revision_id, deep=True)
 
 
 def test_resume_from_a_partial_file(s3: Any, tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from inferfleet.cluster import API_CALLS
+from inferfleet.cluster.access import NAMED_CALLS
 from tests.integration.chart.helmchart import NAMESPACE, by_kind, render
 
 pytestmark = pytest.mark.integration
@@ -41,14 +42,33 @@ def expand(calls: Iterable[Any]) -> set[Call]:
     return {(c.api_group, c.resource, verb) for c in calls for verb in c.verbs}
 
 
-def rule_calls(rules: list[dict[str, Any]]) -> set[Call]:
+def rule_calls(rules: list[dict[str, Any]], peering: str = "inferfleet") -> set[Call]:
+    """The calls a role's rules allow; every rule narrowed by resourceNames must be one the
+    code declares (`access.NAMED_CALLS`), naming exactly the object the code uses."""
     out: set[Call] = set()
     for rule in rules:
         for field in ("apiGroups", "resources", "verbs"):
             assert "*" not in rule[field], f"wildcard in {field}: {rule}"
-        assert "resourceNames" not in rule and "nonResourceURLs" not in rule
-        out |= {(g, r, v) for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]}
+        assert "nonResourceURLs" not in rule
+        calls = {(g, r, v) for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]}
+        if "resourceNames" in rule:
+            for call in calls:
+                assert call in NAMED_CALLS, f"resourceNames on a call the code does not name: {call}"
+                assert rule["resourceNames"] == [NAMED_CALLS[call].replace("<peering>", peering)]
+        out |= calls
     return out
+
+
+def named_rules(objects: list[dict[str, Any]]) -> set[Call]:
+    """Calls granted only by name, over every Role and ClusterRole."""
+    found: set[Call] = set()
+    for role in by_kind(objects, "ClusterRole") + by_kind(objects, "Role"):
+        for rule in role["rules"]:
+            if "resourceNames" in rule:
+                found |= {
+                    (g, r, v) for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]
+                }
+    return found
 
 
 def without(calls: set[Call], *resources: tuple[str, str]) -> set[Call]:
@@ -87,10 +107,25 @@ def check_leader_election(objects: list[dict[str, Any]], peering: bool) -> set[C
     ]
     calls = rule_calls(role["rules"])
     assert calls == only(EXPECTED, LEASES)
+    # Only create is granted for any Lease; get and update name the one Lease.
+    assert only(named_rules(objects), LEASES) == {c for c in calls if c[2] != "create"}
     return calls
 
 
 EXPECTED = expand(API_CALLS)
+WEBHOOK_CONFIGURATIONS = ("admissionregistration.k8s.io", "validatingwebhookconfigurations")
+# kopf's webhook management also creates and patches a (empty) mutating configuration.
+MUTATING_CONFIGURATIONS = ("admissionregistration.k8s.io", "mutatingwebhookconfigurations")
+PATCH_PODS: Call = ("", "pods", "patch")
+# Off by default, so their rules are absent: the webhook's registration, and patch pods
+# (only scaling.podDeletionCost annotates pods).
+DEFAULT_OFF = {c for c in EXPECTED if (c[0], c[1]) in (WEBHOOK_CONFIGURATIONS, MUTATING_CONFIGURATIONS)} | {
+    PATCH_PODS
+}
+
+
+def minus(calls: set[Call], removed: set[Call]) -> set[Call]:
+    return calls - removed
 
 
 def test_api_calls_name_no_wildcards() -> None:
@@ -98,11 +133,20 @@ def test_api_calls_name_no_wildcards() -> None:
 
 
 @pytest.mark.parametrize("values", [None, {"replicaCount": 2, "watchNamespaces": WATCHED}])
-def test_operator_can_never_read_secrets(values: dict[str, Any] | None) -> None:
-    """Model credentials reach pods as secret references; the operator itself reads none."""
+def test_operator_reads_secrets_only_by_name_and_only_to_fetch_model_configs(
+    values: dict[str, Any] | None,
+) -> None:
+    """Model credentials reach pods as secret references. The operator reads one only by
+    name (never lists or watches them), to fetch config.json of a model the catalog lacks
+    with the credentials its pre-cache uses; with serving.fetchModelConfig off, none."""
     objects = render(values)
     for role in by_kind(objects, "ClusterRole") + by_kind(objects, "Role"):
-        assert not {r for _, r, _ in rule_calls(role["rules"])} & {"secrets", "configmaps"}
+        calls = rule_calls(role["rules"])
+        assert not {r for _, r, _ in calls} & {"configmaps"}
+        assert {verb for group, resource, verb in calls if resource == "secrets"} <= {"get"}
+    off = render({**(values or {}), "serving": {"fetchModelConfig": False}})
+    for role in by_kind(off, "ClusterRole") + by_kind(off, "Role"):
+        assert "secrets" not in {r for _, r, _ in rule_calls(role["rules"])}
 
 
 @pytest.mark.parametrize(
@@ -120,8 +164,9 @@ def test_cluster_mode_grants_exactly_the_api_calls(
     leases = check_leader_election(objects, peering=LEASES not in unused)
     assert split_roles(objects)[1] == []
     (role,) = by_kind(objects, "ClusterRole")
-    assert rule_calls(role["rules"]) == without(EXPECTED, *unused, LEASES)
-    assert rule_calls(role["rules"]) | leases == without(EXPECTED, *unused)
+    expected = minus(EXPECTED, DEFAULT_OFF)
+    assert rule_calls(role["rules"]) == without(expected, *unused, LEASES)
+    assert rule_calls(role["rules"]) | leases == without(expected, *unused)
     (binding,) = by_kind(objects, "ClusterRoleBinding")
     assert binding["roleRef"] == {
         "apiGroup": "rbac.authorization.k8s.io",
@@ -143,7 +188,7 @@ def test_namespaced_mode_grants_roles_only_in_watched_namespaces(
     replicas: int, unused: list[tuple[str, str]]
 ) -> None:
     objects = render({"replicaCount": replicas, "watchNamespaces": WATCHED})
-    expected = without(EXPECTED, *unused)
+    expected = without(minus(EXPECTED, DEFAULT_OFF), *unused)
     leases = check_leader_election(objects, peering=LEASES not in unused)
     (cluster_role,) = by_kind(objects, "ClusterRole")
     cluster_calls = rule_calls(cluster_role["rules"])
@@ -170,3 +215,50 @@ def test_rbac_can_be_left_to_the_platform_team() -> None:
     assert by_kind(objects, "ServiceAccount") == []
     pod = by_kind(objects, "Deployment")[0]["spec"]["template"]["spec"]
     assert pod["serviceAccountName"] == "preprovisioned"
+
+
+def test_features_add_exactly_their_rules() -> None:
+    """The webhook's registration and patch pods appear only with their feature, narrowed."""
+    objects = render({"webhook": {"enabled": True}, "scaling": {"podDeletionCost": True}})
+    (role,) = by_kind(objects, "ClusterRole")
+    calls = rule_calls(role["rules"])
+    assert calls == without(EXPECTED, CLUSTER_PEERING, NAMESPACED_PEERING, LEASES)
+    # The webhook's configuration: created once, patched only by its name.
+    assert only(named_rules(objects), WEBHOOK_CONFIGURATIONS, MUTATING_CONFIGURATIONS) == {
+        ("admissionregistration.k8s.io", "validatingwebhookconfigurations", "patch"),
+        ("admissionregistration.k8s.io", "mutatingwebhookconfigurations", "patch"),
+    }
+    assert PATCH_PODS in calls
+
+
+@pytest.mark.parametrize("replicas", [1, 2], ids=["standalone", "peering"])
+def test_namespace_only_mode_grants_nothing_cluster_wide(replicas: int) -> None:
+    """Roles in the watched namespaces and the release namespace: no ClusterRole at all."""
+    objects = render({"replicaCount": replicas, "watchNamespaces": WATCHED, "rbac": {"namespaceOnly": True}})
+    assert by_kind(objects, "ClusterRole") == [] and by_kind(objects, "ClusterRoleBinding") == []
+    leases = check_leader_election(objects, peering=replicas > 1)
+    roles = split_roles(objects)[1]
+    assert sorted(r["metadata"]["namespace"] for r in roles) == sorted(WATCHED)
+    unused = [CLUSTER_PEERING, *CLUSTER_SCOPED] + ([] if replicas > 1 else [NAMESPACED_PEERING, LEASES])
+    for role in roles:
+        assert rule_calls(role["rules"]) | leases == without(minus(EXPECTED, DEFAULT_OFF), *unused)
+    env = {
+        e["name"]: e.get("value")
+        for e in by_kind(objects, "Deployment")[0]["spec"]["template"]["spec"]["containers"][0]["env"]
+    }
+    assert env["INFERFLEET_CLUSTER_SCANNING"] == "false"  # kopf then watches no CRDs or namespaces
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"rbac": {"namespaceOnly": True}}, "needs watchNamespaces"),
+        (
+            {"rbac": {"namespaceOnly": True}, "watchNamespaces": WATCHED, "webhook": {"enabled": True}},
+            "webhook",
+        ),
+    ],
+)
+def test_namespace_only_mode_refuses_what_it_cannot_grant(values: dict[str, Any], message: str) -> None:
+    with pytest.raises(Exception, match=message):
+        render(values)

@@ -30,8 +30,11 @@ T = TypeVar("T")
 def _pods() -> list[EmulatedPod]:
     return [
         # Signal tests: fixed load, one pod in the escaped `vllm_` form with the old KV name.
-        EmulatedPod("chat-h100-0", "sig", "chat", "h100"),
-        EmulatedPod("chat-h100-1", "sig", "chat", "h100", name_style="underscore", legacy_kv=True),
+        EmulatedPod("chat-h100-0", "sig", "chat", "h100", num_gpu_blocks=30000),
+        EmulatedPod(
+            "chat-h100-1", "sig", "chat", "h100",
+            name_style="underscore", legacy_kv=True, num_gpu_blocks=29500,
+        ),
         EmulatedPod("chat-l4-0", "sig", "chat", "l4"),
         EmulatedPod("batch-a100-0", "sig", "batch", "a100"),
         EmulatedPod("batch-a100-1", "sig", "batch", "a100"),

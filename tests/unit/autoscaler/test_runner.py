@@ -168,7 +168,8 @@ def test_scale_down_marks_idle_pods_cheapest(
         )
         reader.pod_load.setdefault(TierKey(NS, "chat", "l4"), {})[f"chat-l4-{index}"] = in_flight
     reader.set(NS, "chat", "l4", waiting=0.0, running=0.0, request_rate_rps=0.0, ready_replicas=3)
-    autoscaler = Autoscaler(cluster, reader, settings)
+    # Off by default (it needs `patch pods` in every watched namespace): on here.
+    autoscaler = Autoscaler(cluster, reader, settings.model_copy(update={"pod_deletion_cost": True}))
     for tick in range(12):
         autoscaler.run_once(T0 + tick * 15)
     assert tk.replicas(cluster, NS, "chat", "l4") < 3
@@ -254,3 +255,23 @@ def test_decision_records_mode(cluster: InMemoryCluster, reader: ScriptedReader,
     reader.set(NS, "chat", "l4", waiting=0.0, running=0.0, request_rate_rps=0.0, ready_replicas=1)
     Autoscaler(cluster, reader, OperatorSettings(predictive_enabled=False)).run_once(T0)
     assert tk.status(cluster, NS, "chat")["lastScalingDecision"]["applied"] is (mode == "active")
+
+
+def test_pods_are_not_patched_unless_pod_deletion_cost_is_on(
+    cluster: InMemoryCluster, reader: ScriptedReader, settings: OperatorSettings
+) -> None:
+    """The default install grants no `patch pods`: the autoscaler makes no such call."""
+    tk.install(cluster, tk.service_body("chat", NS), replicas={"l4": 3})
+    cluster.user_apply(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "chat-l4-0", "namespace": NS, "labels": {labels.LABEL_SERVICE: "chat"}},
+        }
+    )
+    reader.set(NS, "chat", "l4", waiting=0.0, running=0.0, request_rate_rps=0.0, ready_replicas=3)
+    autoscaler = Autoscaler(cluster, reader, settings)
+    for tick in range(12):
+        autoscaler.run_once(T0 + tick * 15)
+    assert tk.replicas(cluster, NS, "chat", "l4") < 3
+    assert not [call for call in cluster.calls if call[0] == "annotate" and call[1].kind == "Pod"]

@@ -18,6 +18,10 @@ def test_reasons_retryability_and_termination_lines() -> None:
         "CacheMissing",
         "CacheCorrupt",
         "MissingDependency",
+        # Issue 14: a source or a cache that would make the fetcher leave the revision.
+        "UnsafeSource",
+        "MalformedListing",
+        "WriteFailed",
     )
     retryable = {name for name in errors.REASONS if getattr(errors, name).retryable}
     assert retryable == {"SourceUnreachable", "SourceChanged", "LockTimeout"}

@@ -121,7 +121,11 @@ def test_undeclared_operations_and_unserved_kinds() -> None:
     with pytest.raises(NotPermitted):
         cluster.scale(ObjectRef("v1", "Service", "ns", "x"), 2)
     with pytest.raises(NotPermitted):
-        cluster.get(ObjectRef("v1", "Secret", "ns", "hf"))
+        cluster.get(ObjectRef("v1", "ConfigMap", "ns", "settings"))
+    # credentials Secrets are read by name only, never listed
+    assert cluster.get(ObjectRef("v1", "Secret", "ns", "hf")) is None
+    with pytest.raises(NotPermitted):
+        cluster.list("v1", "Secret", "ns", {})
     cluster.served.discard(("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"))
     with pytest.raises(KindNotServed):
         cluster.list("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet", "ns", {})

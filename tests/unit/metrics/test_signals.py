@@ -69,9 +69,12 @@ def test_prompt_tokens_rate_failed_query_is_none() -> None:
     assert not snapshot.unavailable
 
 
-def test_infinite_ttft_reads_as_largest_bucket() -> None:
-    snapshot = assemble(0.0, {Signal.ttft_p99: vector({H100: float("inf")})})
-    assert snapshot.tiers[H100].ttft_p99_s == TTFT_BUCKETS_S[-1]
+def test_infinite_ttft_is_no_data_and_a_huge_finite_one_is_capped() -> None:
+    # +Inf means p99 above the largest bucket (42 minutes): garbage, read as missing
+    # (issue 14: non-finite values are never demand). A finite value is capped there.
+    snapshot = assemble(0.0, {Signal.ttft_p99: vector({H100: float("inf"), L4: 1e9})})
+    assert snapshot.tiers[H100].ttft_p99_s is None
+    assert snapshot.tiers[L4].ttft_p99_s == TTFT_BUCKETS_S[-1]
 
 
 def test_all_queries_failed_is_unavailable() -> None:

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 from inferfleet.catalog import default_catalogs
+from inferfleet.planner.accounting import accounting
 from inferfleet.planner.kv import bytes_per_token_per_layer, kv_groups, kv_pool
-from inferfleet.planner.memory import estimate, forward_activation_bytes, non_torch_bytes
+from inferfleet.planner.memory import estimate, forward_activation_bytes
+from inferfleet.planner.releases import resolve_release
 from inferfleet.planner.units import GIB
 from inferfleet.planner.weights import body_scale, pipeline_partition, weight_layout
+
+V0_6_4 = accounting(resolve_release(None, "0.6.4"))
+V0_11 = accounting(resolve_release("vllm/vllm-openai:v0.11.0", None))
 
 
 def _arch(name: str):  # type: ignore[no-untyped-def]
@@ -96,9 +101,11 @@ def test_budget_is_total_times_utilization_minus_the_rest() -> None:
         max_model_len=16000,
         max_num_seqs=1024,
         max_num_batched_tokens=8192,
+        accounting=V0_11,
     )
     b = result.binding
-    assert abs(79.18 * 0.9 * GIB - b.weights_bytes - b.activation_bytes - b.non_torch_bytes - b.kv_bytes) < 1
+    rest = b.weights_bytes + b.activation_bytes + b.non_torch_bytes + b.graph_reserve_bytes + b.reserve_bytes
+    assert abs(79.18 * 0.9 * GIB - rest - b.kv_bytes) < 1
     assert result.kv_tokens % 16 == 0
     assert result.kv_tokens == b.kv_bytes // (131072 * 16) * 16
     # vLLM's v0.11 log for this configuration: 51.38 GiB of KV cache
@@ -112,7 +119,7 @@ def test_activation_peak_grows_with_batched_tokens_and_overhead_with_tp() -> Non
     large = forward_activation_bytes(llama8, 1, 20000, 2)
     assert large > small
     assert abs(large / GIB - 2.07) < 0.2  # V0 profile of 20k tokens logged 2.07 GiB
-    assert non_torch_bytes(1) < non_torch_bytes(2) < non_torch_bytes(8)
+    assert V0_11.non_torch_bytes(1, 1) < V0_11.non_torch_bytes(2, 1) < V0_11.non_torch_bytes(8, 1)
 
 
 def test_failed_start_when_one_request_does_not_fit() -> None:
@@ -133,5 +140,6 @@ def test_failed_start_when_one_request_does_not_fit() -> None:
         max_model_len=29000,
         max_num_seqs=256,
         max_num_batched_tokens=29000,
+        accounting=V0_6_4,
     )
     assert not result.starts and result.kv_tokens < 29000

@@ -195,3 +195,36 @@ def test_overrides_always_win(model: str, workload: dict[str, Any], forced: dict
         assert getattr(tier, FIELDS[key]) == value, (key, tier.reasons[:2])
     if not invalid_tp:
         assert any("override" in reason for reason in tier.reasons)
+
+
+@SETTINGS
+@given(
+    model=st.sampled_from([*MODELS, "meta-llama/Llama-3.1-405B-Instruct", "Qwen/Qwen3-235B-A22B"]),
+    workload=workloads(),
+    gpu=st.sampled_from(["L4", "L40S", "A100-SXM-80GB", "H100-SXM-80GB", "MI300X", "B200"]),
+    gpus_per_node=st.sampled_from([2, 4, 8]),
+    quantization=st.sampled_from(["auto", "none", "fp8"]),
+    image=st.sampled_from(["vllm/vllm-openai:v0.6.4", "vllm/vllm-openai:v0.11.0", "vllm/vllm-openai:latest"]),
+)
+def test_no_feasible_plan_exceeds_the_gpu_while_loading(  # noqa: PLR0917 (hypothesis passes keywords)
+    model: str, workload: dict[str, Any], gpu: str, gpus_per_node: int, quantization: str, image: str
+) -> None:
+    doc = {
+        "model": {"name": model},
+        "workload": workload,
+        "quantization": quantization,
+        "serving": {"image": image},
+        "tiers": [{"name": "t", "gpu": gpu, "gpusPerNode": gpus_per_node}],
+    }
+    tier = _tier_plan(doc)
+    memory = CATALOGS.gpu(gpu)
+    assert memory is not None
+    if tier.feasible:
+        assert 0 < tier.load_peak_gi_b <= memory.memory_gib
+        assert tier.memory_gi_b.kv_cache > 0 and tier.max_concurrency >= 1
+        budget = memory.memory_gib * tier.gpu_memory_utilization
+        used = tier.memory_gi_b
+        parts = (
+            used.weights + used.activations + used.overhead + used.cuda_graphs + used.reserve + used.kv_cache
+        )
+        assert abs(parts - budget) < 0.01

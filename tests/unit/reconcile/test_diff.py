@@ -69,7 +69,7 @@ def test_status_keeps_other_writers_conditions_and_fields() -> None:
     result = status_rules.PassResult(generation=3, plan=plans.plan(), plan_hash="abc")
     new = status_rules.compute(previous, result, now="t1")
     assert new["autoscalerState"] == previous["autoscalerState"]
-    assert {c["type"] for c in new["conditions"]} == {"Scaling", "Planned", "Ready", "Degraded"}
+    assert {c["type"] for c in new["conditions"]} == {"Scaling", "Planned", "Ready", "Degraded", "SloAtRisk"}
     assert status_rules.changes(previous, new).keys() >= {"conditions", "plan", "observedGeneration"}
     assert "autoscalerState" not in status_rules.changes(previous, new)
 

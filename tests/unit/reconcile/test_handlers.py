@@ -52,7 +52,34 @@ def test_create_renders_every_object_and_reports_status() -> None:
     assert control.condition("Degraded")["status"] == "False"
     # Weight pre-cache: no DaemonSet pod has reported yet.
     assert control.condition("CacheReady")["status"] == "False"
+    # the example declares SLOs its L4 tier can hold
     assert [e["reason"] for e in control.cluster.events] == ["PlanChanged"]
+    assert control.condition("SloAtRisk")["status"] == "False"
+
+
+def tighten_slo(body: dict[str, Any]) -> None:
+    # An 80 ms ITL p99 on L4: a step carrying even a 512-token prefill chunk takes longer.
+    body["spec"]["workload"]["slo"] = {"ttftP99Ms": 1500, "itlP99Ms": 80}
+
+
+def test_an_slo_no_layout_meets_sets_slo_at_risk_once_and_clears_when_relaxed() -> None:
+    control = created()
+    relaxed = dict(control.cr()["spec"]["workload"]["slo"])
+    control.edit(tighten_slo)
+    control.reconcile()
+    at_risk = control.condition("SloAtRisk")
+    assert at_risk["status"] == "True" and at_risk["message"].startswith("l4: ITL")
+    warnings = [e for e in control.cluster.events if e["reason"] == "SloUnreachable"]
+    assert len(warnings) == 1
+    control.reconcile()  # still at risk: no second event
+    assert len([e for e in control.cluster.events if e["reason"] == "SloUnreachable"]) == 1
+
+    def relax(body: dict[str, Any]) -> None:
+        body["spec"]["workload"]["slo"] = relaxed
+
+    control.edit(relax)
+    control.reconcile()
+    assert control.condition("SloAtRisk")["status"] == "False"
 
 
 def test_ready_when_every_tier_has_its_replicas() -> None:
@@ -73,7 +100,7 @@ def test_a_second_pass_writes_nothing() -> None:
     writes = [op for op, _ in control.cluster.calls[calls:] if op in {"apply", "delete", "patch_status"}]
     assert writes == []
     assert control.cr()["metadata"]["resourceVersion"] == rv
-    assert len(control.cluster.events) == 1
+    assert len(control.cluster.events) == 1  # the first pass's PlanChanged
 
 
 def test_scale_out_and_back_survives_reconcile() -> None:

@@ -91,3 +91,33 @@ def test_a_cleared_autoscaler_degraded_is_the_reconcilers_to_rewrite() -> None:
     assert (degraded["status"], degraded["reason"]) == ("False", status.REASON_AS_PLANNED)
     assert degraded["lastTransitionTime"] == NOW  # False stays False: no transition
     assert events.condition_transitions(previous["conditions"], new["conditions"]) == []
+
+
+def test_slo_at_risk_follows_the_plan_warnings_with_their_numbers() -> None:
+    calm = Plan(name="chat", tiers=[TierPlan.model_validate(tk.tier_plan("h100"))])
+    warned_wire = tk.tier_plan("l4")
+    warned_wire["warnings"] = [
+        "ITL: steps carrying a 1024-token prefill chunk take ~215 ms, above the 80 ms ITL SLO"
+    ]
+    warned = Plan(
+        name="chat",
+        tiers=[TierPlan.model_validate(tk.tier_plan("h100")), TierPlan.model_validate(warned_wire)],
+    )
+    first = status.compute({}, PassResult(generation=1, plan=warned, plan_hash="a"), now=NOW)
+    risk = next(c for c in first["conditions"] if c["type"] == labels.CONDITION_SLO_AT_RISK)
+    assert risk["status"] == "True" and risk["reason"] == labels.REASON_SLO_UNREACHABLE
+    assert risk["message"].startswith("l4: ITL") and "215 ms" in risk["message"]
+    assert [e.reason for e in events.condition_transitions([], first["conditions"])] == [
+        labels.REASON_SLO_UNREACHABLE
+    ]
+    second = status.compute(first, PassResult(generation=2, plan=calm, plan_hash="b"), now=LATER)
+    cleared = next(c for c in second["conditions"] if c["type"] == labels.CONDITION_SLO_AT_RISK)
+    assert cleared["status"] == "False" and cleared["lastTransitionTime"] == LATER
+    transitions = events.condition_transitions(first["conditions"], second["conditions"])
+    assert [(e.type, e.reason) for e in transitions] == [("Normal", labels.REASON_SLOS_REACHABLE)]
+    # nothing planned (an invalid spec): the last word on SLOs stays as it was
+    third = status.compute(
+        second, PassResult(generation=3, plan=None, plan_hash=None, invalid="bad"), now=LATER
+    )
+    kept = next(c for c in third["conditions"] if c["type"] == labels.CONDITION_SLO_AT_RISK)
+    assert kept == cleared

@@ -18,7 +18,7 @@ from inferfleet import planner
 from inferfleet.api import InferenceService, load_all
 from inferfleet.cache import objects as cache_objects
 from inferfleet.config import OperatorSettings
-from inferfleet.render import render
+from inferfleet.render import render, runtime
 from inferfleet.render.checks import catalog_problems, problems, render_problems
 from inferfleet.render.lifecycle import READINESS_SCRIPT
 from tests.conftest import EXAMPLES_DIR
@@ -57,6 +57,40 @@ def test_mi300x_tier_runs_the_rocm_build_with_amd_devices_and_groups() -> None:
     assert {"key": "amd.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in amd["tolerations"]
 
 
+def test_each_tier_is_planned_for_the_release_of_the_image_it_runs() -> None:
+    # The planner models the vLLM release each tier's image carries: the ROCm default is
+    # vLLM 0.11.1, the CUDA default 0.11.0; a tier's own image moves only that tier.
+    service = mixed()
+    releases = {
+        tier.name: tier.vllm_release
+        for tier in planner.plan_service(
+            service, SETTINGS.catalogs(), tier_images=runtime.tier_images(service, SETTINGS)
+        ).tiers
+    }
+    assert releases == {"h100": "0.11.0", "mi300x": "0.11.1"}
+    body = service.model_dump(by_alias=True, exclude_none=True, mode="json")
+    body["spec"]["tiers"][1]["image"] = "rocm/vllm:rocm6.3.1_vllm_0.8.3_20250410"
+    pinned = load_all(json.dumps(body))[0]
+    images = runtime.tier_images(pinned, SETTINGS)
+    plan = planner.plan_service(pinned, SETTINGS.catalogs(), tier_images=images)
+    assert {tier.name: tier.vllm_release for tier in plan.tiers} == {"h100": "0.11.0", "mi300x": "0.8.3"}
+
+
+def test_plan_cli_models_the_release_each_tier_runs() -> None:
+    import importlib
+
+    from typer.testing import CliRunner
+
+    from inferfleet.cli import COMMAND_MODULES, app
+
+    for module in COMMAND_MODULES:  # register every subcommand, as main() does
+        importlib.import_module(module)
+    result = CliRunner().invoke(app, ["plan", "-f", str(MIXED), "-o", "json", "--offline"])
+    assert result.exit_code == 0, result.output
+    tiers = json.loads(result.stdout)["tiers"]
+    assert {tier["name"]: tier["vllmRelease"] for tier in tiers} == {"h100": "0.11.0", "mi300x": "0.11.1"}
+
+
 def test_an_inline_amd_gpu_is_an_amd_tier() -> None:
     mi250 = {"name": "MI250X-GCD", "memoryGiB": 64, "resourceName": "amd.com/gpu",
              "nodeLabels": {"amd.com/gpu.device-id": ["740c", "7408"]}}
@@ -64,7 +98,9 @@ def test_an_inline_amd_gpu_is_an_amd_tier() -> None:
     (pod,) = pods_by_tier(service).values()
     assert pod["containers"][0]["image"] == SETTINGS.vllm_image_amd
     assert pod["securityContext"]["supplementalGroups"] == [44, 109]
-    assert pod["containers"][0]["resources"]["limits"]["amd.com/gpu"] == "1"
+    limits = pod["containers"][0]["resources"]["limits"]
+    (planned,) = planner.plan_service(service, SETTINGS.catalogs()).tiers
+    assert limits["amd.com/gpu"] == str(planned.gpus_per_replica) and "nvidia.com/gpu" not in limits
 
 
 def test_device_groups_follow_the_setting_and_are_not_needed_as_root() -> None:

@@ -1,0 +1,39 @@
+"""The KV capacity query (vllm:cache_config_info) and its parser."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from inferfleet.metrics.parse import KvCapacityReading, TierKey, parse_kv_capacity
+from inferfleet.metrics.queries import QueryConfig, kv_capacity_query
+
+
+def test_the_query_counts_replicas_per_tier_and_block_count_in_both_name_forms() -> None:
+    query = kv_capacity_query(QueryConfig())
+    by = "inferfleet_namespace, inferfleet_service, inferfleet_tier, num_gpu_blocks, block_size"
+    assert query.startswith(f"count by ({by})")
+    assert "instance" in query  # a pod with several engines counts once
+    assert '{__name__=~"vllm:cache_config_info|vllm_cache_config_info"}' in query
+
+
+def series(tier: str, blocks: Any, block_size: Any = "16", pods: str = "1") -> dict[str, Any]:
+    metric = {"inferfleet_namespace": "ns", "inferfleet_service": "svc", "inferfleet_tier": tier,
+              "num_gpu_blocks": blocks, "block_size": block_size}  # fmt: skip
+    return {"metric": metric, "value": [1_700_000_000, pods]}
+
+
+def test_each_tier_takes_its_smallest_replica_and_counts_all_of_them() -> None:
+    parsed = parse_kv_capacity(
+        [
+            series("h100", "30000", pods="2"),
+            series("h100", "29500"),  # one replica allocated less: it sets the tier's figure
+            series("l4", "4000", block_size="32"),
+            series("l4", "None"),  # not allocated yet (starting up)
+            {"metric": {"num_gpu_blocks": "5"}, "value": [0, "1"]},  # no tier labels
+        ]
+    )
+    assert parsed.tiers == {
+        TierKey("ns", "svc", "h100"): KvCapacityReading(29500, 16, 3),
+        TierKey("ns", "svc", "l4"): KvCapacityReading(4000, 32, 1),
+    }
+    assert len(parsed.problems) == 2
