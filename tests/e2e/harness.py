@@ -358,6 +358,9 @@ class AuditEvent:
     code: int
     user_agent: str
     at: str
+    # The authorizer's verdict ("allow"/"forbid"): a 403 with "forbid" is RBAC's, other
+    # 403s come from admission (a namespace being deleted, ...).
+    authorization: str = ""
 
     @property
     def write(self) -> bool:
@@ -405,6 +408,9 @@ class Audit:
                         code=int((raw.get("responseStatus") or {}).get("code", 0)),
                         user_agent=str(raw.get("userAgent", "")),
                         at=str(raw.get("stageTimestamp", "")),
+                        authorization=str(
+                            (raw.get("annotations") or {}).get("authorization.k8s.io/decision", "")
+                        ),
                     )
                 )
         return out
