@@ -1,7 +1,8 @@
 """RBAC exactly sufficient: the operator runs with the chart's ServiceAccount (a token from
 the TokenRequest API), the chart's rendered RBAC and the chart's own `inferfleet run`
-arguments, through reconcile, events, the autoscaler's scale-up and scale-down (pod
-deletion cost), the webhook registration and the leader Lease. Any 403 fails.
+arguments and settings, through reconcile, events, the autoscaler's scale-up and
+scale-down (with pod-deletion-cost where the values turn it on), the webhook
+registration and the leader Lease. Any 403 from the authorizer fails.
 
 (That the chart grants nothing beyond what the code calls is the chart test's job:
 tests/integration/chart/test_rbac.py.)"""
@@ -31,6 +32,16 @@ RBAC_KINDS = {
 # Chart arguments replaced by the suite's own: the webhook is reached on loopback with
 # the suite's certificate instead of the in-cluster Service and cert-manager's secret.
 REPLACED_ARGS = ("--webhook-host", "--webhook-cert-dir")
+# Settings the suite sets itself (ports, Prometheus, log format, a short sync period).
+LOCAL_SETTINGS = {
+    "INFERFLEET_LOG_FORMAT",
+    "INFERFLEET_LIVENESS_PORT",
+    "INFERFLEET_METRICS_PORT",
+    "INFERFLEET_WEBHOOK_PORT",
+    "INFERFLEET_PROMETHEUS_URL",
+    "INFERFLEET_PROMETHEUS_TIMEOUT_S",
+    "INFERFLEET_SYNC_PERIOD_S",
+}
 
 
 @pytest.mark.parametrize(
@@ -42,6 +53,7 @@ REPLACED_ARGS = ("--webhook-host", "--webhook-cert-dir")
                 "replicaCount": 2,
                 "watchNamespaces": ["WATCHED"],
                 "webhook": {"enabled": True, "certManager": {"enabled": True}},
+                "scaling": {"podDeletionCost": True},
             },
             id="ha-namespaced-webhook",
         ),
@@ -64,10 +76,11 @@ def test_operator_with_the_charts_service_account_never_gets_403(
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     chart_args = [arg for arg in container["args"][1:] if not arg.startswith(REPLACED_ARGS)]
     assert container["args"][0] == "run"
+    # The chart's settings, but for where things listen and what they talk to on loopback.
     chart_env = {
         item["name"]: item["value"]
         for item in container["env"]
-        if "value" in item and item["name"] in ("INFERFLEET_NAMESPACES", "INFERFLEET_SCALING_MODE")
+        if "value" in item and item["name"] not in LOCAL_SETTINGS
     }
     webhook = bool(values.get("webhook", {}).get("enabled"))
 
@@ -144,8 +157,9 @@ def test_operator_with_the_charts_service_account_never_gets_403(
             ("patch", "deployments/scale"),
             ("patch", "inferenceservices/status"),
             ("create", "events"),
-            ("patch", "pods"),
         }
+        if values.get("scaling", {}).get("podDeletionCost"):
+            expected |= {("patch", "pods")}
         if values.get("replicaCount", 1) > 1:
             expected |= {("update", "leases")}
         if webhook:
