@@ -66,9 +66,9 @@ def test_webhook_denies_bad_specs_with_field_paths_and_admits_good_ones(
         model="meta-llama/Llama-3.1-405B-Instruct",
     )
     done = apply(cluster, infeasible)
-    assert done.returncode != 0 and "no tier can serve" in done.stderr and "tier t4" in done.stderr, (
-        done.stderr
-    )
+    assert done.returncode != 0 and "no tier can serve" in done.stderr, done.stderr
+    # With the tier's field path and the planner's own words.
+    assert "spec.tiers[0] (t4): infeasible" in done.stderr and "T4" in done.stderr, done.stderr
 
     # Good specs are admitted; one infeasible tier of two is admitted with a warning.
     good = example("llama-8b-chat", namespace)
