@@ -8,7 +8,22 @@ tier, then replayed through `inferfleet`, `static-peak`, `reactive-util` and
 `queue-only`. Request traces keep their own token lengths and the spec declares
 their percentiles (what a team would write for that traffic); a rate series draws
 lengths from the spec's percentiles. Prints one JSON document: every run, then the
-per-trace comparison against the targets of the autoscaling issue.
+per-trace comparison against the targets of the autoscaling issues.
+
+Cases (`--cases`), for request traces:
+- `honest`: the spec declares the trace's own token percentiles;
+- `misdeclared`: the spec declares prompts ten times shorter than the trace's, with
+  `serving.maxInputTokens` covering the real ones (a team that set its API limit but
+  guessed the typical prompt): vLLM serves every request, the plan's capacity per
+  replica is wrong;
+- `misdeclared-context`: the same short prompts without an input limit, so the plan's
+  max-model-len (from the declared p99) is shorter than many real prompts and vLLM
+  rejects them: no autoscaler can serve those, the WorkloadDrift report says why.
+The load is scaled for the honest plan in every case (the traffic is the same; only the
+declaration differs). A rate series has only the honest case.
+
+`--split-day D` reports every run of a rate series twice more, for the requests and
+GPU-hours before and after day D: develop on the first part, judge on the second.
 
     python hack/bench/autoscale.py                  # everything (minutes)
     python hack/bench/autoscale.py --traces azure   # only paths containing "azure"
@@ -31,9 +46,10 @@ from typing import Any
 import numpy as np
 
 from inferfleet.api import InferenceService, Plan, TokenPercentiles, load_all
-from inferfleet.scaling import POLICIES
+from inferfleet.api.spec import ServingSpec
+from inferfleet.scaling import POLICIES, drift
 from inferfleet.simulate.engine import simulate
-from inferfleet.simulate.report import summarize
+from inferfleet.simulate.report import summarize, window
 from inferfleet.simulate.setup import build_config
 from inferfleet.simulate.traces import Trace, load_trace
 
@@ -42,6 +58,10 @@ TRACES = REPO.parent / "shared" / "data" / "traces"
 SPECS = Path(__file__).resolve().parent / "specs"
 TRACE_SUFFIXES = (".csv", ".jsonl")
 SCALES = (10, 20)  # replicas of the first tier the peak minute needs
+CASES = ("honest", "misdeclared", "misdeclared-context")
+# Mis-declared cases declare prompts this many times shorter than the trace's.
+MISDECLARE_FACTOR = 10
+DAY_S = 86_400.0
 
 
 def find_traces(root: Path, contains: str | None) -> list[Path]:
@@ -91,6 +111,22 @@ def prepare(
     return service, trace
 
 
+def misdeclare(service: InferenceService, trace: Trace, *, keep_context: bool) -> InferenceService:
+    """The spec with prompts declared MISDECLARE_FACTOR times shorter than the trace's;
+    with `keep_context`, `serving.maxInputTokens` still admits the longest real prompt."""
+    declared = service.spec.workload.input_tokens
+    short = TokenPercentiles(
+        p50=max(1, round(declared.p50 / MISDECLARE_FACTOR)),
+        p95=max(1, round(declared.p95 / MISDECLARE_FACTOR)),
+        p99=max(1, round(declared.p99 / MISDECLARE_FACTOR)),
+    )
+    update: dict[str, Any] = {"workload": service.spec.workload.model_copy(update={"input_tokens": short})}
+    if keep_context:
+        serving = service.spec.serving or ServingSpec()
+        update["serving"] = serving.model_copy(update={"max_input_tokens": int(trace.input_tokens.max())})
+    return service.model_copy(update={"spec": service.spec.model_copy(update=update)})
+
+
 def _is_rate_series(path: Path) -> bool:
     with path.open(encoding="utf-8") as handle:
         return "window_start_s" in handle.readline()
@@ -113,10 +149,15 @@ def run_case(
     seed: int,
     *,
     headroom: float | None = None,
+    case: str = "honest",
+    split_day: float | None = None,
 ) -> list[dict[str, Any]]:
     service, trace = prepare(spec_path, trace_path, replicas_at_peak, seed)
+    if case != "honest":
+        service = misdeclare(service, trace, keep_context=case == "misdeclared")
     service = with_headroom(service, headroom)
-    config = build_config(service.spec, plan_for(service), seed=seed, timeline=False)
+    plan = plan_for(service)
+    config = build_config(service.spec, plan, seed=seed, timeline=False)
     rows = []
     for name in policies:
         policy = config.policy
@@ -124,8 +165,28 @@ def run_case(
             policy = dataclasses.replace(policy, static_peak_rps=trace.peak_minute_rps())
         result = simulate(trace, dataclasses.replace(config, policy=policy), POLICIES[name], name)
         row = summarize(result)
+        if name == "inferfleet" and result.final_state is not None:
+            # What WorkloadDrift would say at the end of the replay.
+            verdict = drift.assess(
+                result.final_state,
+                {tier.figures.name: tier.figures for tier in config.tiers},
+                service.spec.workload.input_tokens,
+                service.spec.workload.output_tokens,
+                previously=None,
+            )
+            row["workloadDrift"] = (
+                verdict.reason if verdict.drifted else (None if verdict.drifted is None else "")
+            )
+        if split_day is not None and trace.format == "rates":
+            cut = split_day * DAY_S
+            row["parts"] = [
+                window(result, trace.arrival_s, 0.0, cut),
+                window(result, trace.arrival_s, cut, trace.span_s + 1.0),
+            ]
         row.update(
             {
+                "case": case,
+                "maxModelLen": plan.tiers[0].max_model_len,
                 "spec": spec_path.stem,
                 "traceFile": str(trace_path.relative_to(TRACES))
                 if trace_path.is_relative_to(TRACES)
@@ -142,35 +203,50 @@ def run_case(
     return rows
 
 
-def _case_order(item: tuple[tuple[str, str, int, float | None], Any]) -> tuple[str, str, int, float]:
-    spec, trace, scale, headroom = item[0]
-    return spec, trace, scale, -1.0 if headroom is None else headroom
+def _case_order(
+    item: tuple[tuple[str, str, str, int, float | None], Any],
+) -> tuple[str, str, int, str, float]:
+    spec, trace, case, scale, headroom = item[0]
+    return spec, trace, scale, case, -1.0 if headroom is None else headroom
 
 
 def compare(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per (spec, trace, scale): ours against each baseline, in the issue's terms."""
-    cases: dict[tuple[str, str, int, float | None], dict[str, dict[str, Any]]] = {}
+    cases: dict[tuple[str, str, str, int, float | None], dict[str, dict[str, Any]]] = {}
     for row in rows:
-        key = (row["spec"], row["traceFile"], row["replicasAtPeak"], row["headroom"])
+        key = (row["spec"], row["traceFile"], row["case"], row["replicasAtPeak"], row["headroom"])
         cases.setdefault(key, {})[row["policy"]] = row
     out = []
-    for (spec, trace, scale, headroom), by_policy in sorted(cases.items(), key=_case_order):
+    for (spec, trace, case, scale, headroom), by_policy in sorted(cases.items(), key=_case_order):
         ours = by_policy.get("inferfleet")
         if ours is None:
             continue
         entry: dict[str, Any] = {
             "spec": spec,
             "trace": trace,
+            "case": case,
             "replicasAtPeak": scale,
             "headroom": headroom,
             "requests": ours["requests"],
             "sloAttainment": {p: r["sloAttainment"] for p, r in by_policy.items()},
             "gpuHours": {p: r["gpuHours"] for p, r in by_policy.items()},
             "violations": {p: r["sloViolations"] for p, r in by_policy.items()},
+            "rejected": ours.get("rejected"),
+            "workloadDrift": ours.get("workloadDrift"),
         }
         for base in ("static-peak", "reactive-util", "queue-only"):
             if base in by_policy and by_policy[base]["gpuHours"] > 0:
                 entry[f"gpuHoursVs_{base}"] = round(ours["gpuHours"] / by_policy[base]["gpuHours"], 3)
+        if "parts" in ours:
+            entry["parts"] = [
+                {
+                    "startDay": round(part["startS"] / DAY_S, 2),
+                    "sloAttainment": {p: r["parts"][i]["sloAttainment"] for p, r in by_policy.items()},
+                    "violations": {p: r["parts"][i]["sloViolations"] for p, r in by_policy.items()},
+                    "gpuHours": {p: r["parts"][i]["gpuHours"] for p, r in by_policy.items()},
+                }
+                for i, part in enumerate(ours["parts"])
+            ]
         out.append(entry)
     return out
 
@@ -191,6 +267,10 @@ def main(argv: list[str] | None = None) -> int:
         "--headroom",
         help="comma-separated spec.scaling.headroom values to sweep (default: as the specs say)",
     )
+    parser.add_argument(
+        "--cases", default=",".join(CASES), help=f"comma-separated, of {', '.join(CASES)} (request traces)"
+    )
+    parser.add_argument("--split-day", type=float, help="rate series: also report before and after this day")
     args = parser.parse_args(argv)
     traces = find_traces(TRACES, args.traces)
     specs = sorted(p for p in SPECS.glob("*.yaml") if args.specs is None or args.specs in p.name)
@@ -199,9 +279,14 @@ def main(argv: list[str] | None = None) -> int:
     headrooms: list[float | None] = (
         [None] if args.headroom is None else [float(h) for h in args.headroom.split(",")]
     )
+    wanted = args.cases.split(",")
+    unknown = [case for case in wanted if case not in CASES]
+    if unknown:
+        parser.error(f"unknown case {unknown[0]!r}; known: {', '.join(CASES)}")
     cases = [
-        (spec, trace, scale, headroom)
+        (spec, trace, scale, headroom, case)
         for trace in traces
+        for case in (wanted if not _is_rate_series(trace) else ["honest"])
         for spec in specs
         for scale in scales
         for headroom in headrooms
@@ -211,14 +296,22 @@ def main(argv: list[str] | None = None) -> int:
     if args.jobs > 1:
         with ProcessPoolExecutor(max_workers=args.jobs) as pool:
             futures = [
-                pool.submit(run_case, s, t, n, policies, args.seed, headroom=h) for s, t, n, h in cases
+                pool.submit(
+                    run_case, s, t, n, policies, args.seed, headroom=h, case=c, split_day=args.split_day
+                )
+                for s, t, n, h, c in cases
             ]
             for future in futures:
                 rows.extend(future.result())
     else:
-        for spec, trace, scale, headroom in cases:
-            rows.extend(run_case(spec, trace, scale, policies, args.seed, headroom=headroom))
-            print(f"done {spec.stem} {trace.name} x{scale} headroom {headroom}", file=sys.stderr)
+        for spec, trace, scale, headroom, case in cases:
+            rows.extend(
+                run_case(
+                    spec, trace, scale, policies, args.seed,
+                    headroom=headroom, case=case, split_day=args.split_day,
+                )
+            )  # fmt: skip
+            print(f"done {spec.stem} {trace.name} {case} x{scale} headroom {headroom}", file=sys.stderr)
     document = {
         "benchmark": "autoscale",
         "wallSeconds": round(time.perf_counter() - started, 1),

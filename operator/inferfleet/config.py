@@ -63,9 +63,28 @@ class OperatorSettings(BaseModel):
     scale_down_max_percent_per_step: int = Field(default=25, ge=1, le=100)
     scale_up_cooldown_s: int = Field(default=0, ge=0, le=86_400)
     scale_down_cooldown_s: int = Field(default=120, ge=0, le=86_400)
-    headroom: float = Field(default=0.2, ge=0, le=5, description="Capacity above forecast demand.")
+    headroom: float = Field(
+        default=0.2,
+        ge=0,
+        le=5,
+        description=(
+            "Capacity above forecast demand: the starting point the measured forecast error "
+            "replaces (headroomMode measured), or the share itself (fixed)."
+        ),
+    )
+    headroom_mode: Literal["measured", "fixed"] = Field(
+        default="measured",
+        description="measured: headroom follows the forecaster's measured error; fixed: the headroom value.",
+    )
     queue_depth_per_replica: float = Field(
         default=4.0, gt=0, le=100_000, description="Waiting requests per replica that trigger scale-up."
+    )
+    replan: Literal["advise", "auto"] = Field(
+        default="advise",
+        description=(
+            "On WorkloadDrift: advise only reports the plan the observed workload implies; auto "
+            "re-plans for it (pods roll with the new vLLM flags)."
+        ),
     )
     predictive_enabled: bool = Field(default=True)
     forecast_window_hours: float = Field(default=336.0, gt=0, le=24 * 56, description="History read.")

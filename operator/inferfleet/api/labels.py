@@ -46,6 +46,9 @@ CONDITION_SCALING: Final = "Scaling"
 CONDITION_DEGRADED: Final = "Degraded"
 # A tier's plan cannot meet the workload's latency SLOs (plan.tiers[].warnings say why).
 CONDITION_SLO_AT_RISK: Final = "SloAtRisk"
+# The traffic the engines report departs from the declared workload enough to change
+# the plan (the autoscaler's verdict; scaling.drift).
+CONDITION_WORKLOAD_DRIFT: Final = "WorkloadDrift"
 CONDITION_TYPES: Final = (
     CONDITION_PLANNED,
     CONDITION_CACHE_READY,
@@ -53,6 +56,7 @@ CONDITION_TYPES: Final = (
     CONDITION_SCALING,
     CONDITION_DEGRADED,
     CONDITION_SLO_AT_RISK,
+    CONDITION_WORKLOAD_DRIFT,
 )
 
 # Condition reasons (CamelCase, as Kubernetes conventions ask).
@@ -66,6 +70,8 @@ REASON_AVAILABLE: Final = "Available"
 REASON_PROGRESSING: Final = "Progressing"
 REASON_SLO_UNREACHABLE: Final = "SloUnreachable"
 REASON_SLOS_REACHABLE: Final = "SlosReachable"
+# The plan follows the observed workload (spec.scaling.replan: auto).
+REASON_REPLANNED: Final = "ReplannedForObservedWorkload"
 
 # Degraded is shared by the reconciler and the autoscaler. A Degraded whose message
 # starts with this prefix is the autoscaler's (metrics unavailable): the reconciler

@@ -40,6 +40,8 @@ CacheMode = Literal["nvme", "pvc", "none"]
 GpuNodeAffinity = Literal["required", "none"]
 ScalingMode = Literal["active", "advisory"]
 Seasonality = Literal["auto", "daily", "weekly", "none"]
+HeadroomMode = Literal["measured", "fixed"]
+ReplanMode = Literal["advise", "auto"]
 
 # DNS-1123 label: tier names end up in object names and label values.
 DnsLabel = Annotated[
@@ -518,7 +520,29 @@ class ScalingSpec(ApiModel):
     )
     sync_period_seconds: int | None = Field(default=None, ge=5, le=3600)
     headroom: float | None = Field(
-        default=None, ge=0, le=5, description="Capacity kept above forecast demand (0.2 = 20%)."
+        default=None,
+        ge=0,
+        le=5,
+        description=(
+            "Capacity kept above forecast demand (0.2 = 20%). Set here, it is used as it is "
+            "(headroomMode fixed); left out, the measured forecast error decides, starting "
+            "from the operator's default."
+        ),
+    )
+    headroom_mode: HeadroomMode | None = Field(
+        default=None,
+        description=(
+            "measured: headroom follows the forecaster's measured error (the default unless "
+            "headroom is set); fixed: the headroom value as it is."
+        ),
+    )
+    replan: ReplanMode | None = Field(
+        default=None,
+        description=(
+            "When the traffic the engines report departs from the declared workload enough to "
+            "change the plan (condition WorkloadDrift): advise only says so (the default); auto "
+            "also re-plans for the observed workload (vLLM flags change, pods roll)."
+        ),
     )
     predictive: PredictiveScaling | None = None
     reactive: ReactiveScaling | None = None

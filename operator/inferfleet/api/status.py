@@ -11,6 +11,7 @@ from pydantic import Field
 
 from inferfleet.api.base import ApiModel
 from inferfleet.api.plan import TierPlan
+from inferfleet.api.spec import TokenPercentiles
 
 
 class Condition(ApiModel):
@@ -56,6 +57,44 @@ class ScalingDecision(ApiModel):
     applied: bool = Field(default=True, description="False in advisory mode.")
 
 
+class ObservedWorkload(ApiModel):
+    """The request mix the vLLM engines report (the autoscaler's reading; WorkloadDrift
+    compares it with the workload the plan was made for)."""
+
+    time: str = Field(description="RFC 3339 time of the reading.")
+    input_tokens: TokenPercentiles = Field(
+        description="Prompt percentiles (vllm:request_prompt_tokens); a workload to plan with."
+    )
+    output_tokens: TokenPercentiles = Field(
+        description="Output percentiles (vllm:request_generation_tokens)."
+    )
+    mean_input_tokens: float | None = None
+    mean_output_tokens: float | None = None
+    requests: int = Field(default=0, description="Requests the reading rests on.")
+    rejected_share: float | None = Field(default=None, description="Share of requests answered 4xx.")
+    capacity_ratio: float | None = Field(
+        default=None, description="A replica's capacity for this mix over that for the planned one."
+    )
+    drift: bool = Field(default=False, description="True while WorkloadDrift is True.")
+    implied_input_tokens: TokenPercentiles | None = Field(
+        default=None,
+        description="Prompt percentiles to re-plan with (past max-model-len when prompts are rejected).",
+    )
+    implied_output_tokens: TokenPercentiles | None = None
+
+
+class PlannedWorkload(ApiModel):
+    """The workload the plan was made for when it is not the declared one (replan: auto)."""
+
+    source: Literal["observed"] = "observed"
+    time: str = Field(description="RFC 3339 time the operator re-planned.")
+    generation: int | None = Field(
+        default=None, description="metadata.generation it applies to; a spec change returns to the declared."
+    )
+    input_tokens: TokenPercentiles
+    output_tokens: TokenPercentiles
+
+
 class InferenceServiceStatus(ApiModel):
     """Observed state."""
 
@@ -69,6 +108,8 @@ class InferenceServiceStatus(ApiModel):
     ttft_p99_ms: float | None = None
     cache: list[TierCache] | None = None
     last_scaling_decision: ScalingDecision | None = None
+    observed_workload: ObservedWorkload | None = None
+    planned_workload: PlannedWorkload | None = None
     autoscaler_state: dict[str, Any] | None = Field(
         default=None,
         description="Opaque policy state, persisted so a restart never causes a scale-down.",

@@ -10,10 +10,13 @@ Lease that gates the resync loop.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import kopf
 
+from inferfleet import planner
+from inferfleet.api import InferenceService, Plan
 from inferfleet.autoscaler.loop import AutoscalerLoop
 from inferfleet.autoscaler.runner import Autoscaler
 from inferfleet.cluster import KubernetesCluster
@@ -24,6 +27,21 @@ from inferfleet.metrics import operator_metrics
 Logger = logging.Logger | logging.LoggerAdapter[Any]
 
 _metrics_served = False
+
+
+def _reconcilers_planner(memo: Any) -> Callable[[InferenceService], Plan]:
+    """The planner the reconciler runs (its images per tier, the model configs it fetched),
+    looked up when used: the reconciler's startup handler may run after this one."""
+
+    def plan(service: InferenceService) -> Plan:
+        reconciler = memo.get("reconciler")
+        if reconciler is None:
+            settings: OperatorSettings = memo.get("settings") or OperatorSettings.from_env()
+            return planner.plan_service(service, settings.catalogs(), default_image=settings.vllm_image)
+        result: Plan = reconciler.planner(service)
+        return result
+
+    return plan
 
 
 @kopf.on.startup()
@@ -39,7 +57,11 @@ def start_autoscaler(*, memo: Any, logger: Logger, **_: Any) -> None:
         cluster = memo.get("cluster") or KubernetesCluster.from_environment()
         namespaces = memo.get("namespaces")
         memo["autoscaler"] = Autoscaler.from_settings(
-            cluster, settings, metrics=metrics, namespaces=None if namespaces is None else tuple(namespaces)
+            cluster,
+            settings,
+            metrics=metrics,
+            namespaces=None if namespaces is None else tuple(namespaces),
+            planner=_reconcilers_planner(memo),
         )
     if memo.get("autoscaler_loop") is None:
         autoscaler: Autoscaler = memo["autoscaler"]

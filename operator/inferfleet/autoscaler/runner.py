@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from inferfleet.api import SpecInvalid, TierPlan, labels, parse
+from inferfleet.api import InferenceService, Plan, SpecInvalid, TierPlan, labels, parse
 from inferfleet.autoscaler.step import (
     STATUS_HEARTBEAT_S,
     ConditionUpdate,
@@ -38,6 +38,7 @@ from inferfleet.autoscaler.step import (
     should_write,
     step,
 )
+from inferfleet.autoscaler.workload import Replanner
 from inferfleet.cluster import ApiError, Cluster, Conflict, KindNotServed, NotFound
 from inferfleet.config import OperatorSettings
 from inferfleet.controller.watched import Watched
@@ -137,6 +138,7 @@ class Autoscaler:
         tick_s: float = 5.0,
         namespaces: tuple[str, ...] = (),
         heartbeat_s: float = STATUS_HEARTBEAT_S,
+        planner: Callable[[InferenceService], Plan] | None = None,
     ) -> None:
         if reader.config.history_step_s != HISTORY_STEP_S:
             raise ValueError(f"the policy reads per-minute history: history_step_s must be {HISTORY_STEP_S}")
@@ -148,6 +150,9 @@ class Autoscaler:
         self.tick_s = tick_s
         self.watched = Watched(namespaces)
         self.heartbeat_s = heartbeat_s
+        # The reconciler's planner (images per tier, fetched model configs), for the plan
+        # the observed workload implies; None: the catalogs and the default image.
+        self.planner = planner
         self._tick: _Tick | None = None
         self._lock = threading.Lock()
         self._unwritten: dict[tuple[str, str], _Unwritten] = {}
@@ -162,6 +167,7 @@ class Autoscaler:
         metrics: OperatorMetrics | None = None,
         query_config: QueryConfig | None = None,
         namespaces: tuple[str, ...] | None = None,
+        planner: Callable[[InferenceService], Plan] | None = None,
     ) -> Autoscaler:
         client = PrometheusClient(PrometheusConfig.from_settings(settings), metrics)
         reader = SignalReader(
@@ -176,6 +182,7 @@ class Autoscaler:
             metrics=metrics,
             tick_s=min(5.0, settings.sync_period_s / 2),
             namespaces=settings.namespaces if namespaces is None else namespaces,
+            planner=planner,
         )
 
     def close(self) -> None:
@@ -293,7 +300,14 @@ class Autoscaler:
             status=status,
             workloads=workloads,
             generation=meta.get("generation"),
+            replan=self._replanner(resource),
         )
+
+    def _replanner(self, resource: InferenceService) -> Replanner | None:
+        planner = self.planner
+        if planner is None:
+            return None
+        return lambda spec: planner(resource.model_copy(update={"spec": spec})).tiers
 
     @staticmethod
     def _observation(snapshot: SignalSnapshot, service: ServiceInput) -> Observation:

@@ -17,8 +17,12 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from inferfleet.api import InferenceServiceSpec, ScalingDecision, TierPlan, labels
+from inferfleet.api.spec import TokenPercentiles
+from inferfleet.autoscaler import workload as workload_drift
+from inferfleet.autoscaler.workload import Replanner
 from inferfleet.config import OperatorSettings
 from inferfleet.metrics.signals import TierSignals as ObservedSignals
+from inferfleet.planner.workload import mean_tokens
 from inferfleet.reconcile.objects import ObjectRef
 from inferfleet.scaling import (
     PolicyConfig,
@@ -28,8 +32,8 @@ from inferfleet.scaling import (
     TierContext,
     TierSignals,
     decide,
+    drift,
     figures_from_plan,
-    mean_input_tokens,
     resolve_policy,
 )
 
@@ -42,6 +46,7 @@ REASON_AUTOSCALING_FAILED = "AutoscalingFailed"
 EVENT_SCALED_UP = "ScaledUp"
 EVENT_SCALED_DOWN = "ScaledDown"
 EVENT_SCALING_ADVISED = "ScalingAdvised"
+EVENT_WORKLOAD_DRIFT = "WorkloadDrift"
 # Degraded is shared with the reconciler; the autoscaler only clears a Degraded it set,
 # recognised by this message prefix (the reconciler also uses MetricsUnavailable).
 DEGRADED_PREFIX = labels.AUTOSCALER_MESSAGE_PREFIX
@@ -65,6 +70,14 @@ _VOLATILE_TIER_STATE = frozenset(
         "promptTokensAvg",
         "capacityFactor",
         "breachStreak",
+        "generationTokensAvg",
+        "rejectedAvg",
+        "mixRequests",
+        "mixFactor",
+        "promptQuantiles",
+        "outputQuantiles",
+        "breachSinceS",
+        "breachWaiting",
     }
 )
 
@@ -93,6 +106,9 @@ class ServiceInput:
     status: Mapping[str, Any]
     workloads: Mapping[str, Workload]
     generation: int | None = None
+    # The operator's own planner for this service with another spec (its images, the
+    # model config it fetched): what the drift condition says the observed workload implies.
+    replan: Replanner | None = None
 
 
 @dataclass(frozen=True)
@@ -248,6 +264,10 @@ def _scaling_signals(workload: Workload, observed: ObservedSignals | None) -> Ti
         ttft_p99_ms=observed.ttft_p99_ms,
         request_rate_rps=observed.request_rate_rps,
         prompt_tokens_rps=observed.prompt_tokens_rps,
+        generation_tokens_rps=observed.generation_tokens_rps,
+        rejected_rps=observed.rejected_rps,
+        prompt_tokens=observed.prompt_tokens,
+        generation_tokens=observed.generation_tokens,
     )
 
 
@@ -351,7 +371,10 @@ def step(
         return StepResult(due=False, policy=policy)
     state = ScalingState.from_dict(service.status.get("autoscalerState"))
     plans = {plan.name: plan for plan in service.plan}
-    prompt_tokens = mean_input_tokens(service.spec)
+    # The declared workload, or the observed one the plan was re-made for (replan: auto):
+    # the prior the request mix the engines report is compared with.
+    planned_in, planned_out, _ = drift.planned_workload(service.spec, service.status, service.generation)
+    prompt_tokens, output_tokens = _mean(planned_in), _mean(planned_out)
 
     tiers: list[TierContext] = []
     missing_tiers: list[str] = []
@@ -367,7 +390,9 @@ def step(
         if observation.unavailable is None and no_data and workload.ready > 0:
             missing_tiers.append(tier.name)
         signals = _scaling_signals(workload, observed)
-        tiers.append(TierContext(figures=figures_from_plan(plan, prompt_tokens), signals=signals))
+        tiers.append(
+            TierContext(figures=figures_from_plan(plan, prompt_tokens, output_tokens), signals=signals)
+        )
     if not tiers:
         return StepResult(due=False, policy=policy)
 
@@ -402,6 +427,23 @@ def step(
             events.append(Event("Normal", EVENT_SCALING_ADVISED, message[:REASON_MAX_CHARS]))
 
     conditions = _conditions(service, observation, desired_after, missing_tiers=missing_tiers)
+    verdict = workload_drift.report(
+        name=service.name,
+        spec=service.spec,
+        status=service.status,
+        generation=service.generation,
+        plans=service.plan,
+        figures={t.name: t.figures for t in tiers},
+        state=new_state,
+        settings=settings,
+        now_s=now_s,
+        replan=service.replan,
+    )
+    if verdict.condition is not None:
+        value, reason, message = verdict.condition
+        conditions += (ConditionUpdate(labels.CONDITION_WORKLOAD_DRIFT, value, reason, message),)
+    if verdict.warning is not None:
+        events.append(Event("Warning", EVENT_WORKLOAD_DRIFT, verdict.warning[:REASON_MAX_CHARS]))
     previous_degraded = _find_condition(service.status, labels.CONDITION_DEGRADED)
     for update in conditions:
         if (
@@ -429,6 +471,8 @@ def step(
         "lastScalingDecision": decision.to_wire(),
         "ttftP99Ms": decision.ttft_p99_ms,
     }
+    if verdict.observed is not None:
+        status["observedWorkload"] = dict(verdict.observed)
     reports = tuple(
         TierReport(
             tier=tier_rec.name,
@@ -450,6 +494,10 @@ def step(
         tiers=reports,
         applied=active,
     )
+
+
+def _mean(percentiles: TokenPercentiles) -> float:
+    return mean_tokens(percentiles.p50, percentiles.p95)
 
 
 def _rate_of(observed: ObservedSignals | None) -> float | None:

@@ -3,6 +3,13 @@
 `-o json` prints exactly `{"name": ..., "tiers": [...]}` for a file with one
 InferenceService (the contract in shared/DESIGN.md); a file with several prints a JSON
 list of such objects, in file order. YAML follows the same shapes.
+
+`--observed-workload FILE` plans for the traffic the engines really serve instead of
+the declared one: FILE holds token percentiles as `inputTokens`/`outputTokens` (the
+keys of spec.workload), or is the autoscaler's `status.observedWorkload` (`kubectl get
+ifs NAME -o jsonpath='{.status.observedWorkload}'`, or `inferfleet simulate
+--observed-workload-out`), whose `impliedInputTokens`/`impliedOutputTokens` are used
+when present (they account for prompts rejected beyond max-model-len).
 """
 
 from __future__ import annotations
@@ -11,10 +18,14 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+import yaml
+from pydantic import ValidationError
 from rich.markup import escape
 from rich.table import Table
 
+from inferfleet.api import InferenceService
 from inferfleet.api.plan import Plan, TierPlan
+from inferfleet.api.spec import TokenPercentiles
 from inferfleet.cache.modelconfig import ModelConfigCache
 from inferfleet.catalog import Catalogs
 from inferfleet.cli.app import (
@@ -24,10 +35,41 @@ from inferfleet.cli.app import (
     fail,
     load_services,
     load_settings,
+    read_text,
     stderr,
     stdout,
 )
 from inferfleet.planner import FetchedModel
+from inferfleet.scaling.drift import with_workload
+
+
+def observed_workload(path: Path) -> tuple[TokenPercentiles, TokenPercentiles]:
+    """Token percentiles from an observed-workload file (see the module docstring)."""
+    try:
+        document = yaml.safe_load(read_text(path))
+    except yaml.YAMLError as error:
+        fail(f"{path}: not YAML or JSON: {error}")
+    if not isinstance(document, dict):
+        fail(f"{path}: expected a mapping with inputTokens and outputTokens")
+    picked: list[TokenPercentiles] = []
+    for implied, plain in (("impliedInputTokens", "inputTokens"), ("impliedOutputTokens", "outputTokens")):
+        key = implied if implied in document else plain
+        if key not in document:
+            fail(f"{path}: {plain}: missing (percentiles p50, p95, p99)")
+        try:
+            picked.append(TokenPercentiles.model_validate(document[key]))
+        except ValidationError as error:
+            problem = error.errors(include_url=False)[0]
+            where = ".".join(str(part) for part in (key, *problem["loc"]))
+            fail(f"{path}: {where}: {problem['msg']}")
+    return picked[0], picked[1]
+
+
+def _for_observed(
+    service: InferenceService, observed: tuple[TokenPercentiles, TokenPercentiles]
+) -> InferenceService:
+    spec = with_workload(service.spec, *observed)
+    return service.model_copy(update={"spec": spec})
 
 
 def plan_document(plan: Plan) -> dict[str, Any]:
@@ -111,7 +153,7 @@ _CACHE: dict[str, ModelConfigCache] = {}
 
 
 @app.command("plan")
-def plan_command(
+def plan_command(  # noqa: PLR0917 - typer maps each option to a parameter
     file: Annotated[Path, typer.Option("--file", "-f", help="InferenceService YAML ('-' for stdin).")],
     output: Annotated[OutputFormat, typer.Option("--output", "-o", help="table, json or yaml.")] = (
         OutputFormat.table
@@ -126,6 +168,13 @@ def plan_command(
         bool,
         typer.Option("--offline", help="Never read config.json of uncatalogued models from their source."),
     ] = False,
+    observed_workload_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--observed-workload",
+            help="Plan for these token percentiles (status.observedWorkload) instead of the declared ones.",
+        ),
+    ] = None,
 ) -> None:
     """Plan each tier: TP/PP, quantization, vLLM memory settings, capacity, replicas and cost.
 
@@ -143,8 +192,12 @@ def plan_command(
     # whose vLLM release the memory figures model.
     settings = load_settings(catalog_file)
     catalogs = settings.catalogs()
+    services = load_services(file)
+    if observed_workload_file is not None:
+        observed = observed_workload(observed_workload_file)
+        services = [_for_observed(service, observed) for service in services]
     plans = []
-    for service in load_services(file):
+    for service in services:
         fetched, problem = fetched_model(service, catalogs, offline)
         try:
             plans.append(
@@ -161,6 +214,8 @@ def plan_command(
             words = str(error) if isinstance(error, ValueError) else f"{type(error).__name__}: {error}"
             fail(f"{file}: {service.name}: the planner cannot plan this spec: {words}")
     if output is OutputFormat.table:
+        if observed_workload_file is not None:
+            stdout.print(f"planned for the observed workload in {observed_workload_file}", highlight=False)
         for plan in plans:
             print_table(plan)
     else:

@@ -12,7 +12,8 @@ from pydantic import ValidationError
 
 from inferfleet.api import InferenceService, Plan
 from inferfleet.cli.app import OutputFormat, app, emit, fail, load_services
-from inferfleet.scaling import POLICIES
+from inferfleet.scaling import POLICIES, drift
+from inferfleet.simulate.engine import SimConfig, SimResult
 from inferfleet.simulate.engine import simulate as run_simulation
 from inferfleet.simulate.report import TABLE_COLUMNS, summarize, table_rows
 from inferfleet.simulate.setup import SetupError, build_config
@@ -40,6 +41,40 @@ def _plan(service: InferenceService, plan_file: Path | None) -> Plan:
     except ValueError as error:
         fail(f"{service.name}: cannot plan: {error}")
     return planned
+
+
+def drift_report(
+    service: InferenceService, plan: Plan, config: SimConfig, result: SimResult
+) -> dict[str, Any]:
+    """What the operator's WorkloadDrift condition would say after this replay: the
+    policy's reading of the simulated engines' metrics against the declared workload."""
+    if result.final_state is None:
+        return {"drifted": None}
+    spec = service.spec
+    figures = {tier.figures.name: tier.figures for tier in config.tiers}
+    verdict = drift.assess(
+        result.final_state,
+        figures,
+        spec.workload.input_tokens,
+        spec.workload.output_tokens,
+        previously=None,
+    )
+    document: dict[str, Any] = {
+        "drifted": verdict.drifted,
+        "reason": verdict.reason,
+        "message": verdict.message,
+    }
+    if verdict.observed is not None:
+        document["observed"] = verdict.observed.to_wire()
+    if verdict.drifted and verdict.implied_input_tokens and verdict.implied_output_tokens:
+        from inferfleet.planner import plan_service  # type: ignore[attr-defined,unused-ignore]
+
+        implied_spec = drift.with_workload(spec, verdict.implied_input_tokens, verdict.implied_output_tokens)
+        implied: Plan = plan_service(service.model_copy(update={"spec": implied_spec}))
+        document["impliedInputTokens"] = verdict.implied_input_tokens.to_wire()
+        document["impliedOutputTokens"] = verdict.implied_output_tokens.to_wire()
+        document["impliedPlan"] = drift.describe_plans(plan.tiers, implied.tiers)
+    return document
 
 
 @app.command()
@@ -71,6 +106,20 @@ def simulate(
         str | None, typer.Option("--start", help="ISO time of the trace start (cron windows, calendar).")
     ] = None,
     seed: Annotated[int, typer.Option("--seed", help="Seed for synthesized arrivals and routing.")] = 0,
+    observed_out: Annotated[
+        Path | None,
+        typer.Option(
+            "--observed-workload-out",
+            help="Write the workload the simulated engines reported (for `plan --observed-workload`).",
+        ),
+    ] = None,
+    observed_in: Annotated[
+        Path | None,
+        typer.Option(
+            "--observed-workload",
+            help="Plan and replay for these token percentiles instead of the declared ones (replan: auto).",
+        ),
+    ] = None,
 ) -> None:
     """Replay a trace through the autoscaler and report SLO attainment, GPU-hours and cost."""
     names = list(POLICIES) if policy == "all" else [policy]
@@ -84,6 +133,11 @@ def simulate(
     if rate_scale <= 0 or time_scale <= 0:
         fail("--rate-scale and --time-scale must be > 0")
     service = load_services(file)[0]
+    if observed_in is not None:
+        from inferfleet.cli.plan import observed_workload
+
+        spec_for_observed = drift.with_workload(service.spec, *observed_workload(observed_in))
+        service = service.model_copy(update={"spec": spec_for_observed})
     spec = service.spec
     try:
         loaded = load_trace(
@@ -101,11 +155,13 @@ def simulate(
         fail(str(error))
     if len(loaded) == 0:
         fail(f"{trace}: the trace has no requests")
+    plan = _plan(service, plan_file)
     try:
-        config = build_config(spec, _plan(service, plan_file), seed=seed, timeline=plot is not None)
+        config = build_config(spec, plan, seed=seed, timeline=plot is not None)
     except SetupError as error:
         fail(str(error))
     summaries = []
+    verdict: dict[str, Any] | None = None
     for name in names:
         policy_config = config.policy
         if name == "static-peak":
@@ -114,6 +170,9 @@ def simulate(
             loaded, dataclasses.replace(config, policy=policy_config), POLICIES[name], name
         )
         summaries.append(summarize(result))
+        if name == "inferfleet":
+            verdict = drift_report(service, plan, config, result)
+            summaries[-1]["workloadDrift"] = verdict
         if plot is not None:
             from inferfleet.simulate.plot import plot as draw
 
@@ -130,5 +189,29 @@ def simulate(
                 for i, (cell, w) in enumerate(zip(line, widths, strict=True))
             ]
             typer.echo("  ".join(cells).rstrip())
+        if verdict is not None and verdict.get("drifted") is not None:
+            typer.echo("")
+            typer.echo(_drift_text(verdict, file, observed_out))
     else:
         emit(summaries[0] if len(summaries) == 1 else summaries, output)
+    if observed_out is not None:
+        if verdict is None or "observed" not in verdict:
+            fail("no observed workload to write: run the inferfleet policy on a trace with traffic")
+        document = {**verdict["observed"]}
+        for key in ("impliedInputTokens", "impliedOutputTokens"):
+            if key in verdict:
+                document[key] = verdict[key]
+        observed_out.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+
+
+def _drift_text(verdict: dict[str, Any], spec_file: Path, observed_out: Path | None) -> str:
+    if not verdict["drifted"]:
+        return f"WorkloadDrift=False ({verdict['reason']}): {verdict['message']}"
+    target = observed_out if observed_out is not None else Path("OBSERVED.json")
+    hint = "" if observed_out is not None else " (write it with --observed-workload-out)"
+    return (
+        f"WorkloadDrift=True ({verdict['reason']}): {verdict['message']}.\n"
+        f"The observed workload implies: {verdict.get('impliedPlan', '')}.\n"
+        f"The operator sets this condition and, with spec.scaling.replan: auto, re-plans; to see the "
+        f"plan: inferfleet plan -f {spec_file} --observed-workload {target}{hint}"
+    )

@@ -38,8 +38,16 @@ ManagerKey = tuple[str, str]
 
 # Metadata the server owns (or that identifies the object); appliers never own these.
 _SERVER_SET = frozenset(
-    {"uid", "resourceVersion", "generation", "creationTimestamp", "managedFields", "deletionTimestamp",
-     "name", "namespace"}
+    {
+        "uid",
+        "resourceVersion",
+        "generation",
+        "creationTimestamp",
+        "managedFields",
+        "deletionTimestamp",
+        "name",
+        "namespace",
+    }
 )
 
 
@@ -378,8 +386,13 @@ class InMemoryCluster:
         target = ref_of(regarding)
         self._enter(Operation.CREATE, ObjectRef("v1", "Event", target.namespace, "*"))
         self.events.append(
-            {"regarding": target, "uid": regarding["metadata"].get("uid"), "type": type_,
-             "reason": reason, "message": message}
+            {
+                "regarding": target,
+                "uid": regarding["metadata"].get("uid"),
+                "type": type_,
+                "reason": reason,
+                "message": message,
+            }
         )
 
     # --- internals -----------------------------------------------------------------------

@@ -25,7 +25,7 @@ from inferfleet.cluster import Cluster, KindNotServed, access
 from inferfleet.config import OperatorSettings
 from inferfleet.controller import executor
 from inferfleet.metrics.parse import KvCapacityReading
-from inferfleet.reconcile import diff, rollout
+from inferfleet.reconcile import diff, replan, rollout
 from inferfleet.reconcile import events as event_rules
 from inferfleet.reconcile import status as status_rules
 from inferfleet.reconcile.actions import Action, Delete
@@ -34,6 +34,7 @@ from inferfleet.render import content_hash, render
 from inferfleet.render import names as render_names
 from inferfleet.render import pod as render_pod
 from inferfleet.render.checks import render_problems
+from inferfleet.scaling import replan_mode
 
 logger = logging.getLogger(__name__)
 
@@ -156,9 +157,20 @@ class Reconciler:
 
         service: InferenceService | None = None
         plan: Plan | None = None
+        planned_for: dict[str, Any] | None = None
         try:
             # Status is ours and other writers'; only spec and metadata are input.
             service = parse({**body, "status": None}, source=f"{namespace}/{name}")
+            # replan: auto plans for the workload the engines report once it has drifted.
+            spec, planned_for = replan.planned_workload(
+                service.spec,
+                previous,
+                generation=metadata.get("generation"),
+                replan=replan_mode(self.settings, service.spec),
+                now=rfc3339(self.clock()),
+            )
+            if planned_for is not None:
+                service = service.model_copy(update={"spec": spec})
             plan, invalid = self._plan(service)
             feasible = {tier.name for tier in plan.feasible_tiers} if plan is not None else set()
             refused = render_problems(service, self.settings, feasible) if plan is not None else []
@@ -204,6 +216,10 @@ class Reconciler:
             skipped=tuple(report.skipped) if report else (),
         )
         status = status_rules.compute(previous, result, now=rfc3339(self.clock()))
+        if planned_for is not None:
+            status["plannedWorkload"] = planned_for
+        else:
+            status.pop("plannedWorkload", None)
         if service is not None:
             self._cache_ready(
                 status, service, plan, observed, pods=pods, held=held, generation=metadata.get("generation")
@@ -214,6 +230,9 @@ class Reconciler:
         found = self._events(
             previous, status=status, plan=plan, plan_hash=plan_hash, actions=actions, observed=observed
         )
+        replanned = replan.announce(previous, planned_for)
+        if replanned is not None:
+            found.append(event_rules.Event("Normal", labels.REASON_REPLANNED, replanned))
         for event in found:
             self.cluster.create_event(body, type_=event.type, reason=event.reason, message=event.message)
         return Outcome(tuple(actions), status, report)

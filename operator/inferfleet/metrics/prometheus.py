@@ -41,6 +41,7 @@ from inferfleet.metrics.parse import (
     tier_key,
 )
 from inferfleet.metrics.queries import (
+    MIX_SIGNALS,
     QueryConfig,
     Signal,
     history_query,
@@ -177,6 +178,9 @@ class SignalReader:
         # The instant queries (one per Signal) are independent; running them side by side
         # makes the loop's latency that of the slowest query rather than their sum.
         self._pool = ThreadPoolExecutor(max_workers=len(Signal), thread_name_prefix="promql")
+        # The request-mix answers and when they were read (see QueryConfig.mix_refresh_s).
+        self._mix: dict[Signal, VectorResult] = {}
+        self._mix_read_s: float | None = None
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
@@ -190,9 +194,12 @@ class SignalReader:
             )
             return assemble(now_s, {}, failed=dict.fromkeys(Signal, reason), history_failed=reason)
         queries_before = self.client.queries_made
+        last_mix = self._mix_read_s
+        mix_due = last_mix is None or now_s < last_mix or now_s - last_mix >= self.config.mix_refresh_s
         futures = {
             signal: self._pool.submit(self.client.instant, query, now_s)
             for signal, query in self.queries.items()
+            if mix_due or signal not in MIX_SIGNALS
         }
         vectors: dict[Signal, VectorResult] = {}
         failed: dict[Signal, str] = {}
@@ -205,10 +212,16 @@ class SignalReader:
                 failed[signal] = str(error)
             except Exception as error:  # an answer no parser foresaw: that signal is missing
                 failed[signal] = f"malformed answer ({type(error).__name__}: {error})"
-        if len(failed) == len(Signal):
+        if len(failed) == len(futures):
             self.backoff.failed(now_s)
+            failed.update(dict.fromkeys(MIX_SIGNALS, next(iter(failed.values()), "")))
         else:
             self.backoff.succeeded()
+            if mix_due:
+                self._mix = {signal: vectors[signal] for signal in MIX_SIGNALS if signal in vectors}
+                self._mix_read_s = now_s
+            else:
+                vectors.update(self._mix)
         history_failed = (
             self._refresh_history(now_s) if len(failed) < len(Signal) else "Prometheus unavailable"
         )

@@ -46,6 +46,41 @@ class Signal(enum.StrEnum):
     request_rate = "requestRate"
     prompt_tokens_rate = "promptTokensRate"
     ready_replicas = "readyReplicas"
+    # The request mix (scaling.mix): output tokens, 4xx answers, token-length percentiles.
+    generation_tokens_rate = "generationTokensRate"
+    rejected_rate = "rejectedRate"
+    prompt_tokens_p50 = "promptTokensP50"
+    prompt_tokens_p95 = "promptTokensP95"
+    prompt_tokens_p99 = "promptTokensP99"
+    generation_tokens_p50 = "generationTokensP50"
+    generation_tokens_p95 = "generationTokensP95"
+    generation_tokens_p99 = "generationTokensP99"
+
+
+# The request-mix signals change over minutes, not seconds: SignalReader queries them
+# once per `QueryConfig.mix_refresh_s` and reuses the answer in between.
+MIX_SIGNALS = frozenset(
+    {
+        Signal.generation_tokens_rate,
+        Signal.rejected_rate,
+        Signal.prompt_tokens_p50,
+        Signal.prompt_tokens_p95,
+        Signal.prompt_tokens_p99,
+        Signal.generation_tokens_p50,
+        Signal.generation_tokens_p95,
+        Signal.generation_tokens_p99,
+    }
+)
+
+# The token-length percentiles each histogram is read at, by signal.
+MIX_QUANTILES: dict[Signal, float] = {
+    Signal.prompt_tokens_p50: 0.5,
+    Signal.prompt_tokens_p95: 0.95,
+    Signal.prompt_tokens_p99: 0.99,
+    Signal.generation_tokens_p50: 0.5,
+    Signal.generation_tokens_p95: 0.95,
+    Signal.generation_tokens_p99: 0.99,
+}
 
 
 def escaped(name: str) -> str:
@@ -76,6 +111,14 @@ class MetricNames:
     # Info gauge (always 1) whose labels carry the engine's cache config, num_gpu_blocks
     # and block_size included, once the KV cache is allocated.
     cache_config_info: tuple[str, ...] = ("vllm:cache_config_info",)
+    generation_tokens: tuple[str, ...] = ("vllm:generation_tokens_total",)
+    # Token lengths of finished requests (1-2-5 buckets up to max-model-len).
+    prompt_tokens_bucket: tuple[str, ...] = ("vllm:request_prompt_tokens_bucket",)
+    generation_tokens_bucket: tuple[str, ...] = ("vllm:request_generation_tokens_bucket",)
+    # The OpenAI server's HTTP counter (prometheus-fastapi-instrumentator, on the same
+    # /metrics): a prompt beyond max-model-len is answered 400 before the engine sees it.
+    http_requests: str = "http_requests_total"
+    completion_handlers: str = "/v1/(chat/)?completions"
 
 
 @dataclass(frozen=True)
@@ -88,6 +131,10 @@ class QueryConfig:
     """
 
     rate_window_s: int = 120
+    # Token-length percentiles need more requests than a rate: ten minutes of them.
+    mix_window_s: int = 600
+    # The mix signals are read at most this often (0: every loop).
+    mix_refresh_s: int = 60
     max_sample_age_s: int = 60
     ttft_quantile: float = 0.99
     # The policy's forecaster reads one point per minute.
@@ -98,9 +145,17 @@ class QueryConfig:
     names: MetricNames = MetricNames()
 
     def __post_init__(self) -> None:
-        windows = (self.rate_window_s, self.max_sample_age_s, self.history_step_s, self.history_rate_window_s)
+        windows = (
+            self.rate_window_s,
+            self.max_sample_age_s,
+            self.history_step_s,
+            self.history_rate_window_s,
+            self.mix_window_s,
+        )
         if min(windows) <= 0:
             raise ValueError("query windows must be positive")
+        if self.mix_refresh_s < 0:
+            raise ValueError("mix_refresh_s must not be negative")
         if not 0 < self.ttft_quantile < 1:
             raise ValueError("ttft_quantile must lie strictly between 0 and 1")
 
@@ -145,9 +200,26 @@ def counter_rate(names: Sequence[str], window_s: int) -> str:
     return f"sum by ({_BY}) ({_rate_family(names, window_s)})"
 
 
+def rejected_rate(names: MetricNames, window_s: int) -> str:
+    """4xx answers per second from the completion handlers (400 for a prompt beyond
+    max-model-len; the instrumentator groups codes as `4xx` by default)."""
+    series = f'{{__name__=~"{names.http_requests}", handler=~"{names.completion_handlers}", status=~"4.."}}'
+    return f"sum by ({_BY}) (rate({series}[{_duration(window_s)}]))"
+
+
 def signal_queries(config: QueryConfig) -> dict[Signal, str]:
     """The instant queries of one autoscaler loop, one per signal."""
     names = config.names
+    mix = {
+        signal: histogram_quantile(
+            names.prompt_tokens_bucket
+            if signal.value.startswith("prompt")
+            else names.generation_tokens_bucket,
+            quantile,
+            config.mix_window_s,
+        )
+        for signal, quantile in MIX_QUANTILES.items()
+    }
     return {
         Signal.waiting: gauge_sum(names.waiting, config.max_sample_age_s),
         Signal.running: gauge_sum(names.running, config.max_sample_age_s),
@@ -159,6 +231,9 @@ def signal_queries(config: QueryConfig) -> dict[Signal, str]:
         # Summed over the tier's replicas: the prefill load the tier carries.
         Signal.prompt_tokens_rate: counter_rate(names.prompt_tokens, config.rate_window_s),
         Signal.ready_replicas: replicas_reporting(names.running, config.max_sample_age_s),
+        Signal.generation_tokens_rate: counter_rate(names.generation_tokens, config.rate_window_s),
+        Signal.rejected_rate: rejected_rate(names, config.rate_window_s),
+        **mix,
     }
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from inferfleet.metrics.parse import ServiceKey, TierKey, VectorResult
 from inferfleet.metrics.queries import TTFT_BUCKETS_S, Signal
+from inferfleet.scaling.types import TokenQuantiles
 
 
 @dataclass(frozen=True)
@@ -23,6 +24,11 @@ class TierSignals:
     ready_replicas: int | None = None
     # Prompt tokens prefilled per second, summed over the tier's replicas.
     prompt_tokens_rps: float | None = None
+    generation_tokens_rps: float | None = None
+    rejected_rps: float | None = None  # 4xx answers per second
+    # Token-length percentiles over the mix window (None: no finished request).
+    prompt_tokens: TokenQuantiles | None = None
+    generation_tokens: TokenQuantiles | None = None
 
     @property
     def has_load_data(self) -> bool:
@@ -113,6 +119,15 @@ def sane(signals: TierSignals) -> TierSignals:
     )
 
 
+def _quantiles(values: list[float | None]) -> TokenQuantiles | None:
+    if any(value is None or value < 0 or math.isinf(value) for value in values):
+        return None
+    p50, p95, p99 = (float(value) for value in values if value is not None)
+    # histogram_quantile is monotone in the quantile; sorting guards a hand-made answer.
+    p50, p95, p99 = sorted((p50, p95, p99))
+    return TokenQuantiles(p50, p95, p99)
+
+
 def assemble(
     time_s: float,
     vectors: Mapping[Signal, VectorResult],
@@ -144,6 +159,22 @@ def assemble(
             request_rate_rps=_counter_rate(value(Signal.request_rate, key)),
             ready_replicas=None if ready is None else round(ready),
             prompt_tokens_rps=_counter_rate(value(Signal.prompt_tokens_rate, key)),
+            generation_tokens_rps=_counter_rate(value(Signal.generation_tokens_rate, key)),
+            rejected_rps=_counter_rate(value(Signal.rejected_rate, key)),
+            prompt_tokens=_quantiles(
+                [
+                    _number(value(Signal.prompt_tokens_p50, key)),
+                    _number(value(Signal.prompt_tokens_p95, key)),
+                    _number(value(Signal.prompt_tokens_p99, key)),
+                ]
+            ),
+            generation_tokens=_quantiles(
+                [
+                    _number(value(Signal.generation_tokens_p50, key)),
+                    _number(value(Signal.generation_tokens_p95, key)),
+                    _number(value(Signal.generation_tokens_p99, key)),
+                ]
+            ),
         )
     return SignalSnapshot(
         time_s=time_s,
@@ -160,6 +191,12 @@ def _round(value: float | None, digits: int) -> float | None:
     return None if value is None else round(value, digits)
 
 
+def _tokens(quantiles: TokenQuantiles | None) -> dict[str, float] | None:
+    if quantiles is None:
+        return None
+    return {"p50": round(quantiles.p50, 1), "p95": round(quantiles.p95, 1), "p99": round(quantiles.p99, 1)}
+
+
 def to_document(snapshot: SignalSnapshot) -> dict[str, Any]:
     """The `inferfleet signals -o json` document: services → tiers → signals."""
     services: dict[tuple[str, str], list[dict[str, Any]]] = {}
@@ -174,6 +211,10 @@ def to_document(snapshot: SignalSnapshot) -> dict[str, Any]:
                 "kvCacheUsage": _round(signals.kv_cache_usage, 4),
                 "requestRateRps": _round(signals.request_rate_rps, 4),
                 "promptTokensRps": _round(signals.prompt_tokens_rps, 1),
+                "generationTokensRps": _round(signals.generation_tokens_rps, 1),
+                "rejectedRps": _round(signals.rejected_rps, 4),
+                "promptTokens": _tokens(signals.prompt_tokens),
+                "generationTokens": _tokens(signals.generation_tokens),
                 "readyReplicas": signals.ready_replicas,
             }
         )

@@ -69,8 +69,13 @@ class EmulatedPod:
     """One vLLM replica's /metrics, as a PodMonitor would scrape it.
 
     `ttft_mix` lists (TTFT seconds, share of requests); requests finish and report
-    their TTFT at `rps`. Each request brings `prompt_tokens` prompt tokens, so the
-    `vllm:prompt_tokens_total` counter grows at `rps x prompt_tokens`.
+    their TTFT at `rps`. Each request brings `prompt_tokens` prompt tokens and
+    generates `output_tokens`, so `vllm:prompt_tokens_total` grows at `rps x
+    prompt_tokens` and `vllm:generation_tokens_total` at `rps x output_tokens`, and the
+    `request_prompt_tokens` / `request_generation_tokens` histograms (vLLM's 1-2-5
+    buckets up to `max_model_len`) count each request at those lengths. `rejected_rps`
+    requests a second are answered 400 by the HTTP layer (`http_requests_total`,
+    status `4xx`), as vLLM does for a prompt beyond max-model-len.
     `name_style="underscore"` exposes `vllm_…` names (the escaped form),
     `legacy_kv=True` the pre-0.9.2 `gpu_cache_usage_perc` name.
     """
@@ -91,8 +96,16 @@ class EmulatedPod:
     up: bool = True
     ttft_mix: tuple[tuple[float, float], ...] = ((0.05, 1.0),)
     prompt_tokens: float = 512.0
+    output_tokens: float = 128.0
+    rejected_rps: float = 0.0
+    max_model_len: int = 8192
     _finished: _Flow = field(default_factory=_Flow)
     _prompt: _Flow = field(default_factory=_Flow)
+    _generated: _Flow = field(default_factory=_Flow)
+    _rejected: _Flow = field(default_factory=_Flow)
+    # Token-length histogram observations banked when a length or the rate changed.
+    _banked_prompt: dict[int, float] = field(default_factory=dict)
+    _banked_output: dict[int, float] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     # Histogram observations banked when the TTFT mix or the rate last changed.
     _banked_buckets: list[float] = field(default_factory=lambda: [0.0] * (len(TTFT_BUCKETS_S) + 1))
@@ -117,10 +130,17 @@ class EmulatedPod:
         rps: float | None = None,
         ttft_mix: Sequence[tuple[float, float]] | None = None,
         prompt_tokens: float | None = None,
+        output_tokens: float | None = None,
+        rejected_rps: float | None = None,
         up: bool | None = None,
     ) -> None:
         with self._lock:
             new_rps = self._finished.rate_per_s if rps is None else rps
+            if rejected_rps is not None:
+                self.rejected_rps = rejected_rps
+                self._rejected.set_rate(rejected_rps, now_s)
+            if (prompt_tokens is not None or output_tokens is not None) and ttft_mix is None and rps is None:
+                self._bank(now_s)  # requests already finished keep the lengths they had
             if waiting is not None:
                 self.waiting = waiting
             if running is not None:
@@ -140,9 +160,35 @@ class EmulatedPod:
                 if prompt_tokens is not None:
                     self.prompt_tokens = prompt_tokens
                 self._prompt.set_rate(new_rps * self.prompt_tokens, now_s)
+            if output_tokens is not None or rps is not None:
+                if output_tokens is not None:
+                    self.output_tokens = output_tokens
+                self._generated.set_rate(new_rps * self.output_tokens, now_s)
+
+    def token_buckets(self) -> list[float]:
+        """vLLM's 1-2-5 bucket bounds up to max-model-len (build_1_2_5_buckets)."""
+        bounds: list[float] = []
+        base = 1
+        while base <= self.max_model_len:
+            bounds.extend(float(base * m) for m in (1, 2, 5) if base * m <= self.max_model_len)
+            base *= 10
+        return bounds
+
+    def _token_counts(self, banked: dict[int, float], tokens: float, count: float) -> list[float]:
+        bounds = self.token_buckets()
+        counts = [banked.get(index, 0.0) for index in range(len(bounds) + 1)]
+        counts[bisect.bisect_left(bounds, tokens)] += count
+        return counts
 
     def _bank(self, now_s: float) -> None:
         buckets, sum_s, count = self._since_bank(now_s)
+        bounds = self.token_buckets()
+        for banked, tokens in (
+            (self._banked_prompt, self.prompt_tokens),
+            (self._banked_output, self.output_tokens),
+        ):
+            index = bisect.bisect_left(bounds, tokens)
+            banked[index] = banked.get(index, 0.0) + count
         self._banked_buckets = [a + b for a, b in zip(self._banked_buckets, buckets, strict=True)]
         self._banked_sum_s += sum_s
         self._banked_count += count
@@ -171,6 +217,11 @@ class EmulatedPod:
             count = self._banked_count + fresh_count
             finished = self._finished.total + fresh_count
             prompt_tokens = self._prompt.value(now_s)
+            generated = self._generated.value(now_s)
+            rejected = self._rejected.value(now_s)
+            prompt_counts = self._token_counts(self._banked_prompt, self.prompt_tokens, fresh_count)
+            output_counts = self._token_counts(self._banked_output, self.output_tokens, fresh_count)
+            token_bounds = self.token_buckets()
             waiting, running, kv = self.waiting, self.running, self.kv_cache_usage
         labels = {"model_name": self.model_name, "engine": "0", **(extra_labels or {})}
 
@@ -205,6 +256,28 @@ class EmulatedPod:
                     "cache_dtype": "auto", "enable_prefix_caching": "True"}  # fmt: skip
             lines.append(f"# TYPE {self._name('vllm:cache_config_info')} gauge")
             lines.append(series("vllm:cache_config_info", 1.0, info))
+        lines += [
+            f"# TYPE {self._name('vllm:generation_tokens_total')} counter",
+            series("vllm:generation_tokens_total", float(generated)),
+        ]
+        for metric, counts in (
+            ("vllm:request_prompt_tokens", prompt_counts),
+            ("vllm:request_generation_tokens", output_counts),
+        ):
+            lines.append(f"# TYPE {self._name(metric)} histogram")
+            cumulative = 0.0
+            for bound, observed in zip((*token_bounds, float("inf")), counts, strict=True):
+                cumulative += observed
+                le = "+Inf" if bound == float("inf") else repr(bound)
+                lines.append(series(f"{metric}_bucket", cumulative, {"le": le}))
+            lines.append(series(f"{metric}_count", cumulative))
+        # The OpenAI server's own counter (prometheus-fastapi-instrumentator's names).
+        http = {"handler": "/v1/chat/completions", "method": "POST"}
+        lines += [
+            "# TYPE http_requests_total counter",
+            series("http_requests_total", float(finished), {**http, "status": "2xx"}),
+            series("http_requests_total", float(rejected), {**http, "status": "4xx"}),
+        ]
         return lines
 
 

@@ -58,5 +58,7 @@ def condition_transitions(
 
 
 def pruned(tiers: Sequence[str]) -> list[Event]:
-    return [Event("Normal", REASON_PRUNED, f"tier {tier} removed from the spec; its objects were deleted")
-            for tier in tiers]
+    return [
+        Event("Normal", REASON_PRUNED, f"tier {tier} removed from the spec; its objects were deleted")
+        for tier in tiers
+    ]

@@ -72,8 +72,13 @@ def set_condition(
             entry["observedGeneration"] = generation
         out.append(entry)
     if not found:
-        entry = {"type": type_, "status": status, "reason": reason, "message": message,
-                 "lastTransitionTime": now}
+        entry = {
+            "type": type_,
+            "status": status,
+            "reason": reason,
+            "message": message,
+            "lastTransitionTime": now,
+        }
         if generation is not None:
             entry["observedGeneration"] = generation
         out.append(entry)
@@ -96,8 +101,11 @@ def tier_replicas(result: PassResult) -> list[dict[str, Any]]:
     order = [tier.name for tier in result.plan.tiers] if result.plan is not None else []
     order += sorted(set(result.workloads) - set(order))
     return [
-        {"tier": tier, "desired": replicas_of(result.workloads[tier]) or 0,
-         "ready": ready_replicas_of(result.workloads[tier])}
+        {
+            "tier": tier,
+            "desired": replicas_of(result.workloads[tier]) or 0,
+            "ready": ready_replicas_of(result.workloads[tier]),
+        }
         for tier in order
         if tier in result.workloads
     ]

@@ -65,7 +65,13 @@ OBJECT_CONTRIBUTORS: tuple[ObjectContributor, ...] = (cache_objects.precache_obj
 # Apply order: what others point at first (Services, budgets), the pre-cache (so weights
 # start moving before replicas wait for them), then the workloads.
 KIND_ORDER = (
-    "Service", "PodDisruptionBudget", "PodMonitor", "DaemonSet", "Job", "Deployment", "LeaderWorkerSet",
+    "Service",
+    "PodDisruptionBudget",
+    "PodMonitor",
+    "DaemonSet",
+    "Job",
+    "Deployment",
+    "LeaderWorkerSet",
 )
 
 

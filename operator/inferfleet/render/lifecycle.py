@@ -159,6 +159,12 @@ def worker_readiness_probe() -> dict[str, Any]:
 
 
 def pre_stop(service: InferenceService, port: int) -> dict[str, Any]:
-    command = ["python3", "-c", DRAIN_SCRIPT, str(port), str(drain_budget_s(service)),
-               str(ENDPOINT_PROPAGATION_S)]
+    command = [
+        "python3",
+        "-c",
+        DRAIN_SCRIPT,
+        str(port),
+        str(drain_budget_s(service)),
+        str(ENDPOINT_PROPAGATION_S),
+    ]
     return {"exec": {"command": command}}

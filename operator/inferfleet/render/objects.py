@@ -28,8 +28,12 @@ def owner_reference(service: InferenceService) -> dict[str, str] | None:
     """The InferenceService as controller owner; None when rendering a file (no uid yet)."""
     if not service.metadata.uid:
         return None
-    return {"apiVersion": labels.API_VERSION, "kind": labels.KIND, "name": service.name,
-            "uid": service.metadata.uid}
+    return {
+        "apiVersion": labels.API_VERSION,
+        "kind": labels.KIND,
+        "name": service.name,
+        "uid": service.metadata.uid,
+    }
 
 
 _canonical = json.JSONEncoder(sort_keys=True, separators=(",", ":")).encode

@@ -55,8 +55,15 @@ def _lora_args(service: InferenceService, source: ModelSource) -> list[str]:
     max_loras = service.spec.model.max_simultaneous_adapters or len(adapters)
     cached = dict(source.lora_paths)
     modules = [f"{a.name}={cached.get(a.name) or _lora_path(a.source)}" for a in adapters]
-    return ["--enable-lora", "--max-loras", str(max_loras), "--max-lora-rank", str(rank),
-            "--lora-modules", *modules]
+    return [
+        "--enable-lora",
+        "--max-loras",
+        str(max_loras),
+        "--max-lora-rank",
+        str(rank),
+        "--lora-modules",
+        *modules,
+    ]
 
 
 def _speculative_args(service: InferenceService) -> list[str]:
@@ -80,8 +87,7 @@ def _toggle(flag: str, on: bool) -> str:
 def vllm_args(service: InferenceService, tier: TierPlan, source: ModelSource) -> list[str]:
     """Positional model plus every planned flag, in a fixed order (stable pod templates)."""
     serving = service.spec.serving
-    args = [source.model_arg, "--served-model-name", served_model_name(service),
-            "--port", str(HTTP_PORT)]
+    args = [source.model_arg, "--served-model-name", served_model_name(service), "--port", str(HTTP_PORT)]
     if source.revision:
         args += ["--revision", source.revision]
     if source.download_dir:
@@ -89,8 +95,10 @@ def vllm_args(service: InferenceService, tier: TierPlan, source: ModelSource) ->
     if source.load_format:
         args += ["--load-format", source.load_format]
     args += [
-        "--tensor-parallel-size", str(tier.tensor_parallel_size),
-        "--pipeline-parallel-size", str(tier.pipeline_parallel_size),
+        "--tensor-parallel-size",
+        str(tier.tensor_parallel_size),
+        "--pipeline-parallel-size",
+        str(tier.pipeline_parallel_size),
     ]
     if tier.dtype != "auto":
         args += ["--dtype", tier.dtype]
@@ -101,11 +109,16 @@ def vllm_args(service: InferenceService, tier: TierPlan, source: ModelSource) ->
     if kv_dtype:
         args += ["--kv-cache-dtype", kv_dtype]
     args += [
-        "--gpu-memory-utilization", f"{tier.gpu_memory_utilization:g}",
-        "--max-model-len", str(tier.max_model_len),
-        "--max-num-seqs", str(tier.max_num_seqs),
-        "--max-num-batched-tokens", str(tier.max_num_batched_tokens),
-        "--block-size", str(tier.block_size),
+        "--gpu-memory-utilization",
+        f"{tier.gpu_memory_utilization:g}",
+        "--max-model-len",
+        str(tier.max_model_len),
+        "--max-num-seqs",
+        str(tier.max_num_seqs),
+        "--max-num-batched-tokens",
+        str(tier.max_num_batched_tokens),
+        "--block-size",
+        str(tier.block_size),
     ]
     prefix_caching = tier.prefix_caching and (serving is None or serving.prefix_caching)
     chunked_prefill = tier.chunked_prefill and (serving is None or serving.chunked_prefill)

@@ -14,11 +14,18 @@ from inferfleet.scaling.baselines import (
     reactive_util,
     static_peak,
 )
-from inferfleet.scaling.config import figures_from_plan, mean_input_tokens, resolve_policy
+from inferfleet.scaling.config import (
+    figures_from_plan,
+    mean_input_tokens,
+    mean_output_tokens,
+    replan_mode,
+    resolve_policy,
+)
 from inferfleet.scaling.forecast import Forecast, ForecastConfig, forecast
 from inferfleet.scaling.placement import Placement, TierSlot, place
 from inferfleet.scaling.policy import decide
 from inferfleet.scaling.types import (
+    SIGNAL_ESCALATION,
     SIGNAL_HOLD,
     SIGNAL_PREDICTIVE,
     SIGNAL_REACTIVE,
@@ -36,10 +43,12 @@ from inferfleet.scaling.types import (
     TierRecommendation,
     TierSignals,
     TierState,
+    TokenQuantiles,
 )
 
 __all__ = [
     "POLICIES",
+    "SIGNAL_ESCALATION",
     "SIGNAL_HOLD",
     "SIGNAL_PREDICTIVE",
     "SIGNAL_REACTIVE",
@@ -62,14 +71,17 @@ __all__ = [
     "TierSignals",
     "TierSlot",
     "TierState",
+    "TokenQuantiles",
     "decide",
     "figures_from_plan",
     "forecast",
     "mean_input_tokens",
+    "mean_output_tokens",
     "place",
     "policy_function",
     "queue_only",
     "reactive_util",
+    "replan_mode",
     "resolve_policy",
     "static_peak",
 ]

@@ -7,6 +7,8 @@ spec change, so every tick reads one flat `PolicyConfig`.
 
 from __future__ import annotations
 
+from typing import Literal
+
 from inferfleet.api.plan import TierPlan
 from inferfleet.api.spec import InferenceServiceSpec, TierSpec
 from inferfleet.api.spec import ScaleBehavior as SpecBehavior
@@ -86,6 +88,7 @@ def resolve_policy(settings: OperatorSettings, spec: InferenceServiceSpec) -> Po
             else settings.sync_period_s
         ),
         headroom=float(scaling.headroom if scaling and scaling.headroom is not None else settings.headroom),
+        headroom_mode=_headroom_mode(settings, spec),
         queue_depth_per_replica=float(queue_depth),
         predictive_enabled=(
             predictive.enabled
@@ -117,14 +120,42 @@ def resolve_policy(settings: OperatorSettings, spec: InferenceServiceSpec) -> Po
     )
 
 
+def _headroom_mode(settings: OperatorSettings, spec: InferenceServiceSpec) -> Literal["measured", "fixed"]:
+    scaling = spec.scaling
+    if scaling is not None and scaling.headroom_mode is not None:
+        return scaling.headroom_mode
+    if scaling is not None and scaling.headroom is not None:
+        return "fixed"  # a headroom written into the spec is the share the team wants, as it is
+    return settings.headroom_mode
+
+
+def replan_mode(settings: OperatorSettings, spec: InferenceServiceSpec) -> Literal["advise", "auto"]:
+    """Whether a WorkloadDrift only advises (the default) or also re-plans."""
+    scaling = spec.scaling
+    if scaling is not None and scaling.replan is not None:
+        return scaling.replan
+    return settings.replan
+
+
 def mean_input_tokens(spec: InferenceServiceSpec) -> float:
     """The declared mean prompt length, as the planner estimates it."""
     tokens = spec.workload.input_tokens
     return mean_tokens(tokens.p50, tokens.p95)
 
 
-def figures_from_plan(tier_plan: TierPlan, mean_input_tokens: float | None = None) -> TierFigures:
-    """The handful of plan figures the policy and the simulator use."""
+def mean_output_tokens(spec: InferenceServiceSpec) -> float:
+    """The declared mean output length, as the planner estimates it."""
+    tokens = spec.workload.output_tokens
+    return mean_tokens(tokens.p50, tokens.p95)
+
+
+def figures_from_plan(
+    tier_plan: TierPlan,
+    mean_input_tokens: float | None = None,
+    mean_output_tokens: float | None = None,
+) -> TierFigures:
+    """The handful of plan figures the policy and the simulator use; the declared means
+    are the prior the request mix the engines report replaces."""
     performance = tier_plan.performance
     slots = tier_plan.concurrency_at_p95 if tier_plan.concurrency_at_p95 > 0 else tier_plan.max_concurrency
     if tier_plan.max_num_seqs > 0:
@@ -142,4 +173,6 @@ def figures_from_plan(tier_plan: TierPlan, mean_input_tokens: float | None = Non
         decode_step_per_seq_ms=performance.decode_step_per_seq_ms if performance else 0.0,
         prefill_tokens_per_s=performance.prefill_tokens_per_second if performance else 0.0,
         mean_input_tokens=mean_input_tokens,
+        mean_output_tokens=mean_output_tokens,
+        max_model_len=int(tier_plan.max_model_len),
     )

@@ -1,17 +1,23 @@
 """The inferfleet policy: `decide(ctx, state) -> (recommendation, state)`.
 
-Per tier, the target is the largest of four signals:
+Per tier, the target is the largest of five signals:
 
 - warm minimum: `minReplicas`, always held (field guide 9.2: the warm minimum "is the
   premium you pay for responsive scaling");
 - predictive: the forecast rate at now + lead time (the tier's cold start plus a
-  margin) plus headroom, divided by the tier's learned capacity and placed across
-  tiers by cost;
-- reactive: the queue and TTFT against the SLO, the signals production teams scale
+  margin) plus headroom (scaling.headroom: the forecaster's measured error), divided
+  by the tier's capacity for the traffic it really gets (the plan's usable RPS rescaled
+  to the request mix the engines report, scaling.mix, and corrected by what Little's
+  law measures) and placed across tiers by cost;
+- reactive: the queue, TTFT and busy batch slots, the signals production teams scale
   on (production-lessons article: queue depth and TTFT, not CPU). A queue above its
-  allowance sizes the tier for the arrival rate plus the backlog still left when a
-  new replica is Ready, so the step grows with the breach; a TTFT p99 breach with
-  requests waiting multiplies the Ready replicas by the breach ratio (at most x2);
+  allowance sizes the tier for its arrivals plus the backlog still left when a new
+  replica is Ready, so the step grows with the breach; a TTFT p99 breach with requests
+  waiting multiplies the Ready replicas by the breach ratio (at most x2); slots nearly
+  all busy size the tier back to a target share;
+- escalation: a queue that keeps growing, or a TTFT p99 above the SLO with requests
+  waiting, for ESCALATE_AFTER_S raises the tier whatever the forecast, the plan or the
+  learned capacity say, and again after each lead time while it lasts;
 - scheduled: pre-warm windows from the spec, opened one lead time early.
 
 Scale-up applies at once. Scale-down is slow and safe: the target must stay low for
@@ -25,14 +31,17 @@ on the next tier.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from inferfleet.scaling import cron
+from inferfleet.scaling import cron, mix
+from inferfleet.scaling import headroom as headroom_rules
 from inferfleet.scaling.forecast import Forecast, ForecastConfig, forecast
 from inferfleet.scaling.placement import Placement, TierSlot, place
 from inferfleet.scaling.types import (
+    SIGNAL_ESCALATION,
     SIGNAL_HOLD,
     SIGNAL_PREDICTIVE,
     SIGNAL_REACTIVE,
@@ -62,6 +71,13 @@ BACKLOG_DRAIN_S = 120.0
 # more replicas would not have helped.
 TTFT_LOAD_EVIDENCE = 0.8
 TTFT_MAX_STEP_RATIO = 2.0
+# The p99 is read over this window (the live loop's 2-minute rate window): a p99 taken
+# sooner after new replicas became Ready still remembers the minutes before them.
+TTFT_WINDOW_S = 120.0
+# Batch slots this full say the tier is at its real capacity; it is sized back to the
+# target share (Kubernetes HPA on the same utilization would aim at 70 %).
+OCCUPANCY_HIGH = 0.85
+OCCUPANCY_TARGET = 0.75
 REACTIVE_MAX_ADD = 4
 # A tier that asked for replicas and saw no new one Ready for this long (at least
 # twice its lead time) is failing (no GPU nodes, image pull errors): skip it for a while.
@@ -95,6 +111,17 @@ CAPACITY_MAX = 4.0
 CAPACITY_EVIDENCE_LOAD = 0.7
 # Slots this full while carrying no more than the estimate count as a breach.
 CAPACITY_SLOT_FULL = 0.8
+# Escalation, the floor no forecast or capacity estimate can out-vote: a queue that keeps
+# growing past its allowance, or a TTFT p99 above the SLO with requests waiting, for
+# ESCALATE_AFTER_S raises the tier. It raises it again after each lead time (cold start
+# plus margin: the replicas asked for must have had time to become Ready) for as long
+# as the breach lasts, so a sustained breach meets a scale-up within ESCALATE_AFTER_S
+# plus one sync period, or within one lead time of replicas already on their way.
+ESCALATE_AFTER_S = 30.0
+# Each escalation sizes the tier by how much more arrives than the Ready replicas serve
+# (at saturation, what they serve is their capacity, whatever the plan says), at least
+# one replica more and at most double (HPA's default scale-up policy).
+ESCALATE_MAX_RATIO = 2.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +134,8 @@ class _TierInputs:
     lead_s: float
     max_replicas: int
     failing: bool
-    usable_rps: float  # the plan's figure times the learned capacity factor
+    usable_rps: float  # the plan's figure rescaled to the observed mix and learned capacity
+    dt_s: float  # since the previous decision
 
 
 def tier_policy_of(config: PolicyConfig, name: str) -> TierPolicy:
@@ -168,10 +196,6 @@ def _queue_allowance(config: PolicyConfig, usable_rps: float) -> float:
     return max(1.0, min(config.queue_depth_per_replica, config.ttft_target_ms / 1000.0 * usable_rps))
 
 
-def _average(previous: float | None, sample: float, weight: float) -> float:
-    return sample if previous is None else previous + weight * (sample - previous)
-
-
 def _measured_capacity_rps(state: TierState, figures: TierFigures, ready: int) -> float | None:
     """Requests/s one replica takes at its target batch, from Little's law and the
     roofline; None while there is too little load to measure a hold time."""
@@ -186,14 +210,13 @@ def _measured_capacity_rps(state: TierState, figures: TierFigures, ready: int) -
     step_target_ms = figures.decode_step_base_ms + figures.decode_step_per_seq_ms * batch_target
     if step_now_ms > 0.0:
         hold_s *= step_target_ms / step_now_ms
-    # Prefill seconds per request on one replica: observed prompt sizes when there are,
-    # the declared mean until then.
+    # Prefill seconds per request on one replica: the observed mean prompt once there is
+    # evidence, the declared one until then.
     prefill_s = 0.0
     if figures.prefill_tokens_per_s > 0.0:
-        if state.prompt_tokens_avg is not None:
-            prefill_s = state.prompt_tokens_avg / rate / figures.prefill_tokens_per_s
-        elif figures.mean_input_tokens:
-            prefill_s = figures.mean_input_tokens / figures.prefill_tokens_per_s
+        prompt = mix.mean_prompt_tokens(state, figures)
+        if prompt:
+            prefill_s = prompt / figures.prefill_tokens_per_s
     if prefill_s <= 0.0:
         return batch_target / hold_s
     # hold(x) = base / (1 - x*prefill_s), base being the hold free of prefill's share;
@@ -205,13 +228,20 @@ def _measured_capacity_rps(state: TierState, figures: TierFigures, ready: int) -
 
 
 def _learn_capacity(
-    state: TierState, tier: TierContext, ready: int | None, config: PolicyConfig, dt_s: float
+    state: TierState,
+    tier: TierContext,
+    ready: int | None,
+    config: PolicyConfig,
+    *,
+    dt_s: float,
+    prior_rps: float,
 ) -> float:
-    """Update and return the tier's capacity factor from what its load and latency show."""
+    """Update and return the tier's capacity factor: how far the engines' measured
+    capacity sits from `prior_rps`, the plan's usable RPS rescaled to the observed mix."""
     factor = state.capacity_factor
     signals = tier.signals
     figures = tier.figures
-    usable = figures.usable_rps
+    usable = prior_rps
     if (
         ready is None
         or ready <= 0
@@ -221,13 +251,10 @@ def _learn_capacity(
     ):
         return factor
     weight = min(1.0, dt_s / CAPACITY_AVG_S)
-    state.rate_avg = _average(state.rate_avg, signals.request_rate_rps, weight)
-    if signals.prompt_tokens_rps is not None:
-        state.prompt_tokens_avg = _average(state.prompt_tokens_avg, signals.prompt_tokens_rps, weight)
     if signals.running is not None and figures.max_concurrency > 0:
-        state.running_avg = _average(state.running_avg, signals.running, weight)
+        state.running_avg = mix.average(state.running_avg, signals.running, weight)
         sample = signals.running / (ready * figures.max_concurrency)
-        state.slot_use_avg = _average(state.slot_use_avg, sample, weight)
+        state.slot_use_avg = mix.average(state.slot_use_avg, sample, weight)
     load = signals.request_rate_rps / ready / (usable * factor)
     p99 = signals.ttft_p99_ms
     allowance = _queue_allowance(config, usable * factor)
@@ -292,7 +319,7 @@ def _scheduled(
     return targets
 
 
-def _reactive(tier: _TierInputs, config: PolicyConfig) -> tuple[int, str]:
+def _reactive(tier: _TierInputs, config: PolicyConfig, state: TierState, now_s: float) -> tuple[int, str]:
     """Target from the queue and TTFT; 0 when neither is in breach."""
     signals = tier.ctx.signals
     ready = tier.ready or 0
@@ -304,7 +331,7 @@ def _reactive(tier: _TierInputs, config: PolicyConfig) -> tuple[int, str]:
     why = ""
     waiting = signals.waiting
     excess = waiting - allowance * ready
-    arrivals = signals.request_rate_rps
+    arrivals = _arrivals_rps(tier, state, config.sync_period_s)
     if arrivals is None:
         # Without an arrival rate, assume the Ready replicas run at their usable rate.
         arrivals = ready * usable
@@ -328,11 +355,85 @@ def _reactive(tier: _TierInputs, config: PolicyConfig) -> tuple[int, str]:
     # already absorbed: only a queue now, with arrivals near what the Ready replicas
     # carry, says more replicas would still help.
     loaded = ready > 0 and waiting > 0 and arrivals >= TTFT_LOAD_EVIDENCE * usable * ready
-    if target == 0 and loaded and p99 is not None and p99 > config.ttft_target_ms:
+    settled = _ttft_settled(tier, state, now_s)
+    if target == 0 and loaded and settled and p99 is not None and p99 > config.ttft_target_ms:
         ratio = min(TTFT_MAX_STEP_RATIO, p99 / config.ttft_target_ms)
         target = max(ready + 1, math.ceil(ready * ratio - 1e-9))
         why = f"TTFT p99 {p99:.0f} ms > {config.ttft_target_ms:.0f} ms"
+    # Busy slots are what the engines serve, whatever the plan says a replica can: a tier
+    # whose batches are nearly full is at its capacity for the traffic it really gets.
+    running = signals.running
+    slots = tier.ctx.figures.max_concurrency
+    if target == 0 and running is not None and ready > 0 and slots > 0:
+        occupancy = running / (ready * slots)
+        if occupancy > OCCUPANCY_HIGH:
+            needed = math.ceil(running / (slots * OCCUPANCY_TARGET) - 1e-9)
+            target = min(max(ready + 1, needed), max(2 * ready, ready + REACTIVE_MAX_ADD))
+            why = f"{occupancy:.0%} of the batch slots busy"
     return target, why
+
+
+def _ttft_settled(tier: _TierInputs, state: TierState, now_s: float) -> bool:
+    """Whether the TTFT p99 can show the last scale-up: its replicas are Ready and the
+    p99's window no longer holds only the minutes before them."""
+    last = state.last_scale_up_s
+    return last is None or now_s - last >= tier.ctx.figures.cold_start_s + TTFT_WINDOW_S
+
+
+def _arrivals_rps(tier: _TierInputs, state: TierState, period_s: float) -> float | None:
+    """Arrivals into the tier: what the engines take on plus what piles up in the queue
+    (vLLM counts requests it serves; a growing queue is demand it has not reached). The
+    growth is taken over at least one sync period: two readings a moment apart are noise."""
+    signals = tier.ctx.signals
+    if signals.request_rate_rps is None:
+        return None
+    growth = 0.0
+    if signals.waiting is not None and state.last_waiting is not None:
+        growth = max(0.0, (signals.waiting - state.last_waiting) / max(tier.dt_s, period_s, 1e-9))
+    return signals.request_rate_rps + growth
+
+
+def _escalation(tier: _TierInputs, state: TierState, config: PolicyConfig, now_s: float) -> tuple[int, str]:
+    """The escalation target (0: none) and why; updates the tier's breach tracking."""
+    signals = tier.ctx.signals
+    waiting = signals.waiting
+    ready = tier.ready
+    if waiting is None or ready is None or tier.missing:
+        state.breach_since_s = state.breach_waiting = None
+        return 0, ""
+    p99 = signals.ttft_p99_ms
+    ttft_breach = (
+        waiting > 0 and p99 is not None and p99 > config.ttft_target_ms and _ttft_settled(tier, state, now_s)
+    )
+    queue_limit = config.queue_depth_per_replica * max(1, ready)
+    reference = state.breach_waiting if state.breach_since_s is not None else state.last_waiting
+    growing = waiting > queue_limit and reference is not None and waiting > reference
+    if not (ttft_breach or growing):
+        state.breach_since_s = state.breach_waiting = None
+        return 0, ""
+    if state.breach_since_s is None:
+        state.breach_since_s = now_s
+        state.breach_waiting = waiting
+    if now_s - state.breach_since_s < ESCALATE_AFTER_S:
+        return 0, ""
+    starting = tier.current > ready
+    recent_up = state.last_scale_up_s is not None and now_s - state.last_scale_up_s < tier.lead_s
+    if starting and recent_up:
+        return 0, ""  # replicas asked for are still in their cold start: let them land
+    served = signals.request_rate_rps
+    arrivals = _arrivals_rps(tier, state, config.sync_period_s)
+    ratio = ESCALATE_MAX_RATIO
+    if served is not None and arrivals is not None and served > 0.0:
+        ratio = min(ESCALATE_MAX_RATIO, arrivals / served * (1.0 + config.headroom))
+    base = max(tier.current, ready)
+    target = max(base + 1, math.ceil(ready * ratio - 1e-9))
+    since = now_s - state.breach_since_s
+    what = (
+        f"TTFT p99 {p99:.0f} ms > {config.ttft_target_ms:.0f} ms"
+        if ttft_breach and p99 is not None
+        else f"queue growing to {waiting:.0f}"
+    )
+    return target, f"escalation: {what} with {waiting:.0f} waiting for {since:.0f} s"
 
 
 def push_window(
@@ -421,7 +522,12 @@ def decide(ctx: ScalingContext, state: ScalingState | None = None) -> tuple[Reco
         dt_s = (
             config.sync_period_s if state.last_decision_s is None else max(0.0, now - state.last_decision_s)
         )
-        factor = _learn_capacity(tier_state, tier, signals.ready_replicas, config, dt_s)
+        mix.observe(tier_state, signals, dt_s)
+        mix_factor = mix.update_mix_factor(tier_state, tier.figures, dt_s)
+        prior_rps = tier.figures.usable_rps * mix_factor
+        factor = _learn_capacity(
+            tier_state, tier, signals.ready_replicas, config, dt_s=dt_s, prior_rps=prior_rps
+        )
         tiers.append(
             _TierInputs(
                 ctx=tier,
@@ -432,7 +538,8 @@ def decide(ctx: ScalingContext, state: ScalingState | None = None) -> tuple[Reco
                 lead_s=lead_s,
                 max_replicas=max_replicas_of(tier, policy),
                 failing=failing,
-                usable_rps=tier.figures.usable_rps * factor,
+                usable_rps=prior_rps * factor,
+                dt_s=dt_s,
             )
         )
 
@@ -441,6 +548,9 @@ def decide(ctx: ScalingContext, state: ScalingState | None = None) -> tuple[Reco
     fc: Forecast | None = None
     demand = demand_now
     history = ctx.rate_history_rps
+    headroom_rules.check_forecasts(state, now, history, config.headroom)
+    # This decision's headroom: the forecaster's measured error (or the fixed share).
+    config = dataclasses.replace(config, headroom=headroom_rules.headroom(config, state))
     if config.predictive_enabled and history:
         lead_s = max((t.lead_s for t in tiers if t.ctx.figures.feasible), default=0.0)
         fc = forecast(history, lead_s / 60.0, _forecast_config(config))
@@ -449,6 +559,9 @@ def decide(ctx: ScalingContext, state: ScalingState | None = None) -> tuple[Reco
             # last-minute rate on top would chase sub-minute bursts that are over long
             # before a replica could start (the reactive path owns those).
             demand = fc.rate_rps
+            if fc.method != "interrupted":  # a deliberate hold, not a prediction
+                headroom_rules.file_forecast(state, now, lead_s, fc.rate_rps)
+    measured = " (measured)" if config.headroom_mode == "measured" else ""
     interrupted = (
         "; traffic stopped dead, the level from before is held (interrupted)"
         if fc is not None and fc.method == "interrupted"
@@ -506,12 +619,16 @@ def decide(ctx: ScalingContext, state: ScalingState | None = None) -> tuple[Reco
                 reasons[SIGNAL_PREDICTIVE] = (
                     f"{placement.rps.get(name, 0.0):.2f} req/s placed here "
                     f"(demand {demand or 0.0:.2f} req/s at +{t.lead_s:.0f} s, "
-                    f"+{config.headroom:.0%} headroom{interrupted})"
+                    f"+{config.headroom:.0%} headroom{measured}{interrupted})"
                 )
-            reactive, why = _reactive(t, config)
+            reactive, why = _reactive(t, config, tier_state, now)
             if reactive:
                 targets[SIGNAL_REACTIVE] = reactive
                 reasons[SIGNAL_REACTIVE] = why
+            escalation, why = _escalation(t, tier_state, config, now)
+            if escalation:
+                targets[SIGNAL_ESCALATION] = escalation
+                reasons[SIGNAL_ESCALATION] = why
         if name in scheduled:
             targets[SIGNAL_SCHEDULED] = scheduled[name]
             reasons[SIGNAL_SCHEDULED] = f"pre-warm window holds {scheduled[name]}"
@@ -597,4 +714,5 @@ _PRIORITY = {
     SIGNAL_SCHEDULED: 2,
     SIGNAL_PREDICTIVE: 3,
     SIGNAL_REACTIVE: 4,
+    SIGNAL_ESCALATION: 5,
 }

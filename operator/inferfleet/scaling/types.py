@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, Literal
 
 CapacityType = Literal["on-demand", "spot"]
@@ -26,6 +26,7 @@ SIGNAL_WARM_MINIMUM = "warmMinimum"
 SIGNAL_PREDICTIVE = "predictive"
 SIGNAL_REACTIVE = "reactive"
 SIGNAL_SCHEDULED = "scheduled"
+SIGNAL_ESCALATION = "escalation"
 SIGNAL_HOLD = "hold"
 
 STATE_VERSION = 1
@@ -88,7 +89,10 @@ class PolicyConfig:
     ttft_target_ms: float
     mode: Literal["active", "advisory"] = "active"
     sync_period_s: float = 15.0
+    # The prior (and, in `fixed` mode, the whole) share kept above forecast demand;
+    # `measured` follows the forecaster's measured error (scaling.headroom).
     headroom: float = 0.2
+    headroom_mode: Literal["measured", "fixed"] = "measured"
     queue_depth_per_replica: float = 4.0
     predictive_enabled: bool = True
     history_window_hours: float = 336.0
@@ -129,8 +133,30 @@ class TierFigures:
     decode_step_base_ms: float = 0.0
     decode_step_per_seq_ms: float = 0.0
     prefill_tokens_per_s: float = 0.0
-    # The declared mean prompt, used until prompt tokens are observed; None: unknown.
+    # The declared mean prompt and output, used until the engines report the real mix;
+    # None: unknown.
     mean_input_tokens: float | None = None
+    mean_output_tokens: float | None = None
+    # The deployed --max-model-len: vLLM answers a longer prompt with HTTP 400 (0: unknown).
+    max_model_len: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class TokenQuantiles:
+    """p50 / p95 / p99 of a token-length histogram (vllm:request_prompt_tokens and
+    vllm:request_generation_tokens, by histogram_quantile over the mix window)."""
+
+    p50: float
+    p95: float
+    p99: float
+
+    def as_list(self) -> list[float]:
+        return [self.p50, self.p95, self.p99]
+
+    @classmethod
+    def from_list(cls, values: Sequence[float]) -> TokenQuantiles:
+        p50, p95, p99 = (float(v) for v in values)
+        return cls(p50, p95, p99)
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,10 +168,21 @@ class TierSignals:
     waiting: float | None = None  # requests queued (vllm:num_requests_waiting, summed)
     running: float | None = None  # requests in flight (vllm:num_requests_running, summed)
     ttft_p99_ms: float | None = None  # over the last window; None also when no request finished
-    request_rate_rps: float | None = None  # arrivals into this tier over the last minute
+    # Requests the engines took on over the last minute (vllm:request_success_total): a
+    # saturated tier serves less than arrives, the queue holds the rest.
+    request_rate_rps: float | None = None
     # Prompt tokens prefilled per second (rate of vllm:prompt_tokens_total), summed over
     # the tier: with the plan's prefill throughput, how busy prefill keeps the replicas.
     prompt_tokens_rps: float | None = None
+    # Output tokens per second (rate of vllm:generation_tokens_total), summed over the tier:
+    # with the request rate, the mean output the engines really produce.
+    generation_tokens_rps: float | None = None
+    # Requests the replicas answered with a 4xx (http_requests_total): prompts longer
+    # than max-model-len never reach the engine, so only the HTTP layer counts them.
+    rejected_rps: float | None = None
+    # Token-length percentiles of the requests the engines finished over the mix window.
+    prompt_tokens: TokenQuantiles | None = None
+    generation_tokens: TokenQuantiles | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,7 +218,11 @@ class ScalingContext:
 
 @dataclass(slots=True)
 class TierState:
-    """Per-tier memory of the policy. Mutable on purpose: decide() copies it first."""
+    """Per-tier memory of the policy. Mutable on purpose: decide() copies it first.
+
+    Persisted as camelCase keys of the field names (`to_dict`), a field at its default
+    left out, so old states read back unchanged and new fields start at their defaults.
+    """
 
     # (time, target) pairs kept for the scale-down stabilization window, as a
     # monotonically decreasing deque so the window maximum is the first element.
@@ -197,7 +238,8 @@ class TierState:
     failing_until_s: float | None = None
     # Reactive-policy memory (baselines use it for their own windows).
     last_waiting: float | None = None
-    # Learned correction of the plan's usable RPS (1 = trust the plan).
+    # Learned correction of the plan's usable RPS beyond what the request mix explains
+    # (1 = trust the roofline).
     capacity_factor: float = 1.0
     breach_streak: int = 0
     # Busy slots / (Ready replicas x concurrency), averaged over a few minutes: one
@@ -208,75 +250,65 @@ class TierState:
     running_avg: float | None = None
     rate_avg: float | None = None
     prompt_tokens_avg: float | None = None  # prompt tokens/s into the tier, averaged
+    generation_tokens_avg: float | None = None  # output tokens/s, averaged
+    rejected_avg: float | None = None  # 4xx answers/s, averaged
+    # The request mix the engines report (see scaling.mix): mean prompt and output per
+    # request, how many requests that rests on, and the plan's capacity rescaled to it.
+    mix_requests: float = 0.0
+    mix_factor: float = 1.0
+    prompt_quantiles: list[float] | None = None  # [p50, p95, p99], the last reading
+    output_quantiles: list[float] | None = None
+    # Escalation (scaling.policy): since when queue or TTFT has been in breach, and the
+    # queue when it started.
+    breach_since_s: float | None = None
+    breach_waiting: float | None = None
 
     def copy(self) -> TierState:
-        return TierState(
-            recent_targets=list(self.recent_targets),
-            observed_since_s=self.observed_since_s,
-            last_scale_up_s=self.last_scale_up_s,
-            last_scale_down_s=self.last_scale_down_s,
-            last_desired=self.last_desired,
-            pending_since_s=self.pending_since_s,
-            pending_ready=self.pending_ready,
-            failing_until_s=self.failing_until_s,
-            last_waiting=self.last_waiting,
-            capacity_factor=self.capacity_factor,
-            breach_streak=self.breach_streak,
-            slot_use_avg=self.slot_use_avg,
-            running_avg=self.running_avg,
-            rate_avg=self.rate_avg,
-            prompt_tokens_avg=self.prompt_tokens_avg,
-        )
+        clone = TierState(**{name: getattr(self, name) for name in _TIER_FIELDS})
+        clone.recent_targets = list(self.recent_targets)
+        if self.prompt_quantiles is not None:
+            clone.prompt_quantiles = list(self.prompt_quantiles)
+        if self.output_quantiles is not None:
+            clone.output_quantiles = list(self.output_quantiles)
+        return clone
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {"recentTargets": [[t, n] for t, n in self.recent_targets]}
-        for key, value in (
-            ("observedSinceS", self.observed_since_s),
-            ("lastScaleUpS", self.last_scale_up_s),
-            ("lastScaleDownS", self.last_scale_down_s),
-            ("lastDesired", self.last_desired),
-            ("pendingSinceS", self.pending_since_s),
-            ("failingUntilS", self.failing_until_s),
-            ("lastWaiting", self.last_waiting),
-            ("slotUseAvg", self.slot_use_avg),
-            ("runningAvg", self.running_avg),
-            ("rateAvg", self.rate_avg),
-            ("promptTokensAvg", self.prompt_tokens_avg),
-        ):
-            if value is not None:
-                data[key] = value
-        if self.pending_ready:
-            data["pendingReady"] = self.pending_ready
-        if self.capacity_factor != 1.0:
-            data["capacityFactor"] = self.capacity_factor
-        if self.breach_streak:
-            data["breachStreak"] = self.breach_streak
+        for name, key in _TIER_FIELDS.items():
+            value = getattr(self, name)
+            if name == "recent_targets" or value == _TIER_DEFAULTS[name]:
+                continue
+            data[key] = list(value) if isinstance(value, list) else value
         return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> TierState:
-        def opt_float(key: str) -> float | None:
+        state = cls(recent_targets=[(float(t), int(n)) for t, n in data.get("recentTargets", [])])
+        for name, key in _TIER_FIELDS.items():
             value = data.get(key)
-            return None if value is None else float(value)
+            if name == "recent_targets" or value is None:
+                continue
+            default = _TIER_DEFAULTS[name]
+            if name in _TIER_INT_FIELDS:
+                setattr(state, name, int(value))
+            elif name in _TIER_LIST_FIELDS:
+                setattr(state, name, [float(v) for v in value])
+            else:
+                setattr(state, name, float(value) if default is None or isinstance(default, float) else value)
+        return state
 
-        last_desired = data.get("lastDesired")
-        return cls(
-            recent_targets=[(float(t), int(n)) for t, n in data.get("recentTargets", [])],
-            observed_since_s=opt_float("observedSinceS"),
-            last_scale_up_s=opt_float("lastScaleUpS"),
-            last_scale_down_s=opt_float("lastScaleDownS"),
-            last_desired=None if last_desired is None else int(last_desired),
-            pending_since_s=opt_float("pendingSinceS"),
-            pending_ready=int(data.get("pendingReady", 0)),
-            failing_until_s=opt_float("failingUntilS"),
-            last_waiting=opt_float("lastWaiting"),
-            capacity_factor=float(data.get("capacityFactor", 1.0)),
-            breach_streak=int(data.get("breachStreak", 0)),
-            slot_use_avg=opt_float("slotUseAvg"),
-            running_avg=opt_float("runningAvg"),
-            rate_avg=opt_float("rateAvg"),
-            prompt_tokens_avg=opt_float("promptTokensAvg"),
-        )
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.capitalize() if part != "s" else "S" for part in rest)
+
+
+_TIER_FIELDS = {f.name: _camel(f.name) for f in fields(TierState)}
+_TIER_DEFAULTS: dict[str, Any] = {
+    f.name: (f.default if f.default is not MISSING else None) for f in fields(TierState)
+}
+_TIER_INT_FIELDS = frozenset({"last_desired", "pending_ready", "breach_streak"})
+_TIER_LIST_FIELDS = frozenset({"prompt_quantiles", "output_quantiles"})
 
 
 @dataclass(slots=True)
@@ -285,11 +317,20 @@ class ScalingState:
 
     tiers: dict[str, TierState] = field(default_factory=dict)
     last_decision_s: float | None = None
+    # Measured forecast error (scaling.headroom): forecasts waiting for the minute they
+    # predicted, as (due time s, forecast req/s), and the running estimate of how far
+    # above its forecast demand turns out (a log ratio quantile) with its sample count.
+    forecasts_due: list[tuple[float, float]] = field(default_factory=list)
+    forecast_error: float | None = None
+    forecast_errors_seen: int = 0
 
     def copy(self) -> ScalingState:
         return ScalingState(
             tiers={name: tier.copy() for name, tier in self.tiers.items()},
             last_decision_s=self.last_decision_s,
+            forecasts_due=list(self.forecasts_due),
+            forecast_error=self.forecast_error,
+            forecast_errors_seen=self.forecast_errors_seen,
         )
 
     def tier(self, name: str) -> TierState:
@@ -306,6 +347,11 @@ class ScalingState:
         }
         if self.last_decision_s is not None:
             data["lastDecisionS"] = self.last_decision_s
+        if self.forecasts_due:
+            data["forecastsDue"] = [[t, v] for t, v in self.forecasts_due]
+        if self.forecast_error is not None:
+            data["forecastError"] = self.forecast_error
+            data["forecastErrorsSeen"] = self.forecast_errors_seen
         return data
 
     @classmethod
@@ -314,9 +360,13 @@ class ScalingState:
         if not data or data.get("version") != STATE_VERSION:
             return cls()
         last = data.get("lastDecisionS")
+        error = data.get("forecastError")
         return cls(
             tiers={str(name): TierState.from_dict(tier) for name, tier in data.get("tiers", {}).items()},
             last_decision_s=None if last is None else float(last),
+            forecasts_due=[(float(t), float(v)) for t, v in data.get("forecastsDue", [])],
+            forecast_error=None if error is None else float(error),
+            forecast_errors_seen=int(data.get("forecastErrorsSeen", 0)),
         )
 
 

@@ -10,7 +10,11 @@ The model of a replica (one vLLM engine):
 - decode then takes `(output_tokens - 1)` steps of `base + perSeq x batch` ms, the batch
   being what runs on the replica when the request starts (the planner's roofline);
 - a new replica serves only after its cold start; a removed one takes no new work
-  and is paid for until its in-flight requests finish.
+  and is paid for until its in-flight requests finish;
+- a prompt of `--max-model-len` tokens or more is answered HTTP 400 at once (vLLM
+  refuses it before the engine sees it: never served, counted only as a 4xx), and an
+  output is cut where prompt plus output reach max-model-len (vLLM's default
+  `max_tokens`).
 
 How it stays fast (a million requests in well under a minute on two cores): capacity
 only changes at autoscaler ticks, so between two ticks a request can be *committed*
@@ -21,9 +25,14 @@ at that tick may add a replica that frees sooner. So there are no completion eve
 one heap of slot free times per tier (FIFO multi-server recursion), one small heap of
 finish times per replica (its batch size), a deque of waiting requests.
 
-TTFT reaches the autoscaler the way Prometheus sees it: a histogram with vLLM's TTFT
-buckets, p99 by linear interpolation inside the bucket (histogram_quantile) over
-the last window.
+The autoscaler sees only what vLLM's metrics show. TTFT reaches it the way Prometheus
+sees it: a histogram with vLLM's TTFT buckets, p99 by linear interpolation inside the
+bucket (histogram_quantile) over the last window. Request, prompt-token and
+output-token rates count the requests the engines take on (vLLM counts what it
+serves, not what is still queued in front of it), and so does the per-minute history;
+prompt and output lengths arrive as vLLM's `request_prompt_tokens` /
+`request_generation_tokens` histograms (1-2-5 buckets up to max-model-len), read as
+p50/p95/p99 over the mix window.
 """
 
 from __future__ import annotations
@@ -51,6 +60,7 @@ from inferfleet.scaling import (
 )
 from inferfleet.scaling.placement import TierSlot, place
 from inferfleet.scaling.policy import MAX_PREFILL_SHARE, cost_rank, max_replicas_of, tier_policy_of
+from inferfleet.scaling.types import TokenQuantiles
 from inferfleet.scaling.window import SequenceWindow
 from inferfleet.simulate.traces import Trace
 
@@ -78,6 +88,22 @@ class SimTier:
     slots: int
     cost_per_gpu_hour: float = 0.0
 
+    @property
+    def max_model_len(self) -> int:
+        return self.figures.max_model_len
+
+
+def token_buckets(max_model_len: int) -> tuple[float, ...]:
+    """vLLM's bucket bounds for the token-length histograms: 1, 2, 5, 10, 20, 50, ... up
+    to max-model-len (its build_1_2_5_buckets)."""
+    limit = max_model_len if max_model_len > 0 else 10**7
+    bounds: list[float] = []
+    base = 1
+    while base <= limit:
+        bounds.extend(float(base * m) for m in (1, 2, 5) if base * m <= limit)
+        base *= 10
+    return tuple(bounds)
+
 
 @dataclass(frozen=True)
 class SimConfig:
@@ -87,6 +113,8 @@ class SimConfig:
     itl_slo_ms: float
     ttft_window_s: float = 60.0
     rate_window_s: float = 60.0
+    # Token-length histograms are read over this window (the live loop's mix window).
+    mix_window_s: float = 600.0
     seed: int = 0
     # After the trace ends, keep ticking until queues are empty, at most this long.
     max_drain_s: float = 3600.0
@@ -124,6 +152,14 @@ class SimResult:
     ticks: int
     timeline: Timeline | None
     last_reason: str = ""
+    rejected: int = 0  # answered 4xx: prompt at or beyond max-model-len
+    # (tier, paid from s, paid until s, GPUs per replica) of every replica, for GPU-hours
+    # over part of the span.
+    replica_spans: tuple[tuple[str, float, float, int], ...] = ()
+    # What the policy knew at the end (its state) and the last signals it was given:
+    # the drift report of `inferfleet simulate` reads them.
+    final_state: ScalingState | None = None
+    final_signals: dict[str, TierSignals] = field(default_factory=dict)
 
 
 def histogram_quantile(quantile: float, counts: Sequence[int], bounds: Sequence[float]) -> float | None:
@@ -142,6 +178,58 @@ def histogram_quantile(quantile: float, counts: Sequence[int], bounds: Sequence[
             return lower + (bounds[index] - lower) * (rank - cumulative) / count
         cumulative += count
     return bounds[-1]
+
+
+_MIX_QUANTILES = (0.5, 0.95, 0.99)
+
+
+class _Meters:
+    """One tier's engine counters as Prometheus would window them: request, token and
+    4xx counts over the rate window; token-length histograms over the mix window."""
+
+    def __init__(self, bounds: tuple[float, ...], rate_ticks: int, mix_ticks: int) -> None:
+        self.bounds = bounds
+        self.rates: deque[tuple[int, int, int, int]] = deque(maxlen=rate_ticks)
+        self._sums = [0, 0, 0, 0]
+        self.prompt_hist_now = [0] * (len(bounds) + 1)
+        self.output_hist_now = [0] * (len(bounds) + 1)
+        self.prompt_hist = [0] * (len(bounds) + 1)
+        self.output_hist = [0] * (len(bounds) + 1)
+        self._hists: deque[tuple[list[int], list[int]]] = deque(maxlen=mix_ticks)
+
+    def tick(self, started: int, prompt: int, generated: int, rejected: int) -> None:
+        sample = (started, prompt, generated, rejected)
+        if len(self.rates) == self.rates.maxlen:
+            old = self.rates[0]
+            self._sums = [a - b for a, b in zip(self._sums, old, strict=True)]
+        self.rates.append(sample)
+        self._sums = [a + b for a, b in zip(self._sums, sample, strict=True)]
+        if len(self._hists) == self._hists.maxlen:
+            old_prompt, old_output = self._hists[0]
+            self._add(self.prompt_hist, old_prompt, -1)
+            self._add(self.output_hist, old_output, -1)
+        self._hists.append((self.prompt_hist_now, self.output_hist_now))
+        self._add(self.prompt_hist, self.prompt_hist_now, 1)
+        self._add(self.output_hist, self.output_hist_now, 1)
+        self.prompt_hist_now = [0] * (len(self.bounds) + 1)
+        self.output_hist_now = [0] * (len(self.bounds) + 1)
+
+    @staticmethod
+    def _add(total: list[int], counts: list[int], sign: int) -> None:
+        for index, count in enumerate(counts):
+            if count:
+                total[index] += sign * count
+
+    def totals(self) -> tuple[int, int, int, int]:
+        started, prompt, generated, rejected = self._sums
+        return started, prompt, generated, rejected
+
+    def quantiles(self, counts: list[int]) -> TokenQuantiles | None:
+        values = [histogram_quantile(q, counts, self.bounds) for q in _MIX_QUANTILES]
+        if any(value is None for value in values):
+            return None
+        p50, p95, p99 = (float(v) for v in values if v is not None)
+        return TokenQuantiles(p50, p95, p99)
 
 
 class _Fleet:
@@ -216,17 +304,16 @@ class _Fleet:
             running += len(heap) - len(starts)
         return running, queued
 
-    def gpu_seconds(self, k: int, end_s: float) -> float:
-        total = 0.0
+    def spans(self, end_s: float) -> list[tuple[int, float, float]]:
+        """(tier, paid from, paid until) of every replica: from its request until it is
+        removed, or, when it was drained, until its work ended; cut at `end_s`."""
+        out = []
         for rid, tier in enumerate(self.tier_of):
-            if tier != k:
-                continue
             stop = self.removed[rid]
             if stop < math.inf and self.ready_at[rid] <= stop:
                 stop = max(stop, self.busy_until[rid])  # drained: paid until work ends
-            stop = min(stop, end_s)
-            total += max(0.0, stop - self.created[rid])
-        return total
+            out.append((tier, self.created[rid], min(stop, end_s)))
+        return out
 
 
 def initial_replicas(trace: Trace, config: SimConfig) -> dict[str, int]:
@@ -266,7 +353,9 @@ def simulate(trace: Trace, config: SimConfig, policy: PolicyFunction, policy_nam
     inputs: list[int] = trace.input_tokens.tolist()
     outputs: list[int] = trace.output_tokens.tolist()
     n = len(arrivals)
-    minute_rates: list[float] = trace.per_minute_rps().tolist()
+    # The history the forecaster reads: requests the engines took on, per minute.
+    minute_rates: list[float] = [0.0] * max(1, math.ceil(trace.span_s / 60.0))
+    n_minutes = len(minute_rates)
     rng = np.random.default_rng(config.seed)
     route_draws: list[float] = rng.random(n).tolist() if n_tiers > 1 else []
     balance_draws: list[float] = rng.random(n).tolist()
@@ -285,10 +374,19 @@ def simulate(trace: Trace, config: SimConfig, policy: PolicyFunction, policy_nam
     rate_ticks = max(1, round(config.rate_window_s / period))
     hist_now = [[0] * n_buckets for _ in tiers]
     hist_window: list[deque[list[int]]] = [deque(maxlen=window_ticks) for _ in tiers]
-    arrivals_now = [0] * n_tiers
-    arrivals_window: list[deque[int]] = [deque(maxlen=rate_ticks) for _ in tiers]
+    max_model_len = [tier.max_model_len for tier in tiers]
+    meters = [
+        _Meters(token_buckets(tier.max_model_len), rate_ticks, max(1, round(config.mix_window_s / period)))
+        for tier in tiers
+    ]
+    started_now = [0] * n_tiers
     prompt_now = [0] * n_tiers
-    prompt_window: list[deque[int]] = [deque(maxlen=rate_ticks) for _ in tiers]
+    generated_now = [0] * n_tiers
+    rejected_now = [0] * n_tiers
+    rejected_total = 0
+    prompt_hist_now = [m.prompt_hist_now for m in meters]
+    output_hist_now = [m.output_hist_now for m in meters]
+    token_bounds = [m.bounds for m in meters]
     waiting: list[deque[int]] = [deque() for _ in tiers]
     ttft = array("d", [math.inf]) * n
     itl_ok = 0
@@ -357,7 +455,11 @@ def simulate(trace: Trace, config: SimConfig, policy: PolicyFunction, policy_nam
         while running and running[0] <= start:
             heapq.heappop(running)
         step = (step_base[k] + step_per_seq[k] * (len(running) + 1)) / decode_share
-        finish = first_token + (outputs[i] - 1) * step
+        output = outputs[i]
+        limit = max_model_len[k]
+        if limit and inputs[i] + output > limit:
+            output = limit - inputs[i]  # vLLM's default max_tokens: what fits the context
+        finish = first_token + (output - 1) * step
         heapq.heappush(running, finish)
         if finish > fleet.busy_until[rid]:  # noqa: PLR1730 (hot loop)
             fleet.busy_until[rid] = finish
@@ -371,6 +473,14 @@ def simulate(trace: Trace, config: SimConfig, policy: PolicyFunction, policy_nam
         if step <= itl_limit:
             itl_ok += 1
         served += 1
+        started_now[k] += 1
+        prompt_now[k] += inputs[i]
+        generated_now[k] += output
+        prompt_hist_now[k][bisect.bisect_left(token_bounds[k], inputs[i])] += 1
+        output_hist_now[k][bisect.bisect_left(token_bounds[k], output)] += 1
+        minute = int(start // 60.0)
+        if minute < n_minutes:
+            minute_rates[minute] += 1.0 / 60.0
         return True
 
     # --- start: the common initial fleet, Ready at t=0; one warm-up decision ----------
@@ -429,8 +539,13 @@ def simulate(trace: Trace, config: SimConfig, policy: PolicyFunction, policy_nam
                 k = bisect.bisect_right(weights, route_draws[i])
                 if k >= n_tiers:
                     k = n_tiers - 1
-            arrivals_now[k] += 1
-            prompt_now[k] += inputs[i]
+            limit = max_model_len[k]
+            if limit and inputs[i] >= limit:
+                # vLLM answers 400 before the engine sees it: never served, never queued.
+                rejected_now[k] += 1
+                rejected_total += 1
+                i += 1
+                continue
             queue = waiting[k]
             # FIFO: behind anyone already waiting, else start now if a slot frees in time.
             if queue or not commit(i, k, horizon):
@@ -444,13 +559,15 @@ def simulate(trace: Trace, config: SimConfig, policy: PolicyFunction, policy_nam
         for k, tier in enumerate(tiers):
             hist_window[k].append(hist_now[k])
             hist_now[k] = [0] * n_buckets
-            arrivals_window[k].append(arrivals_now[k])
-            arrivals_now[k] = 0
-            prompt_window[k].append(prompt_now[k])
-            prompt_now[k] = 0
+            meter = meters[k]
+            meter.tick(started_now[k], prompt_now[k], generated_now[k], rejected_now[k])
+            started_now[k] = prompt_now[k] = generated_now[k] = rejected_now[k] = 0
+            prompt_hist_now[k] = meter.prompt_hist_now
+            output_hist_now[k] = meter.output_hist_now
             merged = [sum(column) for column in zip(*hist_window[k], strict=True)]
             p99 = histogram_quantile(0.99, merged, bounds)
-            window_s = len(arrivals_window[k]) * period
+            window_s = len(meter.rates) * period
+            started, prompt_tokens, generated, rejected = meter.totals()
             running, queued = fleet.in_flight(k, now)
             tier_contexts.append(
                 TierContext(
@@ -461,8 +578,12 @@ def simulate(trace: Trace, config: SimConfig, policy: PolicyFunction, policy_nam
                         waiting=float(len(waiting[k]) + queued),
                         running=float(running),
                         ttft_p99_ms=None if p99 is None else p99 * 1000.0,
-                        request_rate_rps=sum(arrivals_window[k]) / window_s,
-                        prompt_tokens_rps=sum(prompt_window[k]) / window_s,
+                        request_rate_rps=started / window_s,
+                        prompt_tokens_rps=prompt_tokens / window_s,
+                        generation_tokens_rps=generated / window_s,
+                        rejected_rps=rejected / window_s,
+                        prompt_tokens=meter.quantiles(meter.prompt_hist),
+                        generation_tokens=meter.quantiles(meter.output_hist),
                     ),
                 )
             )
@@ -502,8 +623,9 @@ def simulate(trace: Trace, config: SimConfig, policy: PolicyFunction, policy_nam
     gpu_hours = 0.0
     cost = 0.0
     replica_hours: dict[str, float] = {}
+    spans = fleet.spans(end_s)
     for k, tier in enumerate(tiers):
-        seconds = fleet.gpu_seconds(k, end_s)
+        seconds = sum(max(0.0, stop - start) for tier_index, start, stop in spans if tier_index == k)
         replica_hours[tier.figures.name] = seconds / 3600.0
         gpu = seconds / 3600.0 * tier.figures.gpus_per_replica
         gpu_hours += gpu
@@ -527,6 +649,12 @@ def simulate(trace: Trace, config: SimConfig, policy: PolicyFunction, policy_nam
         ticks=ticks,
         timeline=timeline,
         last_reason=last_reason,
+        rejected=rejected_total,
+        replica_spans=tuple(
+            (names[k], start, stop, tiers[k].figures.gpus_per_replica) for k, start, stop in spans
+        ),
+        final_state=state,
+        final_signals={context.name: context.signals for context in tier_contexts},
     )
 
 

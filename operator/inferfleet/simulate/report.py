@@ -19,12 +19,44 @@ def _ms(value: float) -> float | None:
     return None if not math.isfinite(value) else round(value * 1000.0, 1)
 
 
+def _percentiles(ttft_s: np.ndarray, quantiles: list[float]) -> list[float]:
+    """Percentiles of TTFTs where a never-served request is infinite (no NaN warnings:
+    infinities are ranked above every real value and come back infinite)."""
+    finite = np.isfinite(ttft_s)
+    if finite.all():
+        return [float(v) for v in np.percentile(ttft_s, quantiles)]
+    high = float(ttft_s[finite].max()) * 2.0 + 1.0 if finite.any() else 1.0
+    values = np.percentile(np.where(finite, ttft_s, high), quantiles)
+    return [math.inf if v >= high else float(v) for v in values]
+
+
+def window(result: SimResult, arrival_s: np.ndarray, start_s: float, end_s: float) -> dict[str, Any]:
+    """SLO attainment of the requests arriving in [start_s, end_s) and the GPU-hours paid
+    in it: a held-out part of one run."""
+    mask = (arrival_s >= start_s) & (arrival_s < end_s)
+    ttft = result.ttft_s[mask]
+    requests = int(ttft.shape[0])
+    within = int(np.count_nonzero(ttft <= result.ttft_slo_ms / 1000.0))
+    gpu_s = sum(
+        max(0.0, min(stop, end_s) - max(start, start_s)) * gpus
+        for _, start, stop, gpus in result.replica_spans
+    )
+    return {
+        "startS": start_s,
+        "endS": end_s,
+        "requests": requests,
+        "sloAttainment": round(within / requests, 6) if requests else 1.0,
+        "sloViolations": requests - within,
+        "gpuHours": round(gpu_s / 3600.0, 3),
+    }
+
+
 def summarize(result: SimResult) -> dict[str, Any]:
     ttft = result.ttft_s
     slo_s = result.ttft_slo_ms / 1000.0
     requests = result.requests
     within = int(np.count_nonzero(ttft <= slo_s)) if requests else 0
-    p50, p99 = (float(v) for v in np.percentile(ttft, [50, 99])) if requests else (0.0, 0.0)
+    p50, p99 = _percentiles(ttft, [50, 99]) if requests else (0.0, 0.0)
     span_h = result.span_s / 3600.0 if result.span_s > 0 else 0.0
     return {
         "policy": result.policy,
@@ -40,6 +72,7 @@ def summarize(result: SimResult) -> dict[str, Any]:
         "scaleDowns": result.scale_downs,
         "itlAttainment": round(result.itl_ok / requests, 6) if requests else 1.0,
         "unserved": requests - result.served,
+        "rejected": result.rejected,
         "ttftSloMs": result.ttft_slo_ms,
         "spanHours": round(span_h, 3),
         "meanReplicas": {

@@ -8,7 +8,13 @@ import math
 from inferfleet.api.plan import Plan, TierPlan
 from inferfleet.api.spec import InferenceServiceSpec
 from inferfleet.config import OperatorSettings
-from inferfleet.scaling import PolicyConfig, figures_from_plan, mean_input_tokens, resolve_policy
+from inferfleet.scaling import (
+    PolicyConfig,
+    figures_from_plan,
+    mean_input_tokens,
+    mean_output_tokens,
+    resolve_policy,
+)
 from inferfleet.simulate.engine import ServingModel, SimConfig, SimTier
 
 
@@ -17,12 +23,15 @@ class SetupError(ValueError):
 
 
 def sim_tier(
-    tier_plan: TierPlan, cost_per_gpu_hour: float | None, mean_input_tokens: float | None = None
+    tier_plan: TierPlan,
+    cost_per_gpu_hour: float | None,
+    mean_input_tokens: float | None = None,
+    mean_output_tokens: float | None = None,
 ) -> SimTier:
     performance = tier_plan.performance
     if performance is None:
         raise SetupError(f"tier {tier_plan.name}: the plan has no performance figures to simulate with")
-    figures = figures_from_plan(tier_plan, mean_input_tokens)
+    figures = figures_from_plan(tier_plan, mean_input_tokens, mean_output_tokens)
     return SimTier(
         figures=figures,
         serving=ServingModel(
@@ -46,9 +55,10 @@ def build_config(
 ) -> SimConfig:
     """Feasible tiers of the plan, the resolved policy, and the spec's SLOs."""
     prompt_tokens = mean_input_tokens(spec)
+    output_tokens = mean_output_tokens(spec)
     costs = {tier.name: tier.cost_per_gpu_hour for tier in spec.tiers}
     tiers = tuple(
-        sim_tier(tier_plan, costs.get(tier_plan.name), prompt_tokens)
+        sim_tier(tier_plan, costs.get(tier_plan.name), prompt_tokens, output_tokens)
         for tier_plan in plan.tiers
         if tier_plan.feasible and tier_plan.usable_rps > 0
     )

@@ -22,7 +22,14 @@ from inferfleet.metrics.testkit import EmulatedPod, PrometheusServer, VllmEmulat
 
 SCRAPE_INTERVAL_S = 1.0
 # Short windows so a test's load change shows within seconds; four scrapes per window.
-QUERY_CONFIG = QueryConfig(rate_window_s=4, max_sample_age_s=5, history_step_s=1, history_rate_window_s=3)
+QUERY_CONFIG = QueryConfig(
+    rate_window_s=4,
+    max_sample_age_s=5,
+    history_step_s=1,
+    history_rate_window_s=3,
+    mix_window_s=4,
+    mix_refresh_s=0,
+)
 
 T = TypeVar("T")
 
@@ -58,8 +65,13 @@ def _signal_load(emulator: VllmEmulator) -> None:
         now_s=now, waiting=2, running=1, kv_cache_usage=0.7, rps=2, ttft_mix=mix, prompt_tokens=500
     )
     pods["chat-l4-0"].set(now_s=now, waiting=0, running=0, kv_cache_usage=0.1, rps=0)
-    pods["batch-a100-0"].set(now_s=now, waiting=1, running=2, kv_cache_usage=0.2, rps=1)
-    pods["batch-a100-1"].set(now_s=now, waiting=1, running=2, kv_cache_usage=0.2, rps=1)
+    # The batch service's engines: 600-token outputs, and 0.5 req/s answered 400 each.
+    pods["batch-a100-0"].set(
+        now_s=now, waiting=1, running=2, kv_cache_usage=0.2, rps=1, output_tokens=600, rejected_rps=0.5
+    )
+    pods["batch-a100-1"].set(
+        now_s=now, waiting=1, running=2, kv_cache_usage=0.2, rps=1, output_tokens=600, rejected_rps=0.5
+    )
     for name in ("ramp-l4-0", "ramp-h100-0"):
         pods[name].set(now_s=now, waiting=0, running=1, kv_cache_usage=0.1, rps=1)
 

@@ -81,14 +81,14 @@ def test_load_ramp_scales_up_and_a_restart_keeps_the_state(
     seen: list[int] = []
     # The ramp: an idle queue, then a growing backlog on the L4 tier, whose replicas
     # stay cold-starting (1 Ready) the whole time.
-    for waiting, rps in ((0, 1.0), (12, 3.0)):
+    for waiting, rps in ((0, 1.0), (6, 2.0)):
         drive(ramp_pods, prometheus, waiting=waiting, rps=rps)
         report = first.run_once(force=True)
         assert report.errors == [] and not report.metrics_unavailable
         seen.append(tk.replicas(cluster, NS, SERVICE, "l4"))
     first.close()
     assert seen[0] == 1  # no queue: the warm minimum
-    assert seen[1] > 1  # 12 waiting against 4 per replica
+    assert seen[1] > 1  # 6 waiting against 4 per replica
     state_before = tk.status(cluster, NS, SERVICE)["autoscalerState"]
     scaling = tk.condition(cluster, NS, SERVICE, labels.CONDITION_SCALING)
     assert scaling is not None and scaling["status"] == "True"

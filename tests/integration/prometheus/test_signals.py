@@ -61,6 +61,24 @@ def test_prompt_tokens_rate_sums_both_name_forms(reader: SignalReader) -> None:
     assert tier_of(snapshot, "chat", "l4").prompt_tokens_rps == 0.0
 
 
+def test_request_mix_output_tokens_rejections_and_token_percentiles(reader: SignalReader) -> None:
+    snapshot = reader.read(time.time())
+    a100 = tier_of(snapshot, "batch", "a100")
+    # 2 req/s x 600 output tokens, and 2 x 0.5 req/s answered 4xx.
+    assert a100.generation_tokens_rps == pytest.approx(1200.0, rel=0.05)
+    assert a100.rejected_rps == pytest.approx(1.0, rel=0.05)
+    # 512-token prompts fall in vLLM's (500, 1000] bucket, 600-token outputs too.
+    assert a100.prompt_tokens is not None and 500.0 < a100.prompt_tokens.p50 <= 1000.0
+    assert a100.generation_tokens is not None and 500.0 < a100.generation_tokens.p99 <= 1000.0
+    # chat/h100: 1000-token prompts on one pod (`vllm:`), 500 on the other (`vllm_`):
+    # both name forms reach the histogram, so the p99 sits in the (500, 1000] bucket.
+    h100 = tier_of(snapshot, "chat", "h100")
+    assert h100.prompt_tokens is not None and 500.0 < h100.prompt_tokens.p99 <= 1000.0
+    assert h100.rejected_rps == 0.0
+    # An idle tier has finished nothing: no percentiles (not zeros).
+    assert tier_of(snapshot, "chat", "l4").prompt_tokens is None
+
+
 def test_one_query_per_signal_whatever_the_number_of_services(reader: SignalReader) -> None:
     snapshot = reader.read(time.time())
     services = {(key.namespace, key.service) for key in snapshot.tiers}
@@ -136,6 +154,10 @@ def test_cli_json_document(prometheus: PrometheusServer) -> None:
         "kvCacheUsage",
         "requestRateRps",
         "promptTokensRps",
+        "generationTokensRps",
+        "rejectedRps",
+        "promptTokens",
+        "generationTokens",
         "readyReplicas",
     }
     assert (h100["waiting"], h100["running"], h100["readyReplicas"]) == (5.0, 6.0, 2)

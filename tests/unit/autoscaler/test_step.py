@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from inferfleet.api import TierPlan, labels, parse
+from inferfleet.api import InferenceServiceSpec, TierPlan, labels, parse
+from inferfleet.api.status import ObservedWorkload
 from inferfleet.autoscaler import step as step_module
 from inferfleet.autoscaler import testkit as tk
 from inferfleet.autoscaler.step import (
@@ -22,9 +23,10 @@ from inferfleet.autoscaler.step import (
     should_write,
     step,
 )
+from inferfleet.autoscaler.workload import Replanner
 from inferfleet.config import OperatorSettings
 from inferfleet.metrics.signals import TierSignals
-from inferfleet.scaling import Recommendation, ScalingContext, ScalingState, decide
+from inferfleet.scaling import Recommendation, ScalingContext, ScalingState, TokenQuantiles, decide
 
 T0 = 1_800_000_000.0
 
@@ -203,3 +205,118 @@ def test_material_state_ignores_what_moves_every_decision() -> None:
     }
     assert material_state(one) == material_state(two)
     assert material_state(None) is None
+
+
+def _run_steps(
+    observed: TierSignals,
+    ticks: int,
+    *,
+    scaling: dict[str, object] | None = None,
+    replan: Replanner | None = None,
+) -> list[StepResult]:
+    """Steps with the status carried from one to the next, as the runner writes it."""
+    body = tk.service_body(
+        "chat", "ns", tiers=[{"name": "l4", "gpu": "L4", "minReplicas": 2, "maxReplicas": 6}], scaling=scaling
+    )
+    status: dict[str, Any] = {}
+    results = []
+    for tick in range(ticks):
+        service = ServiceInput(
+            namespace="ns",
+            name="chat",
+            spec=parse(body).spec,
+            plan=[TierPlan.model_validate(tk.tier_plan("l4"))],
+            status=status,
+            workloads={"l4": Workload(tk.workload_ref("ns", "chat", "l4"), 2, 2)},
+            generation=1,
+            replan=replan,
+        )
+        result = step(service, Observation({"l4": observed}), OperatorSettings(), T0 + 15.0 * tick)
+        results.append(result)
+        conditions = {c["type"]: c for c in status.get("conditions", [])}
+        for update in result.conditions:
+            conditions[update.type] = {
+                "type": update.type,
+                "status": update.status,
+                "reason": update.reason,
+                "message": update.message,
+            }
+        status = {**status, **result.status, "conditions": list(conditions.values())}
+    return results
+
+
+def rejecting_engines() -> TierSignals:
+    """Engines that serve 2 req/s of prompts up to max-model-len 8,192 and answer 1 req/s 400."""
+    return TierSignals(
+        waiting=0.0, running=4.0, request_rate_rps=2.0, ready_replicas=2,
+        prompt_tokens_rps=2.0 * 3000.0, generation_tokens_rps=2.0 * 250.0, rejected_rps=1.0,
+        prompt_tokens=TokenQuantiles(2500.0, 7000.0, 8000.0),
+        generation_tokens=TokenQuantiles(200.0, 600.0, 900.0),
+    )  # fmt: skip
+
+
+def test_prompts_rejected_beyond_max_model_len_raise_workload_drift_with_the_implied_plan() -> None:
+    results = _run_steps(rejecting_engines(), 12)
+    drifts = [[c for c in r.conditions if c.type == labels.CONDITION_WORKLOAD_DRIFT] for r in results]
+    # No verdict on the first ticks (too few requests), then True with the reason.
+    assert drifts[0] == []
+    first = next(i for i, found in enumerate(drifts) if found)
+    [condition] = drifts[first]
+    assert (condition.status, condition.reason) == ("True", "PromptsRejected")
+    assert "33.3% of requests are answered 4xx" in condition.message
+    assert "declared 500/1,500/3,000" in condition.message
+    assert "The observed workload implies: l4:" in condition.message and "max-model-len" in condition.message
+    assert "inferfleet plan --observed-workload" in condition.message
+    # One Warning event when it turns True, none after; the message stays put.
+    warnings = [[e for e in r.events if e.reason == step_module.EVENT_WORKLOAD_DRIFT] for r in results]
+    assert [len(w) for w in warnings[first:]] == [1] + [0] * (len(results) - first - 1)
+    later = [c for c in results[-1].conditions if c.type == labels.CONDITION_WORKLOAD_DRIFT]
+    assert later[0].message == condition.message
+    observed = results[-1].status["observedWorkload"]
+    assert observed["drift"] is True and observed["inputTokens"] == {"p50": 2500, "p95": 7000, "p99": 8000}
+    # A third of the requests are refused: p95 and p99 lie beyond 8,192, p50 does not.
+    assert observed["impliedInputTokens"] == {"p50": 2500, "p95": 16384, "p99": 16384}
+
+
+def test_the_implied_plan_comes_from_the_operators_planner() -> None:
+    # The runner hands the step the reconciler's planner (each tier's image, a fetched
+    # model config); the condition quotes what it plans for the observed workload.
+    asked: list[InferenceServiceSpec] = []
+
+    def replan(spec: InferenceServiceSpec) -> list[TierPlan]:
+        asked.append(spec)
+        wider = {**tk.tier_plan("l4"), "maxModelLen": 20480, "tensorParallelSize": 2}
+        return [TierPlan.model_validate(wider)]
+
+    results = _run_steps(rejecting_engines(), 12, replan=replan)
+    [condition] = [c for c in results[-1].conditions if c.type == labels.CONDITION_WORKLOAD_DRIFT]
+    assert asked and asked[0].workload.input_tokens.p95 == 16384
+    assert "max-model-len 20,480 (now 8,192)" in condition.message
+
+
+def test_auto_replan_is_named_in_the_condition() -> None:
+    results = _run_steps(rejecting_engines(), 12, scaling={"replan": "auto"})
+    [condition] = [c for c in results[-1].conditions if c.type == labels.CONDITION_WORKLOAD_DRIFT]
+    assert "the operator re-plans for it (spec.scaling.replan: auto)" in condition.message
+
+
+def test_the_observed_mix_reaches_decide(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen = _contexts(monkeypatch)
+    step(service_input(2, 2), Observation({"l4": rejecting_engines()}), OperatorSettings(), T0)
+    [ctx] = seen
+    [tier] = ctx.tiers
+    assert tier.signals.rejected_rps == 1.0 and tier.signals.generation_tokens_rps == 500.0
+    assert tier.signals.prompt_tokens == TokenQuantiles(2500.0, 7000.0, 8000.0)
+    # The declared means are the prior: (2 x p50 + p95) / 3 of the spec's percentiles.
+    assert tier.figures.mean_input_tokens == pytest.approx((2 * 500 + 1500) / 3)
+    assert tier.figures.mean_output_tokens == pytest.approx((2 * 200 + 500) / 3)
+    assert tier.figures.max_model_len == 8192
+
+
+def test_observed_workload_is_valid_status() -> None:
+    """What the step writes must pass the CRD's status schema (the pydantic model)."""
+    results = _run_steps(rejecting_engines(), 12)
+    written = {k: v for k, v in results[-1].status["observedWorkload"].items() if v is not None}
+    model = ObservedWorkload.model_validate(written)
+    assert model.drift is True and model.implied_input_tokens is not None
+    assert model.to_wire() == written

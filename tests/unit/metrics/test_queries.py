@@ -74,7 +74,7 @@ def test_prompt_tokens_rate_reads_both_name_forms_of_the_counter() -> None:
     assert 'vllm:prompt_tokens_total|vllm_prompt_tokens_total"' in query
     assert query == f"sum {BY_CLAUSE}) (rate({selector('vllm:prompt_tokens_total')}[90s]))"
     # Batched with the others: one more query per loop, whatever the number of services.
-    assert len(built) == len(Signal) == 7
+    assert len(built) == len(Signal) == 15
 
 
 def test_parentheses_balance() -> None:

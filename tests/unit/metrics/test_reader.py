@@ -10,7 +10,7 @@ from inferfleet.metrics.history import FetchRange
 from inferfleet.metrics.operator_metrics import OperatorMetrics
 from inferfleet.metrics.parse import ServiceKey
 from inferfleet.metrics.prometheus import PrometheusClient, PrometheusConfig, QueryFailed, SignalReader
-from inferfleet.metrics.queries import QueryConfig, Signal, signal_queries
+from inferfleet.metrics.queries import MIX_SIGNALS, QueryConfig, Signal, signal_queries
 
 LABELS = {"inferfleet_namespace": "ns", "inferfleet_service": "svc", "inferfleet_tier": "h100"}
 
@@ -47,7 +47,8 @@ def test_constant_query_count_and_history_fetched_once_per_step() -> None:
     tier = first.tier("ns", "svc", "h100")
     assert tier is not None and tier.waiting == 3.0
     assert list(first.rate_history[ServiceKey("ns", "svc")]) == [2.0] * 10
-    assert reader.read(1010.0).queries == len(Signal)  # same history step: no range query
+    # Same history step: no range query; the request mix was read 10 s ago.
+    assert reader.read(1010.0).queries == len(Signal) - len(MIX_SIGNALS)
     assert reader.read(1090.0).queries == len(Signal) + 1
     assert [(r.start_s, r.end_s) for r in client.ranges] == [(420.0, 960.0), (1020.0, 1080.0)]
     reader.close()
@@ -67,7 +68,7 @@ def test_prompt_tokens_rate_is_read_in_the_same_batch_and_parsed_to_the_tier() -
     client = PromptTokensClient()
     reader = SignalReader(client, QueryConfig())
     snapshot = reader.read(1000.0)
-    assert snapshot.queries == len(Signal) == 7
+    assert snapshot.queries == len(Signal) == 15
     tier = snapshot.tier("ns", "svc", "h100")
     assert tier is not None and tier.prompt_tokens_rps == 4096.5
     reader.close()
@@ -127,3 +128,20 @@ def test_bearer_token_is_read_from_file(tmp_path: Any) -> None:
     token.write_text("s3cret\n")
     client = PrometheusClient(PrometheusConfig("http://x", bearer_token_file=str(token)))
     assert client._headers() == {"Authorization": "Bearer s3cret"}
+
+
+def test_the_request_mix_is_read_once_a_minute_and_reused_in_between() -> None:
+    client = FakeClient()
+    reader = SignalReader(client, QueryConfig(mix_refresh_s=60))
+    first = reader.read(1000.0)
+    assert first.queries == len(Signal)
+    later = reader.read(1015.0)
+    assert later.queries == len(Signal) - len(MIX_SIGNALS)
+    tier = later.tier("ns", "svc", "h100")
+    assert tier is not None and tier.rejected_rps == 3.0 and tier.generation_tokens_rps == 3.0
+    assert reader.read(1060.0).queries == len(Signal)
+    # Prometheus down: every signal is missing, the cached mix included.
+    client.down = True
+    down = reader.read(1075.0)
+    assert down.unavailable and down.tiers == {}
+    reader.close()

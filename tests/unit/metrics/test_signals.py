@@ -104,6 +104,10 @@ def test_document_shape_is_the_cli_contract() -> None:
         "kvCacheUsage",
         "requestRateRps",
         "promptTokensRps",
+        "generationTokensRps",
+        "rejectedRps",
+        "promptTokens",
+        "generationTokens",
         "readyReplicas",
     }
     assert tiers[0]["ttftP99Ms"] == 123.5

@@ -101,3 +101,51 @@ def test_missing_trace_exits_2(files: tuple[Path, Path], tmp_path: Path) -> None
     )
     assert result.exit_code == 2
     assert "no such file" in result.output
+
+
+def test_drift_report_and_replan_from_the_observed_workload(tmp_path: Path) -> None:
+    """The 8B example declares prompts of 600 tokens; replay prompts of 6,000: the table
+    says the plan is wrong, the JSON carries the verdict, and the observed workload the
+    simulated engines reported plans with `plan --observed-workload`."""
+    spec = EXAMPLES_DIR / "llama-8b-chat.yaml"
+    rows = "".join(f"{i * 0.5},M,{6000 if i % 2 else 3000},150,0,Conversation log\n" for i in range(1200))
+    trace = tmp_path / "long.csv"
+    trace.write_text("Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n" + rows)
+    observed = tmp_path / "observed.json"
+    args = ["simulate", "-f", str(spec), "--trace", str(trace), "--policy", "inferfleet"]
+    table = CliRunner().invoke(app, [*args, "--observed-workload-out", str(observed)])
+    assert table.exit_code == 0, table.output
+    assert "WorkloadDrift=True (PromptsRejected)" in table.stdout
+    assert f"inferfleet plan -f {spec} --observed-workload {observed}" in table.stdout
+    document = json.loads(CliRunner().invoke(app, [*args, "-o", "json"]).stdout)
+    verdict = document["workloadDrift"]
+    assert verdict["drifted"] is True and verdict["reason"] == "PromptsRejected"
+    # Half the prompts (6,000) are beyond max-model-len 5,120: none reach the histograms.
+    assert verdict["observed"]["rejectedShare"] == pytest.approx(0.5, abs=0.02)
+    assert document["rejected"] == 600
+    written = json.loads(observed.read_text())
+    assert written["impliedInputTokens"]["p99"] >= 10240
+    planned = CliRunner().invoke(
+        app, ["plan", "-f", str(spec), "--observed-workload", str(observed), "-o", "json"]
+    )
+    assert planned.exit_code == 0, planned.output
+    [l4, _] = json.loads(planned.stdout)["tiers"]
+    assert l4["maxModelLen"] > 10240
+    declared = json.loads(CliRunner().invoke(app, ["plan", "-f", str(spec), "-o", "json"]).stdout)
+    assert declared["tiers"][0]["maxModelLen"] == 5120
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("inputTokens: {p50: 10, p95: 20, p99: 30}\n", "outputTokens: missing"),
+        ("inputTokens: {p50: 30, p95: 20, p99: 10}\noutputTokens: {p50: 1, p95: 2, p99: 3}\n", "p50 <= p95"),
+        ("[1, 2]\n", "expected a mapping"),
+    ],
+)
+def test_a_bad_observed_workload_file_exits_2(tmp_path: Path, content: str, message: str) -> None:
+    path = tmp_path / "observed.yaml"
+    path.write_text(content)
+    result = CliRunner().invoke(app, ["plan", "-f", str(SPEC), "--observed-workload", str(path)])
+    assert result.exit_code == 2
+    assert message in result.output

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -14,7 +16,14 @@ from inferfleet.scaling import (
     TierPolicy,
     TierRecommendation,
 )
-from inferfleet.simulate.engine import ServingModel, SimConfig, SimTier, histogram_quantile, simulate
+from inferfleet.simulate.engine import (
+    ServingModel,
+    SimConfig,
+    SimTier,
+    histogram_quantile,
+    simulate,
+    token_buckets,
+)
 from inferfleet.simulate.report import summarize
 from inferfleet.simulate.traces import Trace
 
@@ -145,3 +154,71 @@ def test_histogram_quantile_interpolates_like_prometheus() -> None:
     assert histogram_quantile(0.99, [50, 50, 0, 0], bounds) == pytest.approx(1.98)
     assert histogram_quantile(0.99, [0, 0, 0, 5], bounds) == 4.0  # +Inf bucket: the last bound
     assert histogram_quantile(0.99, [0, 0, 0, 0], bounds) is None
+
+
+def with_max_model_len(config: SimConfig, limit: int) -> SimConfig:
+    tier = config.tiers[0]
+    figures = dataclasses.replace(tier.figures, max_model_len=limit)
+    return dataclasses.replace(config, tiers=(dataclasses.replace(tier, figures=figures),))
+
+
+def test_prompts_at_or_beyond_max_model_len_are_answered_4xx_and_never_served() -> None:
+    # 1 req/s: even seconds carry 100-token prompts, odd seconds 1,500-token ones.
+    arrivals = [0.5 + i for i in range(600)]
+    base = trace(arrivals, output_tokens=11, span_s=600.0)
+    inputs = np.where(np.arange(600) % 2 == 0, 100, 1500).astype(np.int64)
+    mixed = Trace(
+        base.name, base.format, base.arrival_s, inputs, base.output_tokens, base.span_s, base.epoch_s
+    )
+    policy = Fixed(2)
+    result = simulate(mixed, with_max_model_len(sim_config(slots=8), 1024), policy, "fixed")
+    assert result.rejected == 300
+    assert np.isinf(result.ttft_s[1::2]).all() and np.isfinite(result.ttft_s[0::2]).all()
+    summary = summarize(result)
+    assert summary["rejected"] == 300 and summary["sloAttainment"] == pytest.approx(0.5)
+    # The engines see only what they serve: 4xx answers, and histograms of short prompts.
+    signals = policy.seen[20].tiers[0].signals
+    assert signals.rejected_rps == pytest.approx(0.5, abs=0.05)
+    assert signals.request_rate_rps == pytest.approx(0.5, abs=0.05)
+    assert signals.prompt_tokens_rps == pytest.approx(50.0, rel=0.1)
+    assert signals.prompt_tokens is not None and signals.prompt_tokens.p99 <= 100.0
+
+
+def test_outputs_stop_where_the_context_is_full() -> None:
+    # A 900-token prompt with 500 tokens to generate under max-model-len 1,024: vLLM's
+    # default max_tokens leaves room for 124, so decode takes 123 steps of 100 ms, not 499.
+    policy = Fixed(1)
+    result = simulate(
+        trace([1.0], output_tokens=500, span_s=120.0, input_tokens=900),
+        with_max_model_len(sim_config(slots=1, step_ms=100.0), 1024),
+        policy,
+        "fixed",
+    )
+    assert result.rejected == 0
+    assert summarize(result)["sloAttainment"] == 1.0
+    # Done 12.3 s after its first token, so the tick at 15 s sees nothing running (499
+    # steps would run until 51 s), and the output histogram holds the 124 tokens served.
+    seen = policy.seen[1].tiers[0].signals
+    assert seen.running == 0.0
+    assert seen.generation_tokens is not None and 100.0 < seen.generation_tokens.p50 <= 200.0
+
+
+def test_token_histograms_report_vllm_buckets_as_percentiles() -> None:
+    # Outputs of 11 tokens, prompts of 300: the 1-2-5 buckets put 300 in (200, 500].
+    arrivals = [0.5 + 0.5 * i for i in range(240)]
+    policy = Fixed(1)
+    simulate(
+        trace(arrivals, output_tokens=11, span_s=120.0, input_tokens=300),
+        sim_config(slots=8),
+        policy,
+        "fixed",
+    )
+    signals = policy.seen[6].tiers[0].signals
+    assert signals.prompt_tokens is not None and 200.0 < signals.prompt_tokens.p50 <= 500.0
+    assert signals.generation_tokens is not None and 10.0 < signals.generation_tokens.p99 <= 20.0
+    assert signals.generation_tokens_rps == pytest.approx(2.0 * 11, rel=0.1)
+
+
+def test_token_buckets_are_vllms_1_2_5_series_up_to_max_model_len() -> None:
+    assert token_buckets(1024) == (1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0)
+    assert token_buckets(5000)[-2:] == (2000.0, 5000.0)

@@ -1,8 +1,9 @@
 -- Argo CD health check for inferfleet.dev/InferenceService.
 -- Maps the operator's status conditions (Planned, CacheReady, Ready, Scaling, Degraded,
--- SloAtRisk) to Argo CD health: Progressing while the operator plans, pre-caches and
--- rolls out; Healthy once every tier serves (noting when a tier's plan cannot meet the
--- latency SLOs); Degraded when the spec cannot be planned or the operator reports a
+-- SloAtRisk, WorkloadDrift) to Argo CD health: Progressing while the operator plans,
+-- pre-caches and rolls out; Healthy once every tier serves (noting when a tier's plan
+-- cannot meet the latency SLOs, or when the traffic has drifted from the declared
+-- workload); Degraded when the spec cannot be planned or the operator reports a
 -- failure. Plain Lua 5.1 (Argo CD runs gopher-lua).
 local hs = {}
 
@@ -65,6 +66,10 @@ if ready ~= nil and ready.status == "True" then
   local slo = condition("SloAtRisk")
   if slo ~= nil and slo.status == "True" then
     hs.message = hs.message .. " (SLO at risk: " .. describe(slo, "SloUnreachable") .. ")"
+  end
+  local drift = condition("WorkloadDrift")
+  if drift ~= nil and drift.status == "True" then
+    hs.message = hs.message .. " (workload drift: " .. describe(drift, "WorkloadDrift") .. ")"
   end
   return hs
 end
