@@ -1,24 +1,29 @@
 #!/usr/bin/env bash
-# End-to-end tests on a throwaway kind cluster, CPU only:
+# The e2e suite (tests/e2e) against a throwaway kind cluster instead of the local
+# control plane: the same tests, unchanged. For users with Docker:
 #   1. create the cluster (or reuse $KIND_CLUSTER if it exists),
-#   2. build the vLLM stand-in image (hack/e2e/standin) and load it into the nodes,
-#   3. install the CRD, then run tests/e2e, which starts the operator in-process.
-# Needs docker, kind and kubectl. KEEP_CLUSTER=1 keeps the cluster afterwards.
+#   2. run tests/e2e with INFERFLEET_E2E_KUBECONFIG set: the suite starts KWOK locally
+#      for the fake GPU fleet (nodes named e2e-*, removed afterwards), installs the CRDs
+#      and runs `inferfleet run` on this machine. The API server must reach the
+#      operator's webhook, so it listens on the kind network's gateway address.
+# Needs docker, kind, and Go (KWOK and kubectl are built by hack/controlplane/build.sh).
+# KEEP_CLUSTER=1 keeps the cluster afterwards; arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CLUSTER="${KIND_CLUSTER:-inferfleet-e2e}"
-IMAGE="${INFERFLEET_E2E_IMAGE:-inferfleet/vllm-standin:e2e}"
 
-for tool in docker kind kubectl; do
+for tool in docker kind go; do
   command -v "$tool" >/dev/null || { echo "kind-e2e: $tool is required" >&2; exit 2; }
 done
+[ -x .venv/bin/pytest ] || WITH_TESTS=1 hack/setup.sh
+hack/controlplane/build.sh >/dev/null
 if ! kind get clusters | grep -qx "$CLUSTER"; then
   kind create cluster --name "$CLUSTER" --wait 120s
 fi
 trap '[ "${KEEP_CLUSTER:-0}" = 1 ] || kind delete cluster --name "$CLUSTER"' EXIT
-kubectl config use-context "kind-$CLUSTER"
-docker build -t "$IMAGE" hack/e2e/standin
-kind load docker-image "$IMAGE" --name "$CLUSTER"
-kubectl apply -f crds/inferenceservices.inferfleet.dev.yaml
-kubectl wait --for=condition=Established crd/inferenceservices.inferfleet.dev --timeout=60s
-INFERFLEET_E2E_IMAGE="$IMAGE" .venv/bin/pytest -q -m e2e tests/e2e "$@"
+kubeconfig="$(mktemp -t inferfleet-kind-kubeconfig.XXXXXX)"
+kind get kubeconfig --name "$CLUSTER" >"$kubeconfig"
+# The address of this machine on kind's Docker network: where kube-apiserver (inside the
+# node container) calls the webhook.
+gateway="$(docker network inspect kind -f '{{range .IPAM.Config}}{{if .Gateway}}{{.Gateway}} {{end}}{{end}}' | awk '{print $1}')"
+INFERFLEET_E2E_KUBECONFIG="$kubeconfig" INFERFLEET_E2E_WEBHOOK_HOST="$gateway" .venv/bin/pytest -q tests/e2e "$@"

@@ -12,6 +12,20 @@ turns on the CPU, so both are reported.
 
     python hack/bench/reconcile.py              # 1,000 services
     python hack/bench/reconcile.py --count 200
+
+`--api-server` runs the real operator (`inferfleet run`, a child process) against a real
+kube-apiserver + etcd from hack/controlplane (no controller manager, scheduler or KWOK:
+the figures are the operator's and the API server's alone, not pods'), with an empty
+but reachable Prometheus. It creates the services first, then starts the operator and
+reports:
+- the cold pass: wall time until every service reports its generation observed with a
+  plan, and the operator's API calls in that time (the API server's audit log, by verb
+  and resource), reads and writes;
+- the steady pass: one full resync period (every service re-listed and reconciled once
+  more) once everything has settled: the writes it made (the goal is zero), by resource;
+- the operator process's RSS (current and peak).
+
+    python hack/bench/reconcile.py --api-server             # 1,000 services
 """
 
 from __future__ import annotations
@@ -72,7 +86,15 @@ def timed_pass(reconcile: Any, keys: list[tuple[str, str]]) -> tuple[list[float]
 def main() -> int:
     parser = argparse.ArgumentParser(description="Reconcile benchmark (plan + render + in-memory apply).")
     parser.add_argument("--count", type=int, default=1000)
+    parser.add_argument(
+        "--api-server", action="store_true", help="the real operator against a real API server"
+    )
+    parser.add_argument(
+        "--resync-s", type=float, default=60.0, help="steady window: one resync period (+ margin)"
+    )
     args = parser.parse_args()
+    if args.api_server:
+        return api_server_benchmark(args.count, args.resync_s)
 
     from inferfleet.cluster import InMemoryCluster
     from inferfleet.config import OperatorSettings
@@ -113,6 +135,186 @@ def main() -> int:
         "meetsTargets": max(first_cpu_ms, steady_cpu_ms) <= TARGET_MS_PER_CR
         and peak_rss_mb <= TARGET_PEAK_RSS_MB,
     }
+    json.dump(report, sys.stdout, indent=2)
+    sys.stdout.write("\n")
+    return 0
+
+
+# --- against a real API server ------------------------------------------------------------
+
+OPERATOR_USER = "inferfleet-bench"
+WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection"}
+
+
+def _load_controlplane() -> Any:
+    import importlib.util
+
+    name = "inferfleet_bench_controlplane"
+    spec = importlib.util.spec_from_file_location(name, REPO / "hack" / "controlplane" / "controlplane.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _audit(path: Path, since: int, until: int | None = None) -> list[dict[str, Any]]:
+    """The operator's completed requests between two offsets of the audit log."""
+    out = []
+    with path.open("rb") as handle:
+        handle.seek(since)
+        data = handle.read() if until is None else handle.read(max(0, until - since))
+    for line in data.splitlines():
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if event.get("stage") == "ResponseComplete" and event["user"]["username"] == OPERATOR_USER:
+            out.append(event)
+    return out
+
+
+def _tally(events: list[dict[str, Any]]) -> dict[str, Any]:
+    by_call: dict[str, int] = {}
+    for event in events:
+        ref = event.get("objectRef") or {}
+        resource = ref.get("resource", event.get("requestURI", "?"))
+        if ref.get("subresource"):
+            resource += "/" + ref["subresource"]
+        key = f"{event['verb']} {resource}"
+        by_call[key] = by_call.get(key, 0) + 1
+    writes = sum(1 for e in events if e["verb"] in WRITE_VERBS)
+    # Who wrote status: the autoscaler's patches carry its decision, the reconciler's do not.
+    status = [
+        e
+        for e in events
+        if (e.get("objectRef") or {}).get("subresource") == "status" and e["verb"] == "patch"
+    ]
+    by_autoscaler = sum(
+        1 for e in status if "lastScalingDecision" in json.dumps(e.get("requestObject") or {})
+    )
+    return {
+        "calls": len(events),
+        "reads": len(events) - writes,
+        "writes": writes,
+        "statusWrites": {"autoscaler": by_autoscaler, "reconciler": len(status) - by_autoscaler},
+        "byCall": dict(sorted(by_call.items(), key=lambda item: -item[1])),
+    }
+
+
+def _rss_mb(pid: int) -> dict[str, float]:
+    fields = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            fields[key] = round(int(value.split()[0]) / 1024, 1)
+    return {"rssMB": fields.get("VmRSS", 0.0), "peakRssMB": fields.get("VmHWM", 0.0)}
+
+
+def api_server_benchmark(count: int, resync_s: float) -> int:
+    import os
+    import signal
+    import subprocess
+    import tempfile
+
+    from inferfleet.metrics.testkit import PrometheusServer
+
+    # A plain `kill` still stops every process this run started (the context managers).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    cp = _load_controlplane()
+    # Status patches are logged with their bodies: a steady write is then attributed to
+    # the autoscaler's decision heartbeat or to the reconciler.
+    options = cp.Options(
+        controllers=False,
+        kwok=False,
+        crds=True,
+        audit=True,
+        audit_bodies=(("inferfleet.dev", "inferenceservices/status"),),
+    )
+    report: dict[str, Any] = {"benchmark": "reconcile", "mode": "api-server", "services": count}
+    started_s = time.monotonic()
+    with cp.ControlPlane(cp.binaries(), options=options) as plane, PrometheusServer([]) as prometheus:
+        report["controlPlaneStartS"] = round(time.monotonic() - started_s, 1)
+        bodies = variants(count)
+        for namespace in sorted({b["metadata"]["namespace"] for b in bodies}):
+            plane.kubectl("create", "namespace", namespace)
+        for start in range(0, len(bodies), 100):
+            chunk = yaml.safe_dump_all(bodies[start : start + 100], sort_keys=False)
+            plane.kubectl("apply", "--server-side", "--field-manager=bench", "-f", "-", stdin=chunk)
+        assert plane.pki is not None
+        identity = plane.pki.issue("bench", common_name=OPERATOR_USER, groups=["system:masters"])
+        kubeconfig = cp.write_kubeconfig(
+            plane.workdir / "bench.kubeconfig",
+            plane.server,
+            plane.pki.ca,
+            client=identity,
+            user=OPERATOR_USER,
+        )
+        env = {
+            **os.environ,
+            "KUBECONFIG": str(kubeconfig),
+            "INFERFLEET_LOG_FORMAT": "text",
+            "INFERFLEET_LIVENESS_PORT": str(cp.free_port()),
+            "INFERFLEET_METRICS_PORT": str(cp.free_port()),
+            "INFERFLEET_PROMETHEUS_URL": prometheus.url,
+        }
+        env.pop("INFERFLEET_NAMESPACES", None)
+        log = Path(tempfile.mkdtemp(prefix="inferfleet-bench-")) / "operator.log"
+        mark = plane.audit_log.stat().st_size
+        operator_bin = str(Path(sys.executable).with_name("inferfleet"))
+        with log.open("wb") as out:
+            process = subprocess.Popen(
+                [operator_bin, "run", "--standalone", "--all-namespaces", "--bind-address", "127.0.0.1"],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,
+            )
+        try:
+            cold_started = time.monotonic()
+            while True:
+                if process.poll() is not None:
+                    raise RuntimeError(f"the operator exited: {log.read_text()[-2000:]}")
+                listed = plane.kubectl_json("get", "ifs", "-A")["items"]
+                done = sum(
+                    1
+                    for item in listed
+                    if (item.get("status") or {}).get("observedGeneration") == item["metadata"]["generation"]
+                    and (item.get("status") or {}).get("planHash")
+                )
+                if done == count:
+                    break
+                print(
+                    f"cold pass: {done}/{count} after {time.monotonic() - cold_started:.0f}s", file=sys.stderr
+                )
+                time.sleep(5)
+            cold_wall_s = time.monotonic() - cold_started
+            cold_end = plane.audit_log.stat().st_size
+            cold = _tally(_audit(plane.audit_log, mark, cold_end))
+            report["coldPass"] = {
+                "wallS": round(cold_wall_s, 1),
+                "msPerService": round(cold_wall_s * 1000 / count, 1),
+                **cold,
+            }
+            # Settle: the autoscaler's first decision for every service (one status write each).
+            while True:
+                listed = plane.kubectl_json("get", "ifs", "-A")["items"]
+                if all((item.get("status") or {}).get("lastScalingDecision") for item in listed):
+                    break
+                time.sleep(2)
+            time.sleep(5)
+            steady_mark = plane.audit_log.stat().st_size
+            time.sleep(resync_s + 10)
+            steady = _tally(_audit(plane.audit_log, steady_mark))
+            resynced = steady["byCall"].get("get inferenceservices", 0)
+            report["steadyPass"] = {"windowS": resync_s + 10, "servicesReReconciled": resynced, **steady}
+            report["operator"] = _rss_mb(process.pid)
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
     json.dump(report, sys.stdout, indent=2)
     sys.stdout.write("\n")
     return 0

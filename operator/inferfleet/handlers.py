@@ -32,17 +32,17 @@ from typing import Any
 
 import kopf
 
-from inferfleet.api import InferenceService, Problem, labels
+from inferfleet.api import labels
 from inferfleet.cluster import Cluster, KubernetesCluster, TransientApiError, access
 from inferfleet.config import OperatorSettings
-from inferfleet.controller import admission, certificates, leader, resync
+from inferfleet.controller import certificates, leader, resync
 from inferfleet.controller.passes import run_pass
 from inferfleet.controller.reconciler import Planner, Reconciler
 from inferfleet.controller.webhook_server import AdmissionServer
 from inferfleet.metrics import operator_metrics
 from inferfleet.metrics.operator_metrics import OperatorMetrics
 from inferfleet.metrics.prometheus import KvCapacityReader, PrometheusClient, PrometheusConfig
-from inferfleet.render import checks, runtime
+from inferfleet.render import runtime
 
 GVP = (labels.GROUP, labels.VERSION, labels.PLURAL)
 # How often every InferenceService is re-checked even without a watch event.
@@ -114,7 +114,7 @@ def _configure_webhook(settings: kopf.OperatorSettings, memo: Any, port: int) ->
         cafile = certfile
     settings.admission.server = AdmissionServer(
         handler_ids=WEBHOOK_IDS,
-        addr="0.0.0.0",
+        addr=memo.get("bind_address") or "0.0.0.0",
         port=port,
         host=host,
         certfile=certfile,
@@ -213,22 +213,6 @@ def reconcile_parent(*, type: str | None, body: kopf.Body, memo: Any, logger: Lo
         _run(memo, body.metadata.namespace, parent, 0, logger)
     except kopf.TemporaryError as error:
         logger.warning("parent %s not reconciled now (the resync loop retries): %s", parent, error)
-
-
-@kopf.on.validate(*GVP, id=WEBHOOK_PLAN, operations=["CREATE", "UPDATE"])
-def validate_plan(*, body: kopf.Body, memo: Any, warnings: list[str], **_: Any) -> None:
-    reconciler: Reconciler = memo["reconciler"]
-    settings = reconciler.settings
-
-    def refusals(service: InferenceService, feasible: set[str] | None) -> list[Problem]:
-        if feasible is None:
-            return checks.catalog_problems(service, settings.catalogs())
-        return checks.render_problems(service, settings, feasible)
-
-    verdict = admission.review(dict(body), reconciler.planner, refusals)
-    warnings.extend(verdict.warnings)
-    if verdict.rejection is not None:
-        raise kopf.AdmissionError(verdict.rejection, code=422)
 
 
 @kopf.on.probe(id="reconcilePasses")

@@ -194,11 +194,13 @@ cannot be narrowed that way (the name is not known when it is authorised).
 {{- if .Values.webhook.enabled }}
 # kopf registers the validating admission webhook: it creates the configuration once
 # (a create cannot be limited by name) and afterwards patches only that one object.
+# Its webhook management also creates and patches an (empty) mutating configuration of
+# the same name: without that grant kopf gets 403 at startup.
 - apiGroups: [admissionregistration.k8s.io]
-  resources: [validatingwebhookconfigurations]
+  resources: [validatingwebhookconfigurations, mutatingwebhookconfigurations]
   verbs: [create]
 - apiGroups: [admissionregistration.k8s.io]
-  resources: [validatingwebhookconfigurations]
+  resources: [validatingwebhookconfigurations, mutatingwebhookconfigurations]
   resourceNames: [validate.inferfleet.dev]
   verbs: [patch]
 {{- end }}

@@ -41,9 +41,12 @@ def _structural(node: dict[str, Any], definitions: dict[str, Any]) -> dict[str, 
     out: dict[str, Any] = {}
     extensions = {key: node[key] for key in _KUBE_EXTENSIONS if key in node}
 
-    if extensions.get("x-kubernetes-preserve-unknown-fields") and "anyOf" in node:
+    alternatives = [branch for branch in node.get("anyOf", []) if branch.get("type") != "null"]
+    if extensions.get("x-kubernetes-preserve-unknown-fields") and len(alternatives) > 1:
         # A value that is either a string or an object (tier.gpu): Kubernetes cannot type
         # it structurally, so the API server keeps it as is and our validation checks it.
+        # (An optional object, `X | None`, is typed below: CEL sees an untyped field as
+        # undefined, so a rule like `has(self.config)` would not compile.)
         out["x-kubernetes-preserve-unknown-fields"] = True
         if "description" in node:
             out["description"] = node["description"]

@@ -51,7 +51,7 @@ def start_autoscaler(*, memo: Any, logger: Logger, **_: Any) -> None:
     metrics = memo.get("metrics") or operator_metrics.default_metrics()
     memo["metrics"] = metrics
     if not _metrics_served:
-        operator_metrics.serve(settings.metrics_port)
+        operator_metrics.serve(settings.metrics_port, addr=memo.get("bind_address") or "0.0.0.0")
         _metrics_served = True
     if memo.get("autoscaler") is None:
         cluster = memo.get("cluster") or KubernetesCluster.from_environment()

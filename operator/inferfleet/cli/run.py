@@ -12,7 +12,7 @@ import importlib
 import random
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -21,10 +21,15 @@ from inferfleet.config import OperatorSettings, SettingsInvalid
 
 # Modules whose import registers kopf handlers. Add a feature's handlers with one line.
 HANDLER_MODULES: tuple[str, ...] = ("inferfleet.handlers", "inferfleet.autoscaler.handlers")
+# Registered only with a webhook server (--webhook-host): kopf refuses admission
+# handlers without one.
+WEBHOOK_HANDLER_MODULES: tuple[str, ...] = ("inferfleet.admission_handlers",)
 
 # Peering priorities are drawn from this range when not given: two replicas with equal
 # priority would both pause, so each picks its own; the highest one works.
 PRIORITY_RANGE = (1, 1_000_000)
+# Where the liveness, metrics and webhook servers listen: every interface in a pod.
+DEFAULT_BIND_ADDRESS = "0.0.0.0"
 
 
 @dataclass(frozen=True)
@@ -39,6 +44,7 @@ class RunOptions:
     standalone: bool
     webhook_host: str | None
     webhook_cert_dir: Path | None
+    bind_address: str
     json_logs: bool
     verbose: bool
 
@@ -54,6 +60,7 @@ def decide_options(
     webhook_host: str | None,
     webhook_cert_dir: Path | None,
     verbose: bool,
+    bind_address: str = DEFAULT_BIND_ADDRESS,
 ) -> RunOptions:
     if all_namespaces and namespaces:
         raise ValueError("--all-namespaces and --namespace exclude each other")
@@ -61,15 +68,20 @@ def decide_options(
     return RunOptions(
         clusterwide=not chosen,
         namespaces=chosen,
-        liveness_endpoint=f"http://0.0.0.0:{settings.liveness_port}/healthz",
+        liveness_endpoint=f"http://{bind_address}:{settings.liveness_port}/healthz",
         peering_name=peering,
         priority=priority if priority is not None else random.randint(*PRIORITY_RANGE),
         standalone=standalone,
         webhook_host=webhook_host,
         webhook_cert_dir=webhook_cert_dir,
+        bind_address=bind_address,
         json_logs=settings.log_format == "json",
         verbose=verbose,
     )
+
+
+def handler_modules(options: RunOptions) -> tuple[str, ...]:
+    return HANDLER_MODULES + (WEBHOOK_HANDLER_MODULES if options.webhook_host else ())
 
 
 def start(options: RunOptions, settings: OperatorSettings) -> None:
@@ -82,26 +94,36 @@ def start(options: RunOptions, settings: OperatorSettings) -> None:
     )
     from inferfleet.controller.leader import LeaseConfig
 
-    for module in HANDLER_MODULES:
+    for module in handler_modules(options):
         importlib.import_module(module)
     memo = kopf.Memo(
         settings=settings,
         webhook_host=options.webhook_host,
         webhook_cert_dir=options.webhook_cert_dir,
+        bind_address=options.bind_address,
         # The resync and autoscaler loops list InferenceServices where kopf watches them.
         namespaces=options.namespaces,
         # One replica alone needs no election; otherwise the Lease shares the peering name.
         leader_election=None if options.standalone else LeaseConfig.from_environment(options.peering_name),
     )
-    kopf.run(
-        clusterwide=options.clusterwide,
-        namespaces=options.namespaces,
-        liveness_endpoint=options.liveness_endpoint,
-        peering_name=options.peering_name,
-        priority=options.priority,
-        standalone=options.standalone,
-        memo=memo,
-    )
+    kopf.run(memo=memo, **kopf_run_arguments(options))
+
+
+def kopf_run_arguments(options: RunOptions) -> dict[str, Any]:
+    """`kopf.run`'s peering and scope arguments.
+
+    A peering name makes kopf's peering mandatory, and a standalone operator has no
+    peering object to find: kopf would pause every watch for ever ("peering CRD is
+    missing"). So a standalone run names no peering at all.
+    """
+    return {
+        "clusterwide": options.clusterwide,
+        "namespaces": options.namespaces,
+        "liveness_endpoint": options.liveness_endpoint,
+        "peering_name": None if options.standalone else options.peering_name,
+        "priority": options.priority,
+        "standalone": options.standalone,
+    }
 
 
 @app.command("run")
@@ -123,6 +145,9 @@ def run_command(  # noqa: PLR0917 - typer maps each option to a parameter
     webhook_cert_dir: Annotated[
         Path | None, typer.Option(help="Directory with tls.crt/tls.key (cert-manager); else self-signed.")
     ] = None,
+    bind_address: Annotated[
+        str, typer.Option(help="Address the liveness, metrics and webhook servers listen on.")
+    ] = DEFAULT_BIND_ADDRESS,
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
 ) -> None:
     """Run the operator: reconcile InferenceServices into vLLM workloads until stopped."""
@@ -138,6 +163,7 @@ def run_command(  # noqa: PLR0917 - typer maps each option to a parameter
             webhook_host=webhook_host,
             webhook_cert_dir=webhook_cert_dir,
             verbose=verbose,
+            bind_address=bind_address,
         )
     except (SettingsInvalid, ValueError) as error:
         fail(str(error))

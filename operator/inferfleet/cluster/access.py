@@ -149,6 +149,10 @@ _FRAMEWORK_CALLS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("kopf.dev", "clusterkopfpeerings", ("get", "list", "watch", "patch")),
     ("", "events", ("create",)),
     ("admissionregistration.k8s.io", "validatingwebhookconfigurations", ("create", "patch")),
+    # kopf's webhook management runs a validating and a mutating configuration manager
+    # whenever it manages webhooks, and the latter creates its (empty) configuration too:
+    # without the grant it fails with 403 at startup (seen against a real API server).
+    ("admissionregistration.k8s.io", "mutatingwebhookconfigurations", ("create", "patch")),
 )
 
 
@@ -169,6 +173,7 @@ WEBHOOK_CONFIGURATION = f"validate.{labels.GROUP}"
 # API server authorises it before the object, and so its name, exists.
 NAMED_CALLS: dict[tuple[str, str, str], str] = {
     ("admissionregistration.k8s.io", "validatingwebhookconfigurations", "patch"): WEBHOOK_CONFIGURATION,
+    ("admissionregistration.k8s.io", "mutatingwebhookconfigurations", "patch"): WEBHOOK_CONFIGURATION,
     (LEASE.group, LEASE.plural, "get"): "<peering>",
     (LEASE.group, LEASE.plural, "update"): "<peering>",
 }

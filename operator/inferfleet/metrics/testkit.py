@@ -467,6 +467,14 @@ class PrometheusServer:
         self.stop()
         raise TimeoutError(f"prometheus not ready after {timeout_s}s: {self.log_tail()}")
 
+    def reload(self, scrape_configs: Sequence[dict[str, Any]]) -> None:
+        """Replace the scrape configs and have the running server re-read them."""
+        self.scrape_configs = list(scrape_configs)
+        self._write_config()
+        request = urllib.request.Request(f"{self.url}/-/reload", method="POST")
+        with urllib.request.urlopen(request, timeout=10) as response:
+            response.read()
+
     def log_tail(self, lines: int = 20) -> str:
         path = self.workdir / "prometheus.log"
         if not path.exists():

@@ -115,6 +115,8 @@ def disruption_budget(service: InferenceService, tier: str) -> dict[str, Any]:
         name=names.workload_name(service.name, tier),
         labels=names.tier_labels(service.name, tier),
         selector=names.tier_selector(service.name, tier),
+        component_label=labels.LABEL_COMPONENT,
+        components=[names.COMPONENT_SERVER, names.COMPONENT_WORKER],
         **_common(service),
     )
 

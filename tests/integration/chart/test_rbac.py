@@ -28,6 +28,7 @@ CLUSTER_SCOPED = {
     ("", "namespaces"),
     ("apiextensions.k8s.io", "customresourcedefinitions"),
     ("admissionregistration.k8s.io", "validatingwebhookconfigurations"),
+    ("admissionregistration.k8s.io", "mutatingwebhookconfigurations"),
     ("kopf.dev", "clusterkopfpeerings"),
 }
 CLUSTER_PEERING = ("kopf.dev", "clusterkopfpeerings")
@@ -113,10 +114,14 @@ def check_leader_election(objects: list[dict[str, Any]], peering: bool) -> set[C
 
 EXPECTED = expand(API_CALLS)
 WEBHOOK_CONFIGURATIONS = ("admissionregistration.k8s.io", "validatingwebhookconfigurations")
+# kopf's webhook management also creates and patches a (empty) mutating configuration.
+MUTATING_CONFIGURATIONS = ("admissionregistration.k8s.io", "mutatingwebhookconfigurations")
 PATCH_PODS: Call = ("", "pods", "patch")
 # Off by default, so their rules are absent: the webhook's registration, and patch pods
 # (only scaling.podDeletionCost annotates pods).
-DEFAULT_OFF = {c for c in EXPECTED if (c[0], c[1]) == WEBHOOK_CONFIGURATIONS} | {PATCH_PODS}
+DEFAULT_OFF = {c for c in EXPECTED if (c[0], c[1]) in (WEBHOOK_CONFIGURATIONS, MUTATING_CONFIGURATIONS)} | {
+    PATCH_PODS
+}
 
 
 def minus(calls: set[Call], removed: set[Call]) -> set[Call]:
@@ -219,8 +224,9 @@ def test_features_add_exactly_their_rules() -> None:
     calls = rule_calls(role["rules"])
     assert calls == without(EXPECTED, CLUSTER_PEERING, NAMESPACED_PEERING, LEASES)
     # The webhook's configuration: created once, patched only by its name.
-    assert only(named_rules(objects), WEBHOOK_CONFIGURATIONS) == {
-        ("admissionregistration.k8s.io", "validatingwebhookconfigurations", "patch")
+    assert only(named_rules(objects), WEBHOOK_CONFIGURATIONS, MUTATING_CONFIGURATIONS) == {
+        ("admissionregistration.k8s.io", "validatingwebhookconfigurations", "patch"),
+        ("admissionregistration.k8s.io", "mutatingwebhookconfigurations", "patch"),
     }
     assert PATCH_PODS in calls
 

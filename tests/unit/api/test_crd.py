@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import jsonschema
@@ -49,6 +50,18 @@ def test_schema_is_structural() -> None:
         if node.get("x-kubernetes-list-type") == "map":
             keys = node["x-kubernetes-list-map-keys"]
             assert set(keys) <= set(node["items"].get("required", [])), path
+
+
+def test_fields_cel_rules_read_are_typed() -> None:
+    """The API server compiles CEL against the schema's types: an untyped field (only
+    x-kubernetes-preserve-unknown-fields) is undefined to CEL, and the CRD is refused."""
+    schema = crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    for path, node in _walk(schema):
+        for rule in node.get("x-kubernetes-validations", []):
+            for field in re.findall(r"self\.([A-Za-z]+)", rule["rule"]):
+                prop = (node.get("properties") or {}).get(field)
+                if prop is not None:
+                    assert "type" in prop, f"{path}.{field} is read by {rule['rule']!r} but untyped"
 
 
 def test_crd_has_status_subresource_short_name_and_columns() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import threading
+import time
 import urllib.request
 from http.server import ThreadingHTTPServer
 from types import ModuleType
@@ -69,6 +70,42 @@ def test_serves_openai_endpoints_and_vllm_metrics() -> None:
         assert 'vllm:request_success_total{model_name="m",finished_reason="stop"} 1' in text
         # The prefill counter grows by each request's prompt tokens.
         assert 'vllm:prompt_tokens_total{model_name="m"} 4' in text
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def test_queues_beyond_max_num_seqs_like_vllm() -> None:
+    assert server.parse_max_num_seqs(["m", "--max-num-seqs", "2"]) == 2
+    assert server.parse_max_num_seqs(["m", "--max-num-seqs=3"]) == 3
+    assert server.parse_max_num_seqs(["m"]) == 256
+    state = server.State("m", max_num_seqs=1, seconds_per_token=0.2)
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), server.handler_for(state))
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{httpd.server_address[1]}"
+
+    def complete() -> None:
+        body = json.dumps({"model": "m", "prompt": "p", "max_tokens": 5}).encode()
+        request = urllib.request.Request(f"{base}/v1/completions", data=body, method="POST")
+        with urllib.request.urlopen(request, timeout=10) as response:
+            response.read()
+
+    clients = [threading.Thread(target=complete) for _ in range(3)]
+    try:
+        for client in clients:
+            client.start()
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and state.waiting < 2:
+            time.sleep(0.01)
+        text = server.metrics(state)
+        assert 'vllm:num_requests_running{model_name="m"} 1' in text
+        assert 'vllm:num_requests_waiting{model_name="m"} 2' in text
+        for client in clients:
+            client.join()
+        text = server.metrics(state)
+        # Queued requests waited ~1 s and ~2 s for their first token: they land above 0.75 s.
+        assert 'vllm:time_to_first_token_seconds_bucket{model_name="m",le="0.75"} 1' in text
+        assert 'vllm:time_to_first_token_seconds_count{model_name="m"} 3' in text
     finally:
         httpd.shutdown()
         httpd.server_close()

@@ -7,7 +7,7 @@ from typing import Any
 import kopf
 import pytest
 
-from inferfleet import handlers
+from inferfleet import admission_handlers, handlers
 from inferfleet.api import labels
 from inferfleet.cluster import Conflict, PermanentApiError, TransientApiError
 from inferfleet.reconcile.objects import ref_of
@@ -289,12 +289,12 @@ def test_admission_rejects_all_infeasible_and_warns_on_one() -> None:
     for tier in body["spec"]["tiers"]:
         shrink(tier)
     with pytest.raises(kopf.AdmissionError) as error:
-        handlers.validate_plan(body=kopf.Body(body), memo=control.memo, warnings=[])
+        admission_handlers.validate_plan(body=kopf.Body(body), memo=control.memo, warnings=[])
     assert "l4" in str(error.value) and "a100-burst" in str(error.value)
     body = example()
     shrink(body["spec"]["tiers"][1])
     warnings: list[str] = []
-    handlers.validate_plan(body=kopf.Body(body), memo=control.memo, warnings=warnings)
+    admission_handlers.validate_plan(body=kopf.Body(body), memo=control.memo, warnings=warnings)
     assert len(warnings) == 1 and "a100-burst" in warnings[0]
 
 
@@ -303,7 +303,7 @@ def test_admission_denies_an_unknown_gpu_with_its_field_path() -> None:
     body = example()
     body["spec"]["tiers"][1]["gpu"] = "H1000"  # a typo; the other tier is fine
     with pytest.raises(kopf.AdmissionError) as error:
-        handlers.validate_plan(body=kopf.Body(body), memo=control.memo, warnings=[])
+        admission_handlers.validate_plan(body=kopf.Body(body), memo=control.memo, warnings=[])
     assert "spec.tiers[1].gpu: unknown GPU 'H1000'" in str(error.value)
 
 
@@ -312,7 +312,7 @@ def test_admission_denies_a_cache_path_outside_the_allowed_root() -> None:
     body = example()
     body["spec"]["cache"]["nodePath"] = "/data/weights"
     with pytest.raises(kopf.AdmissionError) as error:
-        handlers.validate_plan(body=kopf.Body(body), memo=control.memo, warnings=[])
+        admission_handlers.validate_plan(body=kopf.Body(body), memo=control.memo, warnings=[])
     assert "spec.cache.nodePath" in str(error.value)
 
 

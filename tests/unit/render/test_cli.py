@@ -64,6 +64,15 @@ def options(**overrides: object) -> run_cli.RunOptions:
     return run_cli.decide_options(OperatorSettings(namespaces=("from-env",)), **arguments)  # type: ignore[arg-type]
 
 
+def test_standalone_run_names_no_peering_so_kopf_never_waits_for_one() -> None:
+    # kopf.run(peering_name=...) makes peering mandatory; with --standalone there is no
+    # peering object, and kopf paused every watch for ever (seen on a real API server).
+    standalone = run_cli.kopf_run_arguments(options(standalone=True))
+    assert standalone["standalone"] is True and standalone["peering_name"] is None
+    peered = run_cli.kopf_run_arguments(options(peering="ha"))
+    assert peered["standalone"] is False and peered["peering_name"] == "ha"
+
+
 def test_run_namespaces_flags_win_over_settings() -> None:
     assert options().namespaces == ("from-env",) and not options().clusterwide
     assert options(namespaces=["a", "b"]).namespaces == ("a", "b")
@@ -79,4 +88,10 @@ def test_run_peering_liveness_and_json_logs() -> None:
     assert chosen.json_logs and chosen.peering_name == "inferfleet" and not chosen.standalone
     assert run_cli.PRIORITY_RANGE[0] <= chosen.priority <= run_cli.PRIORITY_RANGE[1]
     assert options(priority=7).priority == 7
+    # Off a pod (the e2e suite, a laptop) the servers stay on loopback.
+    local = options(bind_address="127.0.0.1")
+    assert local.liveness_endpoint == "http://127.0.0.1:8080/healthz" and local.bind_address == "127.0.0.1"
     assert "inferfleet.handlers" in run_cli.HANDLER_MODULES
+    # kopf refuses to run admission handlers without a webhook server: only with one.
+    assert "inferfleet.admission_handlers" not in run_cli.handler_modules(chosen)
+    assert "inferfleet.admission_handlers" in run_cli.handler_modules(options(webhook_host="op.svc"))

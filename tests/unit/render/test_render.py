@@ -42,6 +42,30 @@ def test_one_deployment_service_and_budget_per_feasible_tier() -> None:
     assert {d["metadata"]["name"] for d in by_kind(objects, "Deployment")} == {"chat-h100", "chat-l4"}
 
 
+def _selects(selector: dict[str, Any], pod_labels: dict[str, str]) -> bool:
+    matched = all(pod_labels.get(k) == v for k, v in (selector.get("matchLabels") or {}).items())
+    for expression in selector.get("matchExpressions") or []:
+        assert expression["operator"] == "In"
+        matched = matched and pod_labels.get(expression["key"]) in expression["values"]
+    return matched
+
+
+def test_disruption_budget_covers_serving_pods_only() -> None:
+    """The pre-cache DaemonSet's pods carry the tier's labels too; a budget over them never
+    syncs on a real cluster (DaemonSets have no scale subresource) and blocks every drain."""
+    objects = render(plans.service(), plans.plan(), SETTINGS)
+
+    def of_tier(kind: str, tier: str) -> dict[str, Any]:
+        (found,) = [o for o in by_kind(objects, kind) if o["metadata"]["labels"][labels.LABEL_TIER] == tier]
+        return found
+
+    for budget in by_kind(objects, "PodDisruptionBudget"):
+        tier = budget["metadata"]["labels"][labels.LABEL_TIER]
+        selector = budget["spec"]["selector"]
+        assert _selects(selector, of_tier("Deployment", tier)["spec"]["template"]["metadata"]["labels"])
+        assert not _selects(selector, of_tier("DaemonSet", tier)["spec"]["template"]["metadata"]["labels"])
+
+
 def test_infeasible_tier_renders_nothing() -> None:
     objects = render(plans.service(), plans.plan(plans.tier_plan("h100"), plans.infeasible("l4")), SETTINGS)
     tiers = {obj["metadata"]["labels"].get(labels.LABEL_TIER) for obj in objects}

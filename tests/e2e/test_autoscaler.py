@@ -1,0 +1,176 @@
+"""The live autoscaler: a real Prometheus scraping vLLM stand-ins through the operator's
+own PodMonitor, load that queues, a scale-up through the scale subresource, and a hold
+at (never below) the replicas it has when Prometheus goes away."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.conftest import Operators
+from tests.e2e.harness import Audit, Cluster, conditions, eventually, holds
+from tests.e2e.observability import PodMonitorPrometheus, StandinBridge
+from tests.e2e.spec import gpu_service
+
+NAME = "chat"
+SCALE_MANAGER = "inferfleet-operator-scale"
+TIER = {
+    "name": "l4",
+    "gpu": "L4",
+    "gpusPerNode": 1,
+    "minReplicas": 1,
+    "maxReplicas": 4,
+    "nodeSelector": {"cloud.google.com/gke-accelerator": "nvidia-l4"},
+    # Two requests at once per replica, so a few concurrent clients make a queue.
+    "overrides": {"maxNumSeqs": 2},
+}
+
+
+class Load:
+    """`clients` threads sending long completions to one stand-in until stopped."""
+
+    def __init__(self, address: str, model: str, clients: int, max_tokens: int) -> None:
+        self.url = f"http://{address}/v1/completions"
+        self.body = json.dumps({"model": model, "prompt": "hello " * 50, "max_tokens": max_tokens}).encode()
+        self._stop = threading.Event()
+        self.threads = [threading.Thread(target=self._client, daemon=True) for _ in range(clients)]
+        self.completed = 0
+
+    def _client(self) -> None:
+        while not self._stop.is_set():
+            request = urllib.request.Request(
+                self.url, data=self.body, method="POST", headers={"Content-Type": "application/json"}
+            )
+            try:
+                with urllib.request.urlopen(request, timeout=120) as response:
+                    response.read()
+                self.completed += 1
+            except OSError:
+                time.sleep(0.5)
+
+    def __enter__(self) -> Load:
+        for thread in self.threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+
+
+@pytest.fixture
+def prometheus(cluster: Cluster, namespace: str, tmp_path: Path) -> Iterator[PodMonitorPrometheus]:
+    """This test's own Prometheus (it stops it), following the PodMonitors of its namespace."""
+    server = PodMonitorPrometheus(cluster, tmp_path / "prometheus", namespaces=[namespace]).start()
+    yield server
+    server.close()
+
+
+def replicas(cluster: Cluster, namespace: str) -> int:
+    return int(cluster.apps().read_namespaced_deployment(f"{NAME}-l4", namespace).spec.replicas)
+
+
+def test_autoscaler_scales_through_the_scale_subresource_and_holds_without_prometheus(
+    cluster: Cluster, namespace: str, operators: Operators, prometheus: PodMonitorPrometheus
+) -> None:
+
+    audit = Audit(cluster.audit_log) if cluster.audit_log else None
+    mark = audit.mark() if audit else 0
+    operator = operators.start(namespace, prometheus_url=prometheus.url)
+    body = gpu_service(NAME, namespace, [TIER], cache={"mode": "none"})
+    cluster.apply([body])
+    bridge: StandinBridge = operators.observability.bridge
+
+    def serving() -> str:
+        live = cluster.service(namespace, NAME)
+        assert conditions(live).get("Ready", {}).get("status") == "True", conditions(live).get("Ready")
+        pods = cluster.list("v1/pods", namespace, "inferfleet.dev/component=vllm")
+        assert len(pods) == 1, [p["metadata"]["name"] for p in pods]
+        address = bridge.address_of(namespace, pods[0]["metadata"]["name"])
+        assert address, "no stand-in for the pod yet"
+        return address
+
+    address = eventually(serving, 120, what="one Ready replica with its stand-in")
+
+    # Prometheus found the pod through the operator's PodMonitor, and the relabelling gives
+    # the series exactly the labels the autoscaler's queries group by.
+    def scraped() -> list[dict[str, Any]]:
+        found = prometheus.query(f'vllm:num_requests_running{{inferfleet_namespace="{namespace}"}}')
+        assert found, (
+            f"no series yet; targets up: {len(prometheus.targets_up())}; errors: {prometheus.errors[-1:]}"
+        )
+        return found
+
+    (series,) = eventually(scraped, 60, what="Prometheus to scrape the stand-in")
+    labels = series["metric"]
+    assert (labels["inferfleet_service"], labels["inferfleet_tier"]) == (NAME, "l4"), labels
+    assert labels["pod"].startswith(f"{NAME}-l4-"), labels
+
+    # The autoscaler reads it: not Degraded, a decision recorded.
+    def deciding() -> dict[str, Any]:
+        live = cluster.service(namespace, NAME)
+        assert (live.get("status") or {}).get("lastScalingDecision"), live.get("status")
+        assert conditions(live).get("Degraded", {}).get("status") != "True", conditions(live).get("Degraded")
+        return live
+
+    eventually(deciding, 60, what="the autoscaler's first decision")
+    assert replicas(cluster, namespace) == 1
+
+    # Load that queues: 12 clients, 2 slots, 15 s per request.
+    with Load(address, "meta-llama/Llama-3.1-8B-Instruct", clients=12, max_tokens=1500):
+
+        def queued() -> None:
+            found = prometheus.query(f'sum(vllm:num_requests_waiting{{inferfleet_namespace="{namespace}"}})')
+            assert found and float(found[0]["value"][1]) >= 8, found
+
+        eventually(queued, 60, what="the queue to show in Prometheus")
+
+        def scaled_up() -> int:
+            count = replicas(cluster, namespace)
+            assert count >= 2, f"still {count} replica(s); decision: {_decision(cluster, namespace)}"
+            return count
+
+        scaled = eventually(scaled_up, 90, what="the autoscaler to scale up")
+    assert scaled <= TIER["maxReplicas"]
+    deployment = cluster.kubectl_json(
+        "get", "deployment", f"{NAME}-l4", "-n", namespace, "--show-managed-fields"
+    )
+    managers = {
+        (entry["manager"], entry.get("subresource", ""))
+        for entry in deployment["metadata"]["managedFields"]
+        if "f:replicas" in json.dumps(entry.get("fieldsV1", {}).get("f:spec", {}))
+    }
+    assert (SCALE_MANAGER, "scale") in managers, managers
+    if audit is not None:
+        scale_writes = [
+            e for e in audit.events(mark) if e.resource == "deployments/scale" and e.verb == "patch"
+        ]
+        assert scale_writes and all(e.code == 200 for e in scale_writes), scale_writes
+        assert {e.user for e in scale_writes} == {f"system:serviceaccount:{namespace}:inferfleet-operator"}
+
+    # Prometheus goes away: the autoscaler says so and holds what it has.
+    held = replicas(cluster, namespace)
+    prometheus.stop()
+
+    def degraded() -> None:
+        found = conditions(cluster.service(namespace, NAME)).get("Degraded", {})
+        assert (found.get("status"), found.get("reason")) == ("True", "MetricsUnavailable"), found
+
+    eventually(degraded, 60, what="Degraded=True MetricsUnavailable")
+
+    def never_below() -> None:
+        count = replicas(cluster, namespace)
+        assert count >= held >= TIER["minReplicas"], f"scaled down to {count} without metrics (had {held})"
+
+    holds(never_below, duration_s=30, interval_s=1)
+    assert operator.alive(), operator.tail()
+
+
+def _decision(cluster: Cluster, namespace: str) -> Any:
+    return (cluster.service(namespace, NAME).get("status") or {}).get("lastScalingDecision")
