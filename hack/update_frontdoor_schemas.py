@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Write tests/schemas/{inferencepool,httproute}-v1.yaml from the pinned CRDs.
 
-The versions are the `require` lines of hack/frontdoor-crds/go.mod. `go mod download`
+The versions are the `require` lines of hack/controlplane/crds/go.mod (the same pins
+the e2e control plane installs the CRDs from). `go mod download`
 fetches the modules through the Go module proxy (verified against go.sum); the CRD YAML
 is read from the module cache, and the served version's openAPIV3Schema is written with
 its descriptions dropped (the tests need the structure, the CEL rules and the bounds).
@@ -22,7 +23,7 @@ from typing import Any
 import yaml
 
 REPO = Path(__file__).resolve().parent.parent
-MODULE_DIR = REPO / "hack" / "frontdoor-crds"
+MODULE_DIR = REPO / "hack" / "controlplane" / "crds"
 SCHEMAS = REPO / "tests" / "schemas"
 # (module, CRD file inside it, served version, output file)
 CRDS: tuple[tuple[str, str, str, str], ...] = (

@@ -58,6 +58,13 @@ MODULE_CRDS: tuple[tuple[str, str], ...] = (
         "github.com/prometheus-operator/prometheus-operator",
         "example/prometheus-operator-crd/monitoring.coreos.com_podmonitors.yaml",
     ),
+    # The front door (render.frontdoor): InferencePool and HTTPRoute at the versions the
+    # tests' schemas come from (hack/update_frontdoor_schemas.py reads the same go.mod).
+    (
+        "sigs.k8s.io/gateway-api-inference-extension",
+        "config/crd/bases/inference.networking.k8s.io_inferencepools.yaml",
+    ),
+    ("sigs.k8s.io/gateway-api", "config/crd/standard/gateway.networking.k8s.io_httproutes.yaml"),
 )
 # Room for thousands of Services (the reconcile benchmark makes 3,000).
 SERVICE_CIDR = "10.96.0.0/16"

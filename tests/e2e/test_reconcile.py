@@ -19,6 +19,12 @@ OWNED_COLLECTIONS = {
     "PodMonitor": "monitoring.coreos.com/v1/podmonitors",
     "DaemonSet": "apps/v1/daemonsets",
     "Job": "batch/v1/jobs",
+    # The front door (the example names a Gateway).
+    "InferencePool": "inference.networking.k8s.io/v1/inferencepools",
+    "HTTPRoute": "gateway.networking.k8s.io/v1/httproutes",
+    "ServiceAccount": "v1/serviceaccounts",
+    "Role": "rbac.authorization.k8s.io/v1/roles",
+    "RoleBinding": "rbac.authorization.k8s.io/v1/rolebindings",
 }
 SERVICE_LABEL = "inferfleet.dev/service"
 TIER_LABEL = "inferfleet.dev/tier"
@@ -46,13 +52,18 @@ def test_example_is_reconciled_into_owned_objects(
     name = body["metadata"]["name"]
 
     expected = {
-        "Deployment": {f"{name}-l4", f"{name}-a100-burst"},
-        "Service": {name, f"{name}-l4-api", f"{name}-a100-burst-api"},
+        "Deployment": {f"{name}-l4", f"{name}-a100-burst", f"{name}-epp"},
+        "Service": {name, f"{name}-l4-api", f"{name}-a100-burst-api", f"{name}-epp"},
         "PodDisruptionBudget": {f"{name}-l4", f"{name}-a100-burst"},
-        "PodMonitor": {name},
+        "PodMonitor": {name, f"{name}-epp"},
         "DaemonSet": {f"{name}-l4-cache", f"{name}-a100-burst-cache"},
         "LeaderWorkerSet": set(),
         "Job": set(),
+        "InferencePool": {name},
+        "HTTPRoute": {name},
+        "ServiceAccount": {f"{name}-epp"},
+        "Role": {f"{name}-epp"},
+        "RoleBinding": {f"{name}-epp"},
     }
 
     def all_objects() -> dict[str, dict[str, Mapping[str, Any]]]:
@@ -95,9 +106,14 @@ def test_example_is_reconciled_into_owned_objects(
 
     # The printer columns, as an SRE sees them.
     table = cluster.kubectl("get", "ifs", "-n", namespace).stdout.splitlines()
-    assert table[0].split() == ["NAME", "MODEL", "TIERS", "READY", "DESIRED", "TTFT-P99-MS", "STATUS", "AGE"]
+    assert table[0].split() == [
+        "NAME", "MODEL", "TIERS", "READY", "DESIRED", "ENDPOINTS", "ROUTE", "TTFT-P99-MS", "STATUS", "AGE"
+    ]
     row = table[1].split()
     assert row[:5] == [name, "meta-llama/Llama-3.1-8B-Instruct", "l4:2/2,a100-burst:0/0", "2", "2"], table
+    # The example names a Gateway no controller answers for here: its route is Pending
+    # (tests/e2e/test_frontdoor.py checks the endpoints).
+    assert row[6] == "Pending", table
     assert "Available" in row, table
     wide = cluster.kubectl(
         "get", "inferenceservices.inferfleet.dev", name, "-n", namespace, "-o", "name"

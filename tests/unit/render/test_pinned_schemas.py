@@ -26,7 +26,7 @@ def _script() -> ModuleType:
 def test_each_schema_names_the_module_version_go_mod_pins() -> None:
     script = _script()
     versions = script.pinned_versions()
-    assert set(versions) == {"sigs.k8s.io/gateway-api", "sigs.k8s.io/gateway-api-inference-extension"}
+    assert {"sigs.k8s.io/gateway-api", "sigs.k8s.io/gateway-api-inference-extension"} <= set(versions)
     for module, _path, _served, output in script.CRDS:
         header = (REPO_ROOT / "tests" / "schemas" / output).read_text().splitlines()[1]
         assert f"{module}@{versions[module]} " in header, output
@@ -34,7 +34,7 @@ def test_each_schema_names_the_module_version_go_mod_pins() -> None:
 
 def test_go_sum_holds_every_pinned_module() -> None:
     versions = _script().pinned_versions()
-    go_sum = (REPO_ROOT / "hack" / "frontdoor-crds" / "go.sum").read_text()
+    go_sum = (REPO_ROOT / "hack" / "controlplane" / "crds" / "go.sum").read_text()
     for module, version in versions.items():
         assert f"{module} {version} h1:" in go_sum
 

@@ -1,7 +1,7 @@
 """Validate rendered objects: core kinds against Kubernetes' OpenAPI (kubernetes-validate),
 LeaderWorkerSet and PodMonitor against the vendored CRD schemas in tests/schemas/, and the
 front door's InferencePool and HTTPRoute against the schemas of their pinned CRDs
-(hack/frontdoor-crds/go.mod), CEL rules included, evaluated after structural defaulting
+(hack/controlplane/crds/go.mod), CEL rules included, evaluated after structural defaulting
 as the API server does."""
 
 from __future__ import annotations
