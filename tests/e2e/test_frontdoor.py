@@ -1,14 +1,16 @@
 """The front door on a real API server: the pinned InferencePool and HTTPRoute CRDs accept
 what the operator renders, and the pool selects exactly the Ready serving pods of every
-tier (no pre-cache pod, no endpoint picker, no pod that is not Ready)."""
+tier (no pre-cache pod, no endpoint picker, no pod that is not Ready); once settled, a
+reconcile pass over the front door's objects writes none of them."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from typing import Any
 
 from tests.e2e.conftest import Operators
-from tests.e2e.harness import Cluster, conditions, eventually, example, owned_by, ready
+from tests.e2e.harness import Audit, Cluster, conditions, eventually, example, owned_by, ready
 
 POOLS = "inference.networking.k8s.io/v1/inferencepools"
 ROUTES = "gateway.networking.k8s.io/v1/httproutes"
@@ -100,3 +102,30 @@ def test_the_pool_selects_exactly_the_ready_serving_pods_of_all_tiers(
     header = table[0].split()
     row = dict(zip(header, table[1].split(), strict=False))
     assert row["ROUTE"] == "Pending" and int(row["ENDPOINTS"]) >= len(tiers), table
+
+    # Settled, a pass writes nothing it owns: what it renders is what the API server
+    # kept (an empty map the server drops, e.g. the picker's pod annotations, once made
+    # every pass re-apply the picker's Deployment). A label added by someone else to the
+    # picker's Deployment wakes the parent through its child event handler.
+    if cluster.audit_log is None:
+        return
+    audit = Audit(cluster.audit_log)
+    user = f"system:serviceaccount:{namespace}:inferfleet-operator"
+    mark = audit.mark()
+    cluster.kubectl("label", "deployment", f"{name}-epp", "-n", namespace, "e2e/touched=1")
+
+    def pass_ran() -> None:
+        events = audit.events(mark, users=[user])
+        reads = [e for e in events if e.verb == "get" and e.resource == "inferenceservices"]
+        assert reads, "no reconcile pass after the child event"
+
+    eventually(pass_ran, 60, what="a reconcile pass after the child event")
+    time.sleep(5)
+    # The autoscaler's own writes (scale subresource, status) and events are not the pass's.
+    own = {"inferenceservices/status", "deployments/scale", "events", "inferenceservices"}
+    writes = [
+        f"{e.verb} {e.resource}/{e.name}"
+        for e in audit.events(mark, users=[user])
+        if e.write and e.resource not in own
+    ]
+    assert writes == [], writes

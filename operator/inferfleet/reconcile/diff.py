@@ -26,7 +26,11 @@ def contains(observed: Any, desired: Any) -> bool:
     """True when `observed` holds every field of `desired` with the same value.
 
     Fields the API server adds (defaults, status, clusterIP...) are ignored; lists
-    must match element by element, as server-side apply replaces atomic lists.
+    must match element by element, as server-side apply replaces atomic lists. A
+    desired empty list, or an empty map of a map-typed field, matches an absent field:
+    Kubernetes' Go types drop them (`omitempty`; `annotations: {}` never comes back), so
+    a key-by-key comparison would see drift on every pass and write again. An empty
+    struct such as `emptyDir: {}` is kept by the server and still compared.
     """
     # Plain dict/list checks: objects here are decoded JSON, and ABC checks are slow.
     # Equal values contain each other; `==` (C code, and for dicts of different sizes
@@ -35,7 +39,8 @@ def contains(observed: Any, desired: Any) -> bool:
         return True
     if isinstance(desired, dict):
         return isinstance(observed, dict) and all(
-            key in observed and contains(observed[key], value) for key, value in desired.items()
+            contains(observed[key], value) if key in observed else _dropped_when_empty(key, value)
+            for key, value in desired.items()
         )
     if isinstance(desired, list):
         return (
@@ -44,6 +49,18 @@ def contains(observed: Any, desired: Any) -> bool:
             and all(contains(o, d) for o, d in zip(observed, desired, strict=True))
         )
     return False  # unequal scalars
+
+
+# Fields of type map[string]string (or map of quantities) in the kinds we render.
+_MAP_FIELDS = frozenset(
+    {"labels", "annotations", "nodeSelector", "matchLabels", "limits", "requests", "data", "stringData"}
+)
+
+
+def _dropped_when_empty(key: str, value: Any) -> bool:
+    if isinstance(value, list):
+        return not value
+    return isinstance(value, dict) and not value and key in _MAP_FIELDS
 
 
 def carry_replicas(desired: Mapping[str, Any], observed: Mapping[str, Any]) -> dict[str, Any]:

@@ -28,6 +28,25 @@ def test_contains_ignores_server_added_fields_but_not_list_changes() -> None:
     assert not contains({"spec": {}}, desired)
 
 
+def test_empty_maps_and_lists_the_api_server_drops_are_not_drift() -> None:
+    # What the API server stores for a template rendered with `annotations: {}` and
+    # `args: []`: both omitted (Go omitempty), so a settled object must not be re-applied.
+    desired = {"spec": {"template": {"metadata": {"labels": {"a": "1"}, "annotations": {}},
+                                     "spec": {"containers": [{"name": "c", "args": []}]}}}}
+    stored = {"spec": {"template": {"metadata": {"labels": {"a": "1"}},
+                                    "spec": {"containers": [{"name": "c", "imagePullPolicy": "Always"}]}}}}
+    assert contains(stored, desired)
+    # Someone added an argument: drift (an atomic list we own). An annotation someone
+    # else added is theirs under server-side apply, not ours to remove.
+    edited = {"spec": {"template": {"metadata": {"labels": {"a": "1"}},
+                                    "spec": {"containers": [{"name": "c", "args": ["--evil"]}]}}}}
+    assert not contains(edited, desired)
+    # An empty struct (emptyDir) is kept by the server: its absence is a different volume.
+    volume = {"name": "shm", "emptyDir": {}}
+    assert not contains({"name": "shm", "hostPath": {"path": "/x"}}, volume)
+    assert contains({"name": "shm", "emptyDir": {}}, volume)
+
+
 def test_missing_objects_are_created_and_matching_ones_left_alone() -> None:
     desired = [workload("a", "t1"), workload("b", "t2")]
     observed = [workload("a", "t1", rv="7") | {"status": {"readyReplicas": 1}}]
