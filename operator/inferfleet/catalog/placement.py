@@ -16,7 +16,7 @@ How it combines with the tier's own fields (README "Placement"):
 - `gpuNodeAffinity: none` drops the default terms (GPU type and spot): the tier's own
   placement alone decides (validation requires it to have one).
 
-Pre-cache pods (`cache/objects.py`) get `node_only()` of the same placement: the same
+Pre-cache pods (`precache/workloads.py`) get `node_only()` of the same placement: the same
 selector, required node affinity and tolerations, so the DaemonSet has a pod on exactly
 the nodes the tier's serving pods can use, and nowhere else.
 """

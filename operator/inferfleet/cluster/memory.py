@@ -30,7 +30,7 @@ from inferfleet.cluster import access
 from inferfleet.cluster.access import Operation
 from inferfleet.cluster.errors import ApiError, Conflict, KindNotServed, NotFound, PermanentApiError
 from inferfleet.cluster.port import SCALE_FIELD_MANAGER, EventType
-from inferfleet.reconcile.objects import ObjectRef, matches, owner_uids, ref_of
+from inferfleet.kubedata import ObjectRef, matches, owner_uids, ref_of
 
 Path = tuple[str, ...]
 # (manager, "Apply" | "Update"), as managedFields entries are keyed.

@@ -18,19 +18,19 @@ from typing import Any, Protocol
 
 from inferfleet import planner
 from inferfleet.api import InferenceService, Plan, SpecInvalid, labels, parse
-from inferfleet.cache import coldstart
-from inferfleet.cache import objects as cache_objects
-from inferfleet.cache import readiness as cache_readiness
 from inferfleet.cluster import Cluster, KindNotServed, access
 from inferfleet.config import OperatorSettings
 from inferfleet.controller import executor
+from inferfleet.kubedata import ObjectRef, owner_uids, ref_of
 from inferfleet.metrics.parse import KvCapacityReading
+from inferfleet.precache import coldstart
+from inferfleet.precache import readiness as cache_readiness
+from inferfleet.precache import workloads as cache_objects
 from inferfleet.reconcile import diff, replan, rollout
 from inferfleet.reconcile import events as event_rules
 from inferfleet.reconcile import frontdoor as frontdoor_status
 from inferfleet.reconcile import status as status_rules
 from inferfleet.reconcile.actions import Action, Delete
-from inferfleet.reconcile.objects import ObjectRef, owner_uids, ref_of
 from inferfleet.render import content_hash, frontdoor, render
 from inferfleet.render import names as render_names
 from inferfleet.render import pod as render_pod

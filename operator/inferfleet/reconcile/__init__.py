@@ -6,8 +6,8 @@ status subresource; `events` names the plan changes worth telling a human about.
 executor and the kopf handlers (outside this package) do the talking.
 """
 
+from inferfleet.kubedata import ObjectRef, ref_of
 from inferfleet.reconcile.actions import Action, Apply, Delete
 from inferfleet.reconcile.diff import contains, diff
-from inferfleet.reconcile.objects import ObjectRef, ref_of
 
 __all__ = ["Action", "Apply", "Delete", "ObjectRef", "contains", "diff", "ref_of"]

@@ -11,7 +11,7 @@ the DaemonSet goes out at once. The reconciler renders the held tiers a second t
 with the old revision and swaps their workloads into the desired objects.
 
 What the workload serves is read back from what it runs: the revision argument of its
-`cache-verify` init container (the contract `cache.objects.init_containers` writes). The
+`cache-verify` init container (the contract `precache.workloads.init_containers` writes). The
 old revision stays on the nodes meanwhile: the serving pods' `cache hold` sidecars pin
 it, and the node's garbage collector never evicts a pinned revision, so it becomes
 collectable only once the rolled pods are gone.
@@ -28,9 +28,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from inferfleet.api import InferenceService, Plan, labels
-from inferfleet.cache import objects as cache_objects
-from inferfleet.cache import readiness
-from inferfleet.cache.layout import DEFAULT_REF
+from inferfleet.precache import readiness
+from inferfleet.precache import workloads as cache_objects
+from inferfleet.precache.layout import DEFAULT_REF
 
 
 @dataclass(frozen=True)

@@ -20,8 +20,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from inferfleet.api import InferenceService, Plan
-from inferfleet.cache import objects as cache_objects
 from inferfleet.config import OperatorSettings
+from inferfleet.precache import workloads as cache_objects
 from inferfleet.render import frontdoor, model_source, names
 from inferfleet.render.objects import (
     PodContributor,

@@ -16,8 +16,8 @@ import pytest
 
 from inferfleet import planner
 from inferfleet.api import InferenceService, labels, load_all
-from inferfleet.cache import objects as cache_objects
 from inferfleet.config import OperatorSettings
+from inferfleet.precache import workloads as cache_objects
 from inferfleet.render import render, runtime
 from inferfleet.render.checks import catalog_problems, problems, render_problems
 from inferfleet.render.lifecycle import READINESS_SCRIPT

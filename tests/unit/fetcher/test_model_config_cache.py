@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from inferfleet.cache.modelconfig import Access, ModelConfigCache, ModelConfigUnavailable, tensor_parameters
+from inferfleet.fetcher.modelconfig import Access, ModelConfigCache, ModelConfigUnavailable, tensor_parameters
 from inferfleet.planner import FetchedModel
 
 

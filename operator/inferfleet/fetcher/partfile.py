@@ -33,11 +33,11 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Final
 
-from inferfleet.cache import safefs
-from inferfleet.cache.checksums import Hasher, new_hasher
-from inferfleet.cache.errors import SourceChanged
-from inferfleet.cache.manifest import RemoteFile
-from inferfleet.cache.progress import Progress
+from inferfleet.fetcher import safefs
+from inferfleet.fetcher.progress import Progress
+from inferfleet.precache.checksums import Hasher, new_hasher
+from inferfleet.precache.errors import SourceChanged
+from inferfleet.precache.manifest import RemoteFile
 
 # The logical block size O_DIRECT wants; 4 KiB covers 512e and 4Kn disks alike.
 ALIGN_BYTES: Final = 4096

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any, Protocol
 
-from inferfleet.cache.manifest import ChecksumKind
+from inferfleet.precache.manifest import ChecksumKind
 
 
 class Hasher(Protocol):

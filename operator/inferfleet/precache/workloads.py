@@ -41,9 +41,9 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from inferfleet.api import InferenceService, Plan, TierSpec, labels
-from inferfleet.cache.layout import DEFAULT_REF, SourceRef, model_key, parse_source, ref_name
 from inferfleet.catalog import placement
 from inferfleet.config import OperatorSettings
+from inferfleet.precache.layout import DEFAULT_REF, SourceRef, model_key, parse_source, ref_name
 
 COMPONENT_CACHE: Final = "cache"
 LABEL_CACHE_REVISION: Final = f"{labels.GROUP}/cache-revision"

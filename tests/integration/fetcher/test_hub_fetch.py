@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from inferfleet.cache import store
-from inferfleet.cache.errors import BadCredentials, ChecksumMismatch, SourceNotFound, SourceUnreachable
-from inferfleet.cache.fetch import fetch
-from tests.integration.cache.conftest import REPO_ID, _cli, fast_options, revisions, run_cli
-from tests.integration.cache.hub_server import (
+from inferfleet.fetcher import store
+from inferfleet.fetcher.fetch import fetch
+from inferfleet.precache.errors import BadCredentials, ChecksumMismatch, SourceNotFound, SourceUnreachable
+from tests.integration.fetcher.conftest import REPO_ID, _cli, fast_options, revisions, run_cli
+from tests.integration.fetcher.hub_server import (
     CDN_PREFIX,
     FakeRepo,
     HubServer,

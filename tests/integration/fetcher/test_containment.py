@@ -19,11 +19,11 @@ from typing import Any
 
 import pytest
 
-from inferfleet.cache import store
-from inferfleet.cache.errors import CacheCorrupt, MalformedListing, SourceInvalid, UnsafeSource
-from inferfleet.cache.fetch import fetch
-from tests.integration.cache.conftest import REPO_ID, _cli, fast_options, run_cli
-from tests.integration.cache.hub_server import FakeRepo, HubServer, tiny_model_files
+from inferfleet.fetcher import store
+from inferfleet.fetcher.fetch import fetch
+from inferfleet.precache.errors import CacheCorrupt, MalformedListing, SourceInvalid, UnsafeSource
+from tests.integration.fetcher.conftest import REPO_ID, _cli, fast_options, run_cli
+from tests.integration.fetcher.hub_server import FakeRepo, HubServer, tiny_model_files
 
 pytestmark = pytest.mark.integration
 

@@ -39,9 +39,12 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from inferfleet.api.source_paths import revision_problem
-from inferfleet.cache import safefs, store
-from inferfleet.cache.checksums import Hasher, new_hasher
-from inferfleet.cache.errors import (
+from inferfleet.fetcher import safefs, store
+from inferfleet.fetcher.partfile import PartWriter
+from inferfleet.fetcher.progress import GIB, Progress
+from inferfleet.fetcher.remote import S3Source, Source, open_source
+from inferfleet.precache.checksums import Hasher, new_hasher
+from inferfleet.precache.errors import (
     CacheCorrupt,
     CacheError,
     CacheMissing,
@@ -52,8 +55,8 @@ from inferfleet.cache.errors import (
     SourceUnreachable,
     WriteFailed,
 )
-from inferfleet.cache.gc import GcPlan
-from inferfleet.cache.layout import (
+from inferfleet.precache.gc import GcPlan
+from inferfleet.precache.layout import (
     DEFAULT_REF,
     MARKER_DIR,
     MARKER_NAME,
@@ -66,7 +69,7 @@ from inferfleet.cache.layout import (
     parse_source,
     safe_revision_id,
 )
-from inferfleet.cache.manifest import (
+from inferfleet.precache.manifest import (
     DEFAULT_ALLOW_PATTERNS,
     DEFAULT_IGNORE_PATTERNS,
     Manifest,
@@ -79,10 +82,7 @@ from inferfleet.cache.manifest import (
     total_bytes,
     weight_bytes,
 )
-from inferfleet.cache.names import check_listing
-from inferfleet.cache.partfile import PartWriter
-from inferfleet.cache.progress import GIB, Progress
-from inferfleet.cache.remote import S3Source, Source, open_source
+from inferfleet.precache.names import check_listing
 
 Log = Callable[[str], None]
 T = TypeVar("T")

@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 
 from inferfleet.api import load_all
-from inferfleet.cache.modelconfig import Access, ModelConfigCache, ModelConfigUnavailable, read_model
 from inferfleet.catalog import default_catalogs
 from inferfleet.cluster import InMemoryCluster
 from inferfleet.controller.modelsource import ClusterModelSource
+from inferfleet.fetcher.modelconfig import Access, ModelConfigCache, ModelConfigUnavailable, read_model
 from inferfleet.planner import plan_service
-from tests.integration.cache.hub_server import FakeRepo, HubServer
+from tests.integration.fetcher.hub_server import FakeRepo, HubServer
 
 pytestmark = pytest.mark.integration
 

@@ -30,11 +30,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from inferfleet.cache.errors import CacheError, SourceInvalid
-from inferfleet.cache.layout import parse_source
-from inferfleet.cache.manifest import RemoteFile, ResolvedRevision
-from inferfleet.cache.remote import Source, open_source
+from inferfleet.fetcher.remote import Source, open_source
 from inferfleet.planner import FetchedModel
+from inferfleet.precache.errors import CacheError, SourceInvalid
+from inferfleet.precache.layout import parse_source
+from inferfleet.precache.manifest import RemoteFile, ResolvedRevision
 
 CONFIG_FILE: Final = "config.json"
 INDEX_FILE: Final = "model.safetensors.index.json"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from inferfleet.cache.remote import keeps_credentials
+from inferfleet.fetcher.remote import keeps_credentials
 
 
 @pytest.mark.parametrize(

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from inferfleet.cache.errors import SourceInvalid
-from inferfleet.cache.layout import (
+from inferfleet.precache.errors import SourceInvalid
+from inferfleet.precache.layout import (
     ModelLayout,
     is_commit_hash,
     listing_revision_id,
@@ -19,7 +19,7 @@ from inferfleet.cache.layout import (
     ref_name,
     serving_path,
 )
-from inferfleet.cache.manifest import (
+from inferfleet.precache.manifest import (
     FileEntry,
     Manifest,
     RemoteFile,

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any, Final, Protocol
 from urllib.parse import urljoin, urlsplit
 
-from inferfleet.cache.errors import (
+from inferfleet.precache.errors import (
     BadCredentials,
     CacheError,
     MalformedListing,
@@ -51,14 +51,14 @@ from inferfleet.cache.errors import (
     SourceUnreachable,
     UnsafeSource,
 )
-from inferfleet.cache.layout import (
+from inferfleet.precache.layout import (
     MARKER_DIR,
     MARKER_RELPATH,
     SourceRef,
     is_commit_hash,
     listing_revision_id,
 )
-from inferfleet.cache.manifest import Manifest, RemoteFile, ResolvedRevision
+from inferfleet.precache.manifest import Manifest, RemoteFile, ResolvedRevision
 
 # botocore's body.read(n) blocks until n bytes arrive: smaller keeps resume and progress fine-grained.
 STREAM_CHUNK_BYTES: Final = 1024 * 1024

@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from inferfleet.api import InferenceService, Plan, TierCache, labels
-from inferfleet.cache import objects
-from inferfleet.cache.errors import REASONS
-from inferfleet.cache.objects import LABEL_CACHE_REVISION
+from inferfleet.precache import workloads as objects
+from inferfleet.precache.errors import REASONS
+from inferfleet.precache.workloads import LABEL_CACHE_REVISION
 
 REASON_READY: Final = "CacheReady"
 REASON_FETCHING: Final = "Fetching"

@@ -29,11 +29,11 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import BinaryIO
 
-from inferfleet.cache import safefs
-from inferfleet.cache.checksums import new_hasher
-from inferfleet.cache.errors import CacheCorrupt, CacheMissing, LockTimeout, UnsafeSource
-from inferfleet.cache.gc import CachedRevision, GcPlan, plan_gc
-from inferfleet.cache.layout import (
+from inferfleet.fetcher import safefs
+from inferfleet.precache.checksums import new_hasher
+from inferfleet.precache.errors import CacheCorrupt, CacheMissing, LockTimeout, UnsafeSource
+from inferfleet.precache.gc import CachedRevision, GcPlan, plan_gc
+from inferfleet.precache.layout import (
     LOCK_NAME,
     MARKER_DIR,
     MARKER_NAME,
@@ -46,7 +46,7 @@ from inferfleet.cache.layout import (
     ref_name,
     safe_revision_id,
 )
-from inferfleet.cache.manifest import (
+from inferfleet.precache.manifest import (
     FileEntry,
     Manifest,
     compare_sizes,

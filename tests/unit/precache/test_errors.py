@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from inferfleet.cache import errors
+from inferfleet.precache import errors
 
 
 def test_reasons_retryability_and_termination_lines() -> None:

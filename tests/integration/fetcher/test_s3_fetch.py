@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from inferfleet.cache import store
-from inferfleet.cache.errors import BadCredentials, SourceNotFound, SourceUnreachable
-from inferfleet.cache.fetch import fetch
-from tests.integration.cache.conftest import fast_options, free_port
-from tests.integration.cache.hub_server import safetensors_bytes, tiny_model_files
+from inferfleet.fetcher import store
+from inferfleet.fetcher.fetch import fetch
+from inferfleet.precache.errors import BadCredentials, SourceNotFound, SourceUnreachable
+from tests.integration.fetcher.conftest import fast_options, free_port
+from tests.integration.fetcher.hub_server import safetensors_bytes, tiny_model_files
 
 pytestmark = pytest.mark.integration
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from inferfleet.cache.fetch import FetchOptions, RetryPolicy
-from tests.integration.cache.hub_server import FakeRepo, HubServer, tiny_model_files
+from inferfleet.fetcher.fetch import FetchOptions, RetryPolicy
+from tests.integration.fetcher.hub_server import FakeRepo, HubServer, tiny_model_files
 
 REPO_ID = "acme/tiny-llama"
 FAST_RETRY = RetryPolicy(attempts=3, base_s=0.01, max_s=0.05)

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from inferfleet.cache import store
-from inferfleet.cache.errors import DiskFull
-from inferfleet.cache.fetch import fetch
-from tests.integration.cache.conftest import _cli, fast_options, run_cli
-from tests.integration.cache.hub_server import tiny_model_files
+from inferfleet.fetcher import store
+from inferfleet.fetcher.fetch import fetch
+from inferfleet.precache.errors import DiskFull
+from tests.integration.fetcher.conftest import _cli, fast_options, run_cli
+from tests.integration.fetcher.hub_server import tiny_model_files
 
 pytestmark = pytest.mark.integration
 
@@ -60,7 +60,7 @@ def test_file_source_with_published_sha256(tmp_path: Path) -> None:
     files = tiny_model_files(seed=5)
     _write_tree(source, files)
 
-    from inferfleet.cache.manifest import FileEntry, Manifest
+    from inferfleet.precache.manifest import FileEntry, Manifest
 
     entries = [
         FileEntry(path=name, size_bytes=len(data), sha256=hashlib.sha256(data).hexdigest())

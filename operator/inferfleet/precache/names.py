@@ -24,8 +24,8 @@ import unicodedata
 from collections.abc import Iterable
 from typing import Final
 
-from inferfleet.cache.errors import UnsafeSource
-from inferfleet.cache.layout import MARKER_DIR, PART_SUFFIX
+from inferfleet.precache.errors import UnsafeSource
+from inferfleet.precache.layout import MARKER_DIR, PART_SUFFIX
 
 NAME_MAX_BYTES: Final = 255
 PATH_MAX_BYTES: Final = 4096 - 512  # room for the cache root and .partial/<revision>/
