@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 # apiVersion/kind of the workloads whose `spec.replicas` the autoscaler owns.
 DEPLOYMENT = ("apps/v1", "Deployment")
@@ -41,6 +41,15 @@ class ObjectRef:
     def __str__(self) -> str:
         where = f"{self.namespace}/" if self.namespace else ""
         return f"{self.kind}/{where}{self.name}"
+
+
+@dataclass(frozen=True)
+class Event:
+    """A core/v1 Event to record about an object: Normal or Warning, reason, message."""
+
+    type: Literal["Normal", "Warning"]
+    reason: str
+    message: str
 
 
 def ref_of(obj: Mapping[str, Any]) -> ObjectRef:

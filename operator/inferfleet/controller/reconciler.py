@@ -21,7 +21,7 @@ from inferfleet.api import InferenceService, Plan, SpecInvalid, labels, parse
 from inferfleet.cluster import Cluster, KindNotServed, access
 from inferfleet.config import OperatorSettings
 from inferfleet.controller import executor
-from inferfleet.kubedata import ObjectRef, owner_uids, ref_of
+from inferfleet.kubedata import Event, ObjectRef, owner_uids, ref_of
 from inferfleet.metrics.parse import KvCapacityReading
 from inferfleet.precache import coldstart
 from inferfleet.precache import readiness as cache_readiness
@@ -247,7 +247,7 @@ class Reconciler:
         )
         replanned = replan.announce(previous, planned_for)
         if replanned is not None:
-            found.append(event_rules.Event("Normal", labels.REASON_REPLANNED, replanned))
+            found.append(Event("Normal", labels.REASON_REPLANNED, replanned))
         for event in found:
             self.cluster.create_event(body, type_=event.type, reason=event.reason, message=event.message)
         return Outcome(tuple(actions), status, report)
@@ -369,8 +369,8 @@ class Reconciler:
         plan_hash: str | None,
         actions: list[Action],
         observed: list[dict[str, Any]],
-    ) -> list[event_rules.Event]:
-        found: list[event_rules.Event] = []
+    ) -> list[Event]:
+        found: list[Event] = []
         if plan is not None and plan_hash is not None:
             found += event_rules.plan_changed(previous.get("planHash"), plan, plan_hash)
         found += event_rules.condition_transitions(previous.get("conditions") or [], status["conditions"])

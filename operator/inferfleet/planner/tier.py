@@ -18,7 +18,7 @@ from inferfleet.api.plan import MemoryBreakdownGiB, Performance, TierPlan
 from inferfleet.api.spec import InferenceServiceSpec, TierOverrides, TierSpec
 from inferfleet.catalog.gpus import GpuSpec
 from inferfleet.catalog.models import ModelArch
-from inferfleet.planner import engine, fleet
+from inferfleet.planner import engine_settings, fleet
 from inferfleet.planner.accounting import Accounting, accounting
 from inferfleet.planner.batching import ITL_HEADROOM, Batching, deployed_batching
 from inferfleet.planner.kv import kv_dtype_bytes, kv_pool
@@ -30,7 +30,7 @@ from inferfleet.planner.quantization import FORMAT_NAMES, QuantChoice, choices
 from inferfleet.planner.releases import Release
 from inferfleet.planner.units import GIB, to_gib
 from inferfleet.planner.weights import WeightLayout, body_scale, weight_layout
-from inferfleet.planner.workload import Workload, derive
+from inferfleet.planner.workload import TierWorkload, derive
 
 # Most nodes one replica may span. Beyond a few nodes pipeline bubbles and inter-node
 # hops dominate and one failing node takes a large replica down; such a model wants
@@ -108,7 +108,7 @@ class _Evaluator:
     def __init__(
         self,
         inputs: TierInputs,
-        workload: Workload,
+        workload: TierWorkload,
         base: Settings,
         *,
         gpus_per_node: int,
@@ -185,7 +185,7 @@ class _Evaluator:
             max_num_batched_tokens_override=self.overrides.max_num_batched_tokens,
             chunked_prefill=self.chunked_prefill,
             max_model_len=base.max_model_len,
-            large_gpu=gpu.memory_gib >= engine.LARGE_GPU_GIB,
+            large_gpu=gpu.memory_gib >= engine_settings.LARGE_GPU_GIB,
         )
         settings = replace(
             base, max_num_seqs=batching.max_num_seqs, max_num_batched_tokens=batching.max_num_batched_tokens
@@ -295,20 +295,20 @@ def _base_settings(
     spec: InferenceServiceSpec,
     arch: ModelArch,
     gpu: GpuSpec,
-    workload: Workload,
+    workload: TierWorkload,
     overrides: TierOverrides,
 ) -> tuple[Settings, list[str]]:
     """Settings every layout shares; batch sizes are filled in per layout."""
     notes: list[str] = []
-    dtype, act_bytes, dtype_reason = engine.choose_dtype(arch, gpu, overrides)
+    dtype, act_bytes, dtype_reason = engine_settings.choose_dtype(arch, gpu, overrides)
     if dtype_reason:
         notes.append(dtype_reason)
     if overrides.block_size is not None:
         notes.append(f"block size {overrides.block_size}: set by the tier override")
     if overrides.enforce_eager is not None:
         notes.append(f"enforce-eager {str(overrides.enforce_eager).lower()}: set by the tier override")
-    gmu, _ = engine.gpu_memory_utilization(workload, overrides)
-    mml, _ = engine.max_model_len(workload, arch, overrides)
+    gmu, _ = engine_settings.gpu_memory_utilization(workload, overrides)
+    mml, _ = engine_settings.max_model_len(workload, arch, overrides)
     return (
         Settings(
             dtype=dtype,
@@ -317,14 +317,14 @@ def _base_settings(
             max_model_len=mml,
             max_num_seqs=overrides.max_num_seqs or workload.max_num_seqs_cap,
             max_num_batched_tokens=overrides.max_num_batched_tokens or mml,
-            block_size=engine.block_size(arch, gpu, overrides),
+            block_size=engine_settings.block_size(arch, gpu, overrides),
             enforce_eager=bool(overrides.enforce_eager),
         ),
         notes,
     )
 
 
-def _capacity(c: Candidate, workload: Workload) -> tuple[float, float]:
+def _capacity(c: Candidate, workload: TierWorkload) -> tuple[float, float]:
     """(running sequences, usable requests/s) of one replica of this layout as deployed."""
     s = c.settings
     roof = c.roof
@@ -458,7 +458,7 @@ def _infeasible_reason(c: Candidate, gpu: GpuSpec, level: int, arch: ModelArch, 
     return f"infeasible: {text}; " + " or ".join(hints)
 
 
-def _memory_reason(c: Candidate, workload: Workload) -> str:
+def _memory_reason(c: Candidate, workload: TierWorkload) -> str:
     m = c.memory
     b = m.binding
     extra = ""
@@ -533,7 +533,7 @@ def _layout_reason(
     *,
     c: Candidate,
     level: int,
-    workload: Workload,
+    workload: TierWorkload,
     overrides: TierOverrides,
     gpu: GpuSpec,
     gpus_per_node: int,
@@ -652,9 +652,10 @@ def build_tier_plan(spec: InferenceServiceSpec, tier: TierSpec, inputs: TierInpu
         )
     reasons.append(
         f"gpu-memory-utilization {s.gpu_memory_utilization:g}: "
-        f"{engine.gpu_memory_utilization(workload, overrides)[1]}"
+        f"{engine_settings.gpu_memory_utilization(workload, overrides)[1]}"
     )
-    reasons.append(f"max-model-len {s.max_model_len:,}: {engine.max_model_len(workload, arch, overrides)[1]}")
+    mml_reason = engine_settings.max_model_len(workload, arch, overrides)[1]
+    reasons.append(f"max-model-len {s.max_model_len:,}: {mml_reason}")
     reasons.extend(chosen.batching.notes)
     reasons.append(
         f"prefix caching {'on' if prefix else 'off'}, chunked prefill {'on' if chunked else 'off'} "
@@ -768,7 +769,7 @@ def _unplannable(
         dtype=settings.dtype if settings else (overrides.dtype or "auto"),
         gpu_memory_utilization=settings.gpu_memory_utilization
         if settings
-        else (overrides.gpu_memory_utilization or engine.ONLINE_GPU_MEMORY_UTILIZATION),
+        else (overrides.gpu_memory_utilization or engine_settings.ONLINE_GPU_MEMORY_UTILIZATION),
         max_model_len=settings.max_model_len if settings else (overrides.max_model_len or 0),
         max_num_seqs=settings.max_num_seqs if settings else (overrides.max_num_seqs or 0),
         max_num_batched_tokens=settings.max_num_batched_tokens

@@ -23,7 +23,8 @@ from inferfleet.api import InferenceService, Plan
 from inferfleet.config import OperatorSettings
 from inferfleet.precache import workloads as cache_objects
 from inferfleet.render import frontdoor, model_source, names
-from inferfleet.render.objects import (
+from inferfleet.render.pod import PodAdditions, TierRenderContext, extend
+from inferfleet.render.service_objects import (
     PodContributor,
     content_hash,
     disruption_budget,
@@ -33,18 +34,17 @@ from inferfleet.render.objects import (
     tier_service,
     workload,
 )
-from inferfleet.render.pod import PodAdditions, TierContext, extend
 
 ObjectContributor = Callable[[InferenceService, Plan, OperatorSettings], list[dict[str, Any]]]
 
 
-def _weight_cache(ctx: TierContext) -> PodAdditions:
+def _weight_cache(ctx: TierRenderContext) -> PodAdditions:
     """Serving pods wait for, and pin, the node's pre-cached weights (issue 5)."""
     init = cache_objects.init_containers(ctx.service, ctx.tier.name, ctx.settings)
     return PodAdditions(init_containers=tuple(init))
 
 
-def _secret_env_note(ctx: TierContext) -> PodAdditions:
+def _secret_env_note(ctx: TierRenderContext) -> PodAdditions:
     """Say why a secret reaches vLLM as an environment variable, where one does.
 
     vLLM reads its API key only from VLLM_API_KEY or --api-key (a Secret reference is the
@@ -94,7 +94,7 @@ def render(
     objects = [service_object(service), pod_monitor(service)]
     for tier_plan in plan.feasible_tiers:
         tier = tiers[tier_plan.name]
-        ctx = TierContext(service, tier, tier_plan, settings, source)
+        ctx = TierRenderContext(service, tier, tier_plan, settings, source)
         objects.append(workload(ctx, POD_CONTRIBUTORS, frontdoor.pod_labels(front, plan, tier.name)))
         objects.append(tier_service(service, tier.name))
         objects.append(disruption_budget(service, tier.name))
@@ -111,7 +111,7 @@ __all__ = [
     "ObjectContributor",
     "PodAdditions",
     "PodContributor",
-    "TierContext",
+    "TierRenderContext",
     "content_hash",
     "extend",
     "frontdoor",

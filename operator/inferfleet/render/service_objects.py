@@ -11,7 +11,7 @@ from inferfleet.api import InferenceService, TierSpec, labels
 from inferfleet.render import names, templating
 from inferfleet.render.pod import (
     PodAdditions,
-    TierContext,
+    TierRenderContext,
     extend_in_place,
     harden_in_place,
     pod_spec,
@@ -21,7 +21,7 @@ from inferfleet.render.vllm_args import HTTP_PORT
 
 SCRAPE_INTERVAL = "15s"
 
-PodContributor = Callable[[TierContext], PodAdditions]
+PodContributor = Callable[[TierRenderContext], PodAdditions]
 
 
 def owner_reference(service: InferenceService) -> dict[str, str] | None:
@@ -127,7 +127,7 @@ def initial_replicas(tier: TierSpec) -> int:
 
 
 def workload(
-    ctx: TierContext,
+    ctx: TierRenderContext,
     contributors: Sequence[PodContributor],
     serving_labels: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:

@@ -6,7 +6,7 @@ from inferfleet.api.spec import TierOverrides
 from inferfleet.catalog.gpus import GpuSpec
 from inferfleet.catalog.models import ModelArch
 from inferfleet.planner.units import round_up
-from inferfleet.planner.workload import Workload
+from inferfleet.planner.workload import TierWorkload
 
 # Leave 10% of the GPU outside vLLM's budget for what is allocated after profiling
 # (CUDA graphs: 1-3 GiB per GPU in the releases that capture them late; NCCL growth);
@@ -35,7 +35,7 @@ def choose_dtype(arch: ModelArch, gpu: GpuSpec, overrides: TierOverrides) -> tup
     return ("auto", arch.dtype_bytes, None)
 
 
-def gpu_memory_utilization(workload: Workload, overrides: TierOverrides) -> tuple[float, str]:
+def gpu_memory_utilization(workload: TierWorkload, overrides: TierOverrides) -> tuple[float, str]:
     if overrides.gpu_memory_utilization is not None:
         return (overrides.gpu_memory_utilization, "set by the tier override")
     if workload.online:
@@ -46,7 +46,7 @@ def gpu_memory_utilization(workload: Workload, overrides: TierOverrides) -> tupl
     return (OFFLINE_GPU_MEMORY_UTILIZATION, "offline tier: a tighter margin only risks a restart, not an SLO")
 
 
-def max_model_len(workload: Workload, arch: ModelArch, overrides: TierOverrides) -> tuple[int, str]:
+def max_model_len(workload: TierWorkload, arch: ModelArch, overrides: TierOverrides) -> tuple[int, str]:
     if overrides.max_model_len is not None:
         return (overrides.max_model_len, "set by the tier override")
     wanted = workload.p99_context_tokens
