@@ -7,7 +7,7 @@ then in one run and on one filesystem:
 - `cp -r` of the directory, and `cp -r` followed by `sync` (the fetcher fsyncs every file
   and directory before a revision becomes visible, so `cp && sync` is the like-for-like
   baseline; plain `cp` is reported too);
-- `fetch(hf://...)` from a loopback hub (tests/integration/cache/hub_server.py, in its own
+- `fetch(hf://...)` from a loopback hub (tests/integration/fetcher/hub_server.py, in its own
   process, sendfile), including huggingface_hub's metadata call, SHA-256 of every shard
   computed while writing and checked, resume bookkeeping, fsync and the atomic rename
   (shards written with O_DIRECT where the filesystem takes it, as in production);
@@ -42,9 +42,9 @@ from typing import Any
 REPO_ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO_ROOT))
 
-from tests.integration.cache.hub_server import tiny_model_files  # noqa: E402
+from tests.integration.fetcher.hub_server import tiny_model_files  # noqa: E402
 
-from inferfleet.cache.fetch import FetchOptions, fetch  # noqa: E402
+from inferfleet.fetcher.fetch import FetchOptions, fetch  # noqa: E402
 
 GIB = 1024**3
 BLOCK_BYTES = 64 * 1024 * 1024
@@ -100,7 +100,8 @@ def timed(command: list[str]) -> tuple[float, float]:
 def start_hub(src: Path, work: Path) -> tuple[subprocess.Popen[bytes], str]:
     port_file = work / "hub-endpoint"
     process = subprocess.Popen(
-        [sys.executable, "-m", "tests.integration.cache.hub_server", str(src), "bench/model", str(port_file)],
+        [sys.executable, "-m", "tests.integration.fetcher.hub_server", str(src), "bench/model",
+         str(port_file)],
         cwd=REPO_ROOT,
         env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
     )

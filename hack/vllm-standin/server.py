@@ -67,8 +67,13 @@ FIRST_TOKEN_S = 0.01
 
 
 class State:
-    def __init__(self, model: str, max_num_seqs: int = 256, seconds_per_token: float = 0.01) -> None:
+    def __init__(
+        self, model: str, max_num_seqs: int = 256, seconds_per_token: float = 0.01, api_key: str | None = None
+    ) -> None:
         self.model = model
+        # Like vLLM's --api-key: /v1/* then needs `Authorization: Bearer <key>`, /health
+        # and /metrics stay open. Only the in-process tests set it (tests/toolkit/vllm.py).
+        self.api_key = api_key
         self.max_num_seqs = max_num_seqs
         self.seconds_per_token = seconds_per_token
         self.slots = threading.Semaphore(max_num_seqs)
@@ -111,7 +116,18 @@ def handler_for(state: State) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(data)
 
+        def refused(self) -> bool:
+            """401 for /v1/* without the key, as vLLM's AuthenticationMiddleware."""
+            if state.api_key is None or not self.path.startswith("/v1"):
+                return False
+            if self.headers.get("Authorization") == f"Bearer {state.api_key}":
+                return False
+            self.reply(401, json.dumps({"error": "Unauthorized"}))
+            return True
+
         def do_GET(self) -> None:
+            if self.refused():
+                return
             if self.path == "/health":
                 self.reply(200, "")
             elif self.path == "/v1/models":
@@ -124,6 +140,8 @@ def handler_for(state: State) -> type[BaseHTTPRequestHandler]:
                 self.reply(404, json.dumps({"error": "not found"}))
 
         def do_POST(self) -> None:
+            if self.refused():
+                return
             if self.path == "/v1/completions":
                 choice: dict[str, Any] = {"index": 0, "text": " stand-in", "finish_reason": "length"}
                 kind = "text_completion"

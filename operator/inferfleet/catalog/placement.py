@@ -16,7 +16,7 @@ How it combines with the tier's own fields (README "Placement"):
 - `gpuNodeAffinity: none` drops the default terms (GPU type and spot): the tier's own
   placement alone decides (validation requires it to have one).
 
-Pre-cache pods (`cache/objects.py`) get `node_only()` of the same placement: the same
+Pre-cache pods (`precache/workloads.py`) get `node_only()` of the same placement: the same
 selector, required node affinity and tolerations, so the DaemonSet has a pod on exactly
 the nodes the tier's serving pods can use, and nowhere else.
 """
@@ -73,18 +73,18 @@ _CLOUD_DOMAINS = {
 
 
 @dataclass(frozen=True)
-class Placement:
+class NodePlacement:
     """A pod's node placement: what goes into its spec."""
 
     node_selector: dict[str, str]
     affinity: dict[str, Any] | None
     tolerations: list[dict[str, Any]]
 
-    def node_only(self) -> Placement:
+    def node_only(self) -> NodePlacement:
         """The same nodes without pod (anti-)affinity or preferences: for pre-cache pods."""
         required = ((self.affinity or {}).get("nodeAffinity") or {}).get(REQUIRED)
         affinity = {"nodeAffinity": {REQUIRED: required}} if required else None
-        return Placement(dict(self.node_selector), affinity, [dict(t) for t in self.tolerations])
+        return NodePlacement(dict(self.node_selector), affinity, [dict(t) for t in self.tolerations])
 
     def pod_fields(self) -> dict[str, Any]:
         """nodeSelector / affinity / tolerations as pod spec keys, leaving out empty ones."""
@@ -172,7 +172,7 @@ def tolerations(tier: TierSpec, resource: str) -> list[dict[str, Any]]:
     return out
 
 
-def tier_placement(tier: TierSpec, catalogs: Catalogs) -> Placement:
+def tier_placement(tier: TierSpec, catalogs: Catalogs) -> NodePlacement:
     """The serving pods' placement for a tier (see the module docstring for the rules)."""
     gpu = tier_gpu(tier, catalogs)
     resource = resource_name(tier, gpu)
@@ -185,7 +185,7 @@ def tier_placement(tier: TierSpec, catalogs: Catalogs) -> Placement:
         node_affinity = dict(affinity.get("nodeAffinity") or {})
         node_affinity[REQUIRED] = {"nodeSelectorTerms": terms}
         affinity["nodeAffinity"] = node_affinity
-    return Placement(
+    return NodePlacement(
         node_selector=dict(sorted((tier.node_selector or {}).items())),
         affinity=affinity,
         tolerations=tolerations(tier, resource),

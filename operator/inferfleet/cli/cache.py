@@ -21,12 +21,12 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 
-from inferfleet.cache import store
-from inferfleet.cache.errors import CacheError, CacheMissing, SourceInvalid
-from inferfleet.cache.fetch import FetchOptions, FetchResult, RetryPolicy, fetch
-from inferfleet.cache.layout import DEFAULT_REF
-from inferfleet.cache.manifest import DEFAULT_ALLOW_PATTERNS, Manifest
 from inferfleet.cli.app import EXIT_USAGE, OutputFormat, app, fail
+from inferfleet.fetcher import store
+from inferfleet.fetcher.fetch import FetchOptions, FetchResult, RetryPolicy, fetch
+from inferfleet.precache.errors import CacheError, CacheMissing, SourceInvalid
+from inferfleet.precache.layout import DEFAULT_REF
+from inferfleet.precache.manifest import DEFAULT_ALLOW_PATTERNS, Manifest
 
 EXIT_FAILED = 1
 GIB = 1024**3
@@ -286,7 +286,7 @@ def gc_command(
     """Evict least-recently-used revisions nobody holds until ROOT fits the budget."""
     budget_bytes = int(budget_gib * GIB)
     if dry_run:
-        from inferfleet.cache.gc import plan_gc
+        from inferfleet.precache.gc import plan_gc
 
         plan = plan_gc(store.scan(root), budget_bytes)
         for victim in plan.evict:

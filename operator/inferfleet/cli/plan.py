@@ -26,7 +26,6 @@ from rich.table import Table
 from inferfleet.api import InferenceService
 from inferfleet.api.plan import Plan, TierPlan
 from inferfleet.api.spec import TokenPercentiles
-from inferfleet.cache.modelconfig import ModelConfigCache
 from inferfleet.catalog import Catalogs
 from inferfleet.cli.app import (
     EXIT_INFEASIBLE,
@@ -39,6 +38,7 @@ from inferfleet.cli.app import (
     stderr,
     stdout,
 )
+from inferfleet.fetcher.modelconfig import ModelConfigCache
 from inferfleet.planner import FetchedModel
 from inferfleet.scaling.drift import with_workload
 
@@ -134,8 +134,8 @@ def print_table(plan: Plan) -> None:
 def fetched_model(service: Any, catalogs: Catalogs, offline: bool) -> tuple[FetchedModel | None, str | None]:
     """config.json of a model the catalog lacks, from its source with this machine's own
     credentials (HF_TOKEN, the AWS and Google default chains); (None, why) otherwise."""
-    from inferfleet.cache.modelconfig import Access
     from inferfleet.controller.modelsource import needs_fetch, source_uri
+    from inferfleet.fetcher.modelconfig import Access
 
     if not needs_fetch(service, catalogs):
         return (None, None)

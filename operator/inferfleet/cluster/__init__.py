@@ -17,8 +17,8 @@ from inferfleet.cluster.errors import (
     PermanentApiError,
     TransientApiError,
 )
+from inferfleet.cluster.in_memory import InMemoryCluster
 from inferfleet.cluster.kube import KubernetesCluster
-from inferfleet.cluster.memory import InMemoryCluster
 from inferfleet.cluster.port import SCALE_FIELD_MANAGER, Cluster, EventType
 
 __all__ = [

@@ -17,7 +17,7 @@ from inferfleet.cluster import access
 from inferfleet.cluster.access import Operation, Resource
 from inferfleet.cluster.errors import ApiError, KindNotServed, NotFound, TransientApiError, from_status
 from inferfleet.cluster.port import SCALE_FIELD_MANAGER, EventType
-from inferfleet.reconcile.objects import ObjectRef, ref_of
+from inferfleet.kubedata import ObjectRef, ref_of
 
 APPLY_PATCH = "application/apply-patch+yaml"
 MERGE_PATCH = "application/merge-patch+json"

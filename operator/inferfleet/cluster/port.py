@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any, Literal, Protocol
 
 from inferfleet.api import labels
-from inferfleet.reconcile.objects import ObjectRef
+from inferfleet.kubedata import ObjectRef
 
 SCALE_FIELD_MANAGER = f"{labels.FIELD_MANAGER}-scale"
 

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from inferfleet.cluster import Cluster, KindNotServed, PermanentApiError
+from inferfleet.kubedata import ObjectRef
 from inferfleet.reconcile.actions import Action, Apply, Delete
-from inferfleet.reconcile.objects import ObjectRef
 
 logger = logging.getLogger(__name__)
 

@@ -37,7 +37,7 @@ from typing import Any
 
 from inferfleet.cluster import ApiError, Cluster, Conflict, access
 from inferfleet.controller.periodic import PeriodicThread
-from inferfleet.reconcile.objects import ObjectRef
+from inferfleet.kubedata import ObjectRef
 
 logger = logging.getLogger(__name__)
 

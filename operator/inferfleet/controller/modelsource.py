@@ -18,12 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from inferfleet.api import InferenceService
-from inferfleet.cache.modelconfig import Access, ModelConfigCache
 from inferfleet.catalog import Catalogs
 from inferfleet.cluster import Cluster
 from inferfleet.cluster.errors import PermanentApiError
+from inferfleet.fetcher.modelconfig import Access, ModelConfigCache
+from inferfleet.kubedata import ObjectRef
 from inferfleet.planner import FetchedModel
-from inferfleet.reconcile.objects import ObjectRef
 
 # The keys an S3 credentials Secret carries (the pre-cache mounts them as files).
 AWS_KEYS = (

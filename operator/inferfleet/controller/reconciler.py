@@ -1,9 +1,13 @@
-"""One reconcile pass for one InferenceService: read, plan, render, diff, execute, report.
+"""One reconcile pass for one InferenceService: read, compute, execute, conclude, write.
 
-Every trigger (create, update, resume, the drift timer, a child's change) calls
-`reconcile`; it is level-triggered and idempotent, so running it twice, or after a
-crash halfway, converges to the same objects. User errors (invalid or infeasible spec,
-an object the API server refuses) end in status conditions and events and return
+`read` builds a `reconcile.compute.Snapshot` (the spec parsed and planned, the objects
+it owns, its pods, the measurements); `compute` (pure) turns it into an intent (the
+actions, the rollout holds, the plan rendered and the plan reported); the executor
+applies the actions; `conclude` (pure) builds status and events in one place; the pass
+writes them. Every trigger (create, update, resume, the drift timer, a child's change)
+calls `reconcile`; it is level-triggered and idempotent, so running it twice, or after
+a crash halfway, converges to the same objects. User errors (invalid or infeasible
+spec, an object the API server refuses) end in status conditions and events and return
 normally; only the world's errors (conflicts, throttling, an unreachable API server)
 raise `TransientApiError` for the caller to retry with backoff.
 """
@@ -18,20 +22,15 @@ from typing import Any, Protocol
 
 from inferfleet import planner
 from inferfleet.api import InferenceService, Plan, SpecInvalid, labels, parse
-from inferfleet.cache import coldstart
-from inferfleet.cache import objects as cache_objects
-from inferfleet.cache import readiness as cache_readiness
 from inferfleet.cluster import Cluster, KindNotServed, access
 from inferfleet.config import OperatorSettings
 from inferfleet.controller import executor
+from inferfleet.kubedata import ObjectRef, owner_uids
 from inferfleet.metrics.parse import KvCapacityReading
-from inferfleet.reconcile import diff, replan, rollout
-from inferfleet.reconcile import events as event_rules
-from inferfleet.reconcile import frontdoor as frontdoor_status
-from inferfleet.reconcile import status as status_rules
-from inferfleet.reconcile.actions import Action, Delete
-from inferfleet.reconcile.objects import ObjectRef, owner_uids, ref_of
-from inferfleet.render import content_hash, frontdoor, render
+from inferfleet.precache import coldstart
+from inferfleet.precache import workloads as cache_objects
+from inferfleet.reconcile import compute, replan
+from inferfleet.reconcile.actions import Action
 from inferfleet.render import names as render_names
 from inferfleet.render import pod as render_pod
 from inferfleet.render.checks import render_problems
@@ -86,10 +85,7 @@ def _internal(stage: str, service: InferenceService, error: Exception) -> str:
     """Words for an exception the pure core raised on this spec: a value validation let
     through, or a bug. Logged with its traceback for us, a condition for the user."""
     logger.error("cannot %s %s/%s", stage, service.namespace, service.name, exc_info=error)
-    return (
-        f"the operator could not {stage} this spec ({type(error).__name__}: {error}); running workloads "
-        "are kept as they are. Check the values the message names; if they look sane, report it as a bug"
-    )[:1024]
+    return compute.internal_error_message(stage, error)
 
 
 def cr_ref(namespace: str, name: str) -> ObjectRef:
@@ -137,30 +133,15 @@ class Reconciler:
         except Exception as error:
             return None, _internal("plan", service, error)
 
-    def _desired(
-        self,
-        service: InferenceService,
-        plan: Plan,
-        observed: list[dict[str, Any]],
-        pods: list[dict[str, Any]],
-        measured_s: dict[str, float],
-    ) -> tuple[list[Action], tuple[rollout.RolloutHold, ...]]:
-        """Render, hold rollouts, diff: pure, so any exception here is about this spec."""
-        desired = render(service, plan, self.settings, measured_s)
-        held = rollout.holds(service, plan, observed, pods)
-        desired = self._hold_rollouts(desired, service, plan, held, measured_s)
-        infeasible = frozenset(tier.name for tier in plan.tiers if not tier.feasible)
-        return diff(desired, observed, keep_tiers=infeasible), held
-
-    def reconcile(self, namespace: str, name: str) -> Outcome | None:
-        """One pass; None when the InferenceService is gone or being deleted."""
-        ref = cr_ref(namespace, name)
-        body = self.cluster.get(ref)
+    def read(self, namespace: str, name: str) -> tuple[dict[str, Any], compute.Snapshot] | None:
+        """The InferenceService, planned, and everything it owns; None when it is gone
+        or being deleted (owner references take the children away)."""
+        body = self.cluster.get(cr_ref(namespace, name))
         if body is None or body["metadata"].get("deletionTimestamp"):
-            return None  # owner references take the children away
+            return None
         metadata = body["metadata"]
-        uid = str(metadata["uid"])
         previous: dict[str, Any] = dict(body.get("status") or {})
+        now = rfc3339(self.clock())
 
         service: InferenceService | None = None
         plan: Plan | None = None
@@ -174,7 +155,7 @@ class Reconciler:
                 previous,
                 generation=metadata.get("generation"),
                 replan=replan_mode(self.settings, service.spec),
-                now=rfc3339(self.clock()),
+                now=now,
             )
             if planned_for is not None:
                 service = service.model_copy(update={"spec": spec})
@@ -190,67 +171,44 @@ class Reconciler:
         except SpecInvalid as error:
             invalid = str(error)
 
-        observed = self.observe(namespace, name, uid)
-        pods = self._cache_pods(service) if service is not None else []
         serving_pods = self._serving_pods(service) if service is not None else []
-        measured = self._measured_cold_starts(serving_pods)
-        measured_s = {tier: found.seconds for tier, found in measured.items()}
-        actions: list[Action] = []
-        report = None
-        held: tuple[rollout.RolloutHold, ...] = ()
-        if service is not None and plan is not None:
-            try:
-                actions, held = self._desired(service, plan, observed, pods, measured_s)
-            except Exception as error:
-                # Nothing is applied or pruned: the running fleet stays as it was, and the
-                # condition says why instead of the pass failing (and retrying) forever.
-                invalid, plan = _internal("render", service, error), None
-            else:
-                report = executor.execute(self.cluster, actions)
-
-        workloads = self._workloads(observed, report)
-        rendered_plan = plan  # the front door's holds come from the plan as rendered
-        if service is not None and plan is not None:
-            # Status (and so the autoscaler's lead time and capacity) gets the measured cold
-            # starts and KV capacity; the render above used the estimate, so a new
-            # measurement never changes the pods' flags or startup probe and never rolls them.
-            plan = planner.observe_kv_capacity(plan, service.spec, self._measured_kv(service))
-            plan = planner.observe_cold_starts(plan, measured)
-        plan_hash = content_hash(plan.to_wire()) if plan is not None else None
-        result = status_rules.PassResult(
+        snapshot = compute.Snapshot(
+            settings=self.settings,
             generation=metadata.get("generation"),
+            previous=previous,
+            now=now,
+            service=service,
             plan=plan,
-            plan_hash=plan_hash,
             invalid=invalid,
-            workloads=workloads,
-            failures=tuple(report.failures) if report else (),
-            skipped=tuple(report.skipped) if report else (),
+            planned_for=planned_for,
+            observed=self.observe(namespace, name, str(metadata["uid"])),
+            cache_pods=self._cache_pods(service) if service is not None else [],
+            serving_pods=serving_pods,
+            measured_cold_starts=self._measured_cold_starts(serving_pods),
+            measured_kv=self._measured_kv(service) if service is not None and plan is not None else {},
         )
-        status = status_rules.compute(previous, result, now=rfc3339(self.clock()))
-        if service is not None and rendered_plan is not None:
-            front = frontdoor.resolve(service, rendered_plan, self.settings, measured_s)
-            current = self._current(observed, report)
-            status["frontDoor"] = frontdoor_status.summarize(service, front, current, serving_pods)
-        if planned_for is not None:
-            status["plannedWorkload"] = planned_for
-        else:
-            status.pop("plannedWorkload", None)
-        if service is not None:
-            self._cache_ready(
-                status, service, plan, observed, pods=pods, held=held, generation=metadata.get("generation")
-            )
-        patch = status_rules.changes(previous, status)
-        if patch:
-            self.cluster.patch_status(ref, patch, resource_version=metadata.get("resourceVersion"))
-        found = self._events(
-            previous, status=status, plan=plan, plan_hash=plan_hash, actions=actions, observed=observed
-        )
-        replanned = replan.announce(previous, planned_for)
-        if replanned is not None:
-            found.append(event_rules.Event("Normal", labels.REASON_REPLANNED, replanned))
-        for event in found:
+        return body, snapshot
+
+    def reconcile(self, namespace: str, name: str) -> Outcome | None:
+        """One pass (read, compute, execute, conclude, write); None when the
+        InferenceService is gone or being deleted."""
+        read = self.read(namespace, name)
+        if read is None:
+            return None
+        body, snapshot = read
+        intent = compute.compute(snapshot)
+        if intent.render_error is not None and snapshot.service is not None:
+            service = snapshot.service
+            logger.error("cannot render %s/%s", service.namespace, service.name, exc_info=intent.render_error)
+        rendered = intent.rendered_plan is not None
+        report = executor.execute(self.cluster, list(intent.actions)) if rendered else None
+        conclusion = compute.conclude(snapshot, intent, report)
+        if conclusion.patch:
+            version = body["metadata"].get("resourceVersion")
+            self.cluster.patch_status(cr_ref(namespace, name), conclusion.patch, resource_version=version)
+        for event in conclusion.events:
             self.cluster.create_event(body, type_=event.type, reason=event.reason, message=event.message)
-        return Outcome(tuple(actions), status, report)
+        return Outcome(intent.actions, conclusion.status, report)
 
     def _serving_pods(self, service: InferenceService) -> list[dict[str, Any]]:
         """The vLLM pods that serve HTTP (their start-to-Ready is the cold start; the Ready
@@ -268,16 +226,6 @@ class Reconciler:
         return coldstart.measured_cold_starts(
             pods, container=render_pod.CONTAINER_NAME, tier_label=labels.LABEL_TIER
         )
-
-    @staticmethod
-    def _current(observed: list[dict[str, Any]], report: executor.Report | None) -> list[dict[str, Any]]:
-        """What the service owns after this pass: observed, updated by what was applied."""
-        by_ref = {ref_of(obj): obj for obj in observed}
-        if report is not None:
-            by_ref.update(report.applied)
-            for gone in report.deleted:
-                by_ref.pop(gone, None)
-        return list(by_ref.values())
 
     def _measured_kv(self, service: InferenceService) -> dict[str, planner.MeasuredKvCapacity]:
         """Per tier, the KV cache its running engines allocated (planner.observed says how
@@ -299,87 +247,3 @@ class Reconciler:
             service.namespace,
             {labels.LABEL_SERVICE: service.name, labels.LABEL_COMPONENT: cache_objects.COMPONENT_CACHE},
         )
-
-    def _hold_rollouts(
-        self,
-        desired: list[dict[str, Any]],
-        service: InferenceService,
-        plan: Plan,
-        held: tuple[rollout.RolloutHold, ...],
-        measured_s: dict[str, float],
-    ) -> list[dict[str, Any]]:
-        """Held tiers keep the workload rendered at the revision they serve (one render per
-        distinct revision); the new DaemonSets go out in this same pass."""
-        for revision in sorted({hold.serving_revision for hold in held}):
-            tiers = {hold.tier for hold in held if hold.serving_revision == revision}
-            previous = render(rollout.at_revision(service, revision), plan, self.settings, measured_s)
-            desired = rollout.keep_workloads(desired, previous, tiers)
-        return desired
-
-    def _cache_ready(
-        self,
-        status: dict[str, Any],
-        service: InferenceService,
-        plan: Plan | None,
-        observed: list[dict[str, Any]],
-        *,
-        pods: list[dict[str, Any]],
-        held: tuple[rollout.RolloutHold, ...],
-        generation: int | None,
-    ) -> None:
-        """status.cache and CacheReady from the pre-cache DaemonSets/Job and their pods (issue 5)."""
-        cache = cache_readiness.for_service(
-            service, plan, observed, pods, held=[hold.describe() for hold in held]
-        )
-        status["cache"] = [tier.to_wire() for tier in cache.tiers]
-        status["conditions"] = status_rules.set_condition(
-            status.get("conditions") or [],
-            labels.CONDITION_CACHE_READY,
-            cache.status,
-            cache.reason,
-            cache.message,
-            now=rfc3339(self.clock()),
-            generation=generation,
-        )
-
-    @staticmethod
-    def _workloads(
-        observed: list[dict[str, Any]], report: executor.Report | None
-    ) -> dict[str, dict[str, Any]]:
-        by_ref: dict[ObjectRef, dict[str, Any]] = {}
-        for obj in observed:
-            by_ref[ref_of(obj)] = obj
-        if report is not None:
-            by_ref.update(report.applied)
-            for gone in report.deleted:
-                by_ref.pop(gone, None)
-        out: dict[str, dict[str, Any]] = {}
-        for ref, obj in sorted(by_ref.items()):
-            tier = (obj["metadata"].get("labels") or {}).get(labels.LABEL_TIER)
-            if ref.is_workload and tier is not None:
-                out[tier] = obj
-        return out
-
-    @staticmethod
-    def _events(
-        previous: dict[str, Any],
-        *,
-        status: dict[str, Any],
-        plan: Plan | None,
-        plan_hash: str | None,
-        actions: list[Action],
-        observed: list[dict[str, Any]],
-    ) -> list[event_rules.Event]:
-        found: list[event_rules.Event] = []
-        if plan is not None and plan_hash is not None:
-            found += event_rules.plan_changed(previous.get("planHash"), plan, plan_hash)
-        found += event_rules.condition_transitions(previous.get("conditions") or [], status["conditions"])
-        deleted = {a.ref for a in actions if isinstance(a, Delete) and a.ref.is_workload}
-        pruned_tiers = sorted(
-            {
-                str((obj["metadata"].get("labels") or {}).get(labels.LABEL_TIER))
-                for obj in observed
-                if ref_of(obj) in deleted
-            }
-        )
-        return found + event_rules.pruned(pruned_tiers)

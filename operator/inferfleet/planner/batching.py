@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from inferfleet.planner.fleet import DEFAULT_HEADROOM
 from inferfleet.planner.performance import USABLE_SHARE_OF_ROOFLINE, Roofline
-from inferfleet.planner.workload import Workload
+from inferfleet.planner.workload import TierWorkload
 
 # Share of the ITL SLO the steady decode step may use; the rest absorbs the prefill
 # chunks that chunked prefill mixes into some steps.
@@ -70,7 +70,7 @@ def round_seqs(value: int) -> int:
     return max(1, value - value % 8 if value >= 8 else value)
 
 
-def chunk_option(roof: Roofline, workload: Workload, running: float, tokens: int) -> ChunkOption:
+def chunk_option(roof: Roofline, workload: TierWorkload, running: float, tokens: int) -> ChunkOption:
     chunk_ms = tokens / roof.prefill_tokens_per_second * 1000
     step_ms = roof.step_ms(running) + chunk_ms
     # The token budget also carries one decode token per running sequence.
@@ -106,7 +106,7 @@ def _chunk_text(option: ChunkOption) -> str:
 
 
 def choose_chunk(
-    roof: Roofline, workload: Workload, running: float, max_num_seqs: int
+    roof: Roofline, workload: TierWorkload, running: float, max_num_seqs: int
 ) -> tuple[int, float, str, tuple[str, ...]]:
     """(chunk tokens, effective prefill tokens/s, reason, SLO misses) for an online tier."""
     ttft_budget_ms = workload.ttft_slo_s * 1000 * PREFILL_SHARE_OF_TTFT
@@ -142,7 +142,7 @@ def choose_chunk(
 
 def deployed_batching(
     roof: Roofline,
-    workload: Workload,
+    workload: TierWorkload,
     *,
     max_num_seqs_override: int | None,
     max_num_batched_tokens_override: int | None,

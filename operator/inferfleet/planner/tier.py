@@ -18,7 +18,7 @@ from inferfleet.api.plan import MemoryBreakdownGiB, Performance, TierPlan
 from inferfleet.api.spec import InferenceServiceSpec, TierOverrides, TierSpec
 from inferfleet.catalog.gpus import GpuSpec
 from inferfleet.catalog.models import ModelArch
-from inferfleet.planner import engine, fleet
+from inferfleet.planner import engine_settings, fleet
 from inferfleet.planner.accounting import Accounting, accounting
 from inferfleet.planner.batching import ITL_HEADROOM, Batching, deployed_batching
 from inferfleet.planner.kv import kv_dtype_bytes, kv_pool
@@ -30,7 +30,7 @@ from inferfleet.planner.quantization import FORMAT_NAMES, QuantChoice, choices
 from inferfleet.planner.releases import Release
 from inferfleet.planner.units import GIB, to_gib
 from inferfleet.planner.weights import WeightLayout, body_scale, weight_layout
-from inferfleet.planner.workload import Workload, derive
+from inferfleet.planner.workload import TierWorkload, derive
 
 # Most nodes one replica may span. Beyond a few nodes pipeline bubbles and inter-node
 # hops dominate and one failing node takes a large replica down; such a model wants
@@ -108,12 +108,13 @@ class _Evaluator:
     def __init__(
         self,
         inputs: TierInputs,
-        workload: Workload,
+        workload: TierWorkload,
         base: Settings,
         *,
         gpus_per_node: int,
         overrides: TierOverrides,
         chunked_prefill: bool,
+        prefix_caching: bool = True,
     ) -> None:
         self.arch = inputs.arch
         self.gpu = inputs.gpu
@@ -124,6 +125,7 @@ class _Evaluator:
         self.gpus_per_node = gpus_per_node
         self.overrides = overrides
         self.chunked_prefill = chunked_prefill
+        self.prefix_caching = prefix_caching
         self.scale = _scale(inputs.arch)
         self._seen: dict[tuple[str, str, int, int], Candidate] = {}
         # A layout that would run but cannot load (online quantization's 16-bit peak).
@@ -145,25 +147,61 @@ class _Evaluator:
         return found
 
     def _evaluate(self, quant: QuantChoice, tp: int, pp: int) -> Candidate:
+        """One layout: its weights, KV pool, speed and batching, memory, load peak."""
         base = self.base
-        arch, gpu = self.arch, self.gpu
         nodes = math.ceil(tp * pp / self.gpus_per_node)
         layout = weight_layout(
-            arch,
+            self.arch,
             weight_format=quant.weight_format,
             dtype_bytes=base.act_bytes,
             tp=tp,
             pp=pp,
-            family=gpu.family,
+            family=self.gpu.family,
             scale=self.scale,
         )
-        acct = accounting(self.release, pipeline_parallel=pp, vendor=gpu.vendor)
+        acct = accounting(self.release, pipeline_parallel=pp, vendor=self.gpu.vendor)
         kv_bytes = kv_dtype_bytes(quant.kv_cache_dtype, base.act_bytes)
+        roof, batching = self._speed(quant, tp, pp, layout, acct, kv_bytes, nodes)
+        settings = replace(
+            base, max_num_seqs=batching.max_num_seqs, max_num_batched_tokens=batching.max_num_batched_tokens
+        )
+        extra = self.extras.weight_bytes(tp, base.act_bytes)
+        memory = self._memory(tp, layout, acct, settings, kv_bytes, extra)
+        load_peak, load_problem = self._load(quant, tp, pp, layout, extra)
+        concurrency = memory.concurrency_at(self.workload.p95_context_tokens) if memory.starts else 0.0
+        return Candidate(
+            quant=quant,
+            tp=tp,
+            pp=pp,
+            nodes=nodes,
+            layout=layout,
+            memory=memory,
+            settings=settings,
+            batching=batching,
+            roof=roof,
+            accounting=acct,
+            concurrency_p95=concurrency,
+            load_peak_bytes=load_peak,
+            load_problem=load_problem,
+            layout_problem=valid_tensor_parallel(self.arch, tp, quant.weight_format),
+        )
+
+    def _speed(  # noqa: PLR0917 - one layout's figures, passed through from _evaluate
+        self,
+        quant: QuantChoice,
+        tp: int,
+        pp: int,
+        layout: WeightLayout,
+        acct: Accounting,
+        kv_bytes: int,
+        nodes: int,
+    ) -> tuple[Roofline, Batching]:
+        """The layout's roofline and the batch settings it would deploy."""
+        arch, gpu, base, w = self.arch, self.gpu, self.base, self.workload
         geometry = kv_pool(
             arch, arch.kinds, tp, kv_bytes, base.block_size,
             hybrid=acct.hybrid_pool, mla_align_bytes=acct.mla_align_bytes,
         )  # fmt: skip
-        w = self.workload
         roof = roofline(
             arch,
             gpu,
@@ -185,17 +223,25 @@ class _Evaluator:
             max_num_batched_tokens_override=self.overrides.max_num_batched_tokens,
             chunked_prefill=self.chunked_prefill,
             max_model_len=base.max_model_len,
-            large_gpu=gpu.memory_gib >= engine.LARGE_GPU_GIB,
+            large_gpu=gpu.memory_gib >= engine_settings.LARGE_GPU_GIB,
         )
-        settings = replace(
-            base, max_num_seqs=batching.max_num_seqs, max_num_batched_tokens=batching.max_num_batched_tokens
-        )
-        extra = self.extras.weight_bytes(tp, base.act_bytes)
-        memory = estimate(
-            arch,
+        return roof, batching
+
+    def _memory(  # noqa: PLR0917 - one layout's figures, passed through from _evaluate
+        self,
+        tp: int,
+        layout: WeightLayout,
+        acct: Accounting,
+        settings: Settings,
+        kv_bytes: int,
+        extra: float,
+    ) -> MemoryEstimate:
+        """What vLLM would report at startup for this layout and these settings."""
+        return estimate(
+            self.arch,
             layout,
             tp=tp,
-            total_memory_gib=gpu.memory_gib,
+            total_memory_gib=self.gpu.memory_gib,
             gpu_memory_utilization=settings.gpu_memory_utilization,
             kv_element_bytes=kv_bytes,
             act_bytes=settings.act_bytes,
@@ -208,44 +254,33 @@ class _Evaluator:
             extra_weight_bytes=extra,
             extra_kv_layers=self.extras.draft_kv_layers,
         )
+
+    def _load(
+        self, quant: QuantChoice, tp: int, pp: int, layout: WeightLayout, extra: float
+    ) -> tuple[float, str | None]:
+        """(peak bytes per GPU while loading, why it does not fit or None)."""
+        arch, gpu = self.arch, self.gpu
         load_peak = load_peak_bytes(
             arch,
             layout,
             weight_format=quant.weight_format,
-            dtype_bytes=base.act_bytes,
+            dtype_bytes=self.base.act_bytes,
             tp=tp,
             pp=pp,
             family=gpu.family,
             scale=self.scale,
             extra_bytes=extra,
         )
-        load_problem = None
-        if load_peak > gpu.memory_gib * GIB:
-            what = (
-                "the 16-bit checkpoint, loaded whole before online quantization"
-                if online_quantization(arch, quant.weight_format)
-                else "the weights"
-            )
-            load_problem = (
-                f"loading needs {to_gib(load_peak):.1f} GiB per GPU at TP={tp} PP={pp} ({what}), "
-                f"more than the GPU's {gpu.memory_gib:g} GiB"
-            )
-        concurrency = memory.concurrency_at(w.p95_context_tokens) if memory.starts else 0.0
-        return Candidate(
-            quant=quant,
-            tp=tp,
-            pp=pp,
-            nodes=nodes,
-            layout=layout,
-            memory=memory,
-            settings=settings,
-            batching=batching,
-            roof=roof,
-            accounting=acct,
-            concurrency_p95=concurrency,
-            load_peak_bytes=load_peak,
-            load_problem=load_problem,
-            layout_problem=valid_tensor_parallel(arch, tp, quant.weight_format),
+        if load_peak <= gpu.memory_gib * GIB:
+            return load_peak, None
+        what = (
+            "the 16-bit checkpoint, loaded whole before online quantization"
+            if online_quantization(arch, quant.weight_format)
+            else "the weights"
+        )
+        return load_peak, (
+            f"loading needs {to_gib(load_peak):.1f} GiB per GPU at TP={tp} PP={pp} ({what}), "
+            f"more than the GPU's {gpu.memory_gib:g} GiB"
         )
 
     def search(self, quant: QuantChoice) -> tuple[int, Candidate]:
@@ -295,20 +330,20 @@ def _base_settings(
     spec: InferenceServiceSpec,
     arch: ModelArch,
     gpu: GpuSpec,
-    workload: Workload,
+    workload: TierWorkload,
     overrides: TierOverrides,
 ) -> tuple[Settings, list[str]]:
     """Settings every layout shares; batch sizes are filled in per layout."""
     notes: list[str] = []
-    dtype, act_bytes, dtype_reason = engine.choose_dtype(arch, gpu, overrides)
+    dtype, act_bytes, dtype_reason = engine_settings.choose_dtype(arch, gpu, overrides)
     if dtype_reason:
         notes.append(dtype_reason)
     if overrides.block_size is not None:
         notes.append(f"block size {overrides.block_size}: set by the tier override")
     if overrides.enforce_eager is not None:
         notes.append(f"enforce-eager {str(overrides.enforce_eager).lower()}: set by the tier override")
-    gmu, _ = engine.gpu_memory_utilization(workload, overrides)
-    mml, _ = engine.max_model_len(workload, arch, overrides)
+    gmu, _ = engine_settings.gpu_memory_utilization(workload, overrides)
+    mml, _ = engine_settings.max_model_len(workload, arch, overrides)
     return (
         Settings(
             dtype=dtype,
@@ -317,14 +352,14 @@ def _base_settings(
             max_model_len=mml,
             max_num_seqs=overrides.max_num_seqs or workload.max_num_seqs_cap,
             max_num_batched_tokens=overrides.max_num_batched_tokens or mml,
-            block_size=engine.block_size(arch, gpu, overrides),
+            block_size=engine_settings.block_size(arch, gpu, overrides),
             enforce_eager=bool(overrides.enforce_eager),
         ),
         notes,
     )
 
 
-def _capacity(c: Candidate, workload: Workload) -> tuple[float, float]:
+def _capacity(c: Candidate, workload: TierWorkload) -> tuple[float, float]:
     """(running sequences, usable requests/s) of one replica of this layout as deployed."""
     s = c.settings
     roof = c.roof
@@ -458,7 +493,7 @@ def _infeasible_reason(c: Candidate, gpu: GpuSpec, level: int, arch: ModelArch, 
     return f"infeasible: {text}; " + " or ".join(hints)
 
 
-def _memory_reason(c: Candidate, workload: Workload) -> str:
+def _memory_reason(c: Candidate, workload: TierWorkload) -> str:
     m = c.memory
     b = m.binding
     extra = ""
@@ -533,7 +568,7 @@ def _layout_reason(
     *,
     c: Candidate,
     level: int,
-    workload: Workload,
+    workload: TierWorkload,
     overrides: TierOverrides,
     gpu: GpuSpec,
     gpus_per_node: int,
@@ -566,21 +601,43 @@ def _layout_reason(
     return text
 
 
-def build_tier_plan(spec: InferenceServiceSpec, tier: TierSpec, inputs: TierInputs) -> TierPlan:
-    arch, gpu, release = inputs.arch, inputs.gpu, inputs.release
-    overrides = tier.overrides or TierOverrides()
-    workload = derive(spec, tier)
-    gpus_per_node = tier.gpus_per_node or gpu.gpus_per_node
-    settings, notes = _base_settings(spec=spec, arch=arch, gpu=gpu, workload=workload, overrides=overrides)
-    chunked = spec.serving.chunked_prefill if spec.serving else True
-    prefix = spec.serving.prefix_caching if spec.serving else True
-    ev = _Evaluator(
-        inputs, workload, settings, gpus_per_node=gpus_per_node, overrides=overrides, chunked_prefill=chunked
-    )
-    # Each format gets its layout (SLO raise included) before formats are compared, so
-    # the comparison sees the GPUs each would really take.
+@dataclass(frozen=True)
+class Choice:
+    """The layout a tier gets: the search level it was found at (0 best, 4 nothing
+    starts), the candidate, and the note of an SLO raise or a cheaper wider layout."""
+
+    level: int
+    candidate: Candidate
+    slo_note: str | None
+
+    @property
+    def feasible(self) -> bool:
+        return self.level < 4 and self.candidate.starts
+
+
+@dataclass(frozen=True)
+class Sizing:
+    """One replica's capacity at the SLO and what the fleet for the peak costs."""
+
+    headroom: float
+    concurrency_p95: float
+    running: float
+    usable_rps: float
+    replicas: int
+    cold_start_s: float
+    storage_text: str
+    tokens_per_request: float
+    cost_per_million_tokens: float | None
+
+
+def choose_layout(
+    spec: InferenceServiceSpec, tier: TierSpec, ev: _Evaluator, overrides: TierOverrides
+) -> Choice:
+    """The best layout over every weight format. Each format gets its layout (SLO raise
+    included) before formats are compared, so the comparison sees the GPUs each would
+    really take."""
     results: list[tuple[int, int, int, Candidate, str | None]] = []
-    for order, quant in enumerate(choices(spec, tier, arch, gpu)):
+    for order, quant in enumerate(choices(spec, tier, ev.arch, ev.gpu)):
         level, candidate = ev.search(quant)
         note = None
         if level == 0:
@@ -589,33 +646,57 @@ def build_tier_plan(spec: InferenceServiceSpec, tier: TierSpec, inputs: TierInpu
                 candidate, note = _cheaper_wider(ev, candidate, overrides)
         results.append((level, candidate.gpus, order, candidate, note))
     level, _, _, chosen, slo_note = min(results, key=lambda r: r[:3])
-    feasible = level < 4 and chosen.starts
-    s = chosen.settings
-    m = chosen.memory
-    roof = chosen.roof
+    return Choice(level, chosen, slo_note)
+
+
+def size_fleet(spec: InferenceServiceSpec, tier: TierSpec, choice: Choice, workload: TierWorkload) -> Sizing:
+    """Capacity at the SLO (with the prefill rate the chosen chunk leaves), replicas for
+    the peak, cold start and cost."""
+    chosen = choice.candidate
     headroom = (
         spec.scaling.headroom
         if spec.scaling and spec.scaling.headroom is not None
         else fleet.DEFAULT_HEADROOM
     )
-
-    # Capacity at the SLO, with the prefill rate the chosen chunk leaves.
-    concurrency_p95 = min(float(s.max_num_seqs), chosen.concurrency_p95)
-    prefill_rate = chosen.batching.prefill_tokens_per_s
     running, usable_rps = _capacity(chosen, workload)
-    if not feasible:
+    if not choice.feasible:
         usable_rps = 0.0
-    replicas = fleet.replicas_for_peak(workload.tier_peak_rps, usable_rps, headroom) if feasible else 0
+    replicas = fleet.replicas_for_peak(workload.tier_peak_rps, usable_rps, headroom) if choice.feasible else 0
     bandwidth, storage_text = fleet.storage_bandwidth_gbps(spec.cache)
     cold_start = fleet.cold_start_seconds(
-        chosen.layout.checkpoint_bytes, chosen.nodes, bandwidth, s.enforce_eager
+        chosen.layout.checkpoint_bytes, chosen.nodes, bandwidth, chosen.settings.enforce_eager
     )
     tokens_per_request = workload.mean_input_tokens + workload.mean_output_tokens
     cost = fleet.cost_per_million_tokens(tier.cost_per_gpu_hour, chosen.gpus, usable_rps, tokens_per_request)
+    return Sizing(
+        headroom=headroom,
+        concurrency_p95=min(float(chosen.settings.max_num_seqs), chosen.concurrency_p95),
+        running=running,
+        usable_rps=usable_rps,
+        replicas=replicas,
+        cold_start_s=cold_start,
+        storage_text=storage_text,
+        tokens_per_request=tokens_per_request,
+        cost_per_million_tokens=cost,
+    )
 
+
+def setup_reasons(
+    spec: InferenceServiceSpec,
+    tier: TierSpec,
+    inputs: TierInputs,
+    *,
+    ev: _Evaluator,
+    choice: Choice,
+    notes: list[str],
+) -> list[str]:
+    """Why this model, release, format, layout and engine settings, in words."""
+    arch, gpu, release = inputs.arch, inputs.gpu, inputs.release
+    chosen, workload, overrides = choice.candidate, ev.workload, ev.overrides
+    s = chosen.settings
     reasons: list[str] = []
-    if not feasible:
-        reasons.append(_infeasible_reason(chosen, gpu, level, arch, gpus_per_node))
+    if not choice.feasible:
+        reasons.append(_infeasible_reason(chosen, gpu, choice.level, arch, ev.gpus_per_node))
     reasons.append(
         f"model {arch.name}: {arch.describe()}; GPU {gpu.name}: {gpu.memory_gib:g} GiB, "
         f"{gpu.bandwidth_t_bs:g} TB/s, {gpu.interconnect}" + (" (inline)" if gpu.inline else "")
@@ -627,21 +708,21 @@ def build_tier_plan(spec: InferenceServiceSpec, tier: TierSpec, inputs: TierInpu
     reasons.append(
         _layout_reason(
             c=chosen,
-            level=level,
+            level=choice.level,
             workload=workload,
             overrides=overrides,
             gpu=gpu,
-            gpus_per_node=gpus_per_node,
+            gpus_per_node=ev.gpus_per_node,
         )
     )
-    if slo_note:
-        reasons.append(slo_note)
+    if choice.slo_note:
+        reasons.append(choice.slo_note)
     pre_quantized = _pre_quantized_note(
-        spec, tier, inputs, chosen, feasible=feasible, refused_at_load=ev.refused_at_load
+        spec, tier, inputs, chosen, feasible=choice.feasible, refused_at_load=ev.refused_at_load
     )
     if pre_quantized:
         reasons.append(pre_quantized)
-    if feasible:
+    if choice.feasible:
         reasons.append(_load_reason(chosen, gpu, arch))
     if inputs.extras.draft_note:
         reasons.append(f"speculative decoding: {inputs.extras.draft_note}")
@@ -652,52 +733,80 @@ def build_tier_plan(spec: InferenceServiceSpec, tier: TierSpec, inputs: TierInpu
         )
     reasons.append(
         f"gpu-memory-utilization {s.gpu_memory_utilization:g}: "
-        f"{engine.gpu_memory_utilization(workload, overrides)[1]}"
+        f"{engine_settings.gpu_memory_utilization(workload, overrides)[1]}"
     )
-    reasons.append(f"max-model-len {s.max_model_len:,}: {engine.max_model_len(workload, arch, overrides)[1]}")
+    mml_reason = engine_settings.max_model_len(workload, arch, overrides)[1]
+    reasons.append(f"max-model-len {s.max_model_len:,}: {mml_reason}")
     reasons.extend(chosen.batching.notes)
     reasons.append(
-        f"prefix caching {'on' if prefix else 'off'}, chunked prefill {'on' if chunked else 'off'} "
-        "(from spec.serving)"
+        f"prefix caching {'on' if ev.prefix_caching else 'off'}, chunked prefill "
+        f"{'on' if ev.chunked_prefill else 'off'} (from spec.serving)"
     )
     reasons.append(_memory_reason(chosen, workload))
-    warnings: list[str] = list(chosen.batching.slo_misses) if feasible else []
-    if feasible:
+    return reasons
+
+
+def capacity_reasons(
+    spec: InferenceServiceSpec, tier: TierSpec, choice: Choice, sizing: Sizing, workload: TierWorkload
+) -> tuple[list[str], list[str]]:
+    """(reasons, warnings) on throughput, replicas, cold start, cost and the SLOs."""
+    chosen = choice.candidate
+    roof = chosen.roof
+    reasons: list[str] = []
+    warnings: list[str] = list(chosen.batching.slo_misses) if choice.feasible else []
+    if choice.feasible:
         reasons.append(
             f"roofline: prefill ~{roof.prefill_tokens_per_second:,.0f} tokens/s "
-            f"(~{prefill_rate:,.0f} with the chosen chunk), decode step "
+            f"(~{chosen.batching.prefill_tokens_per_s:,.0f} with the chosen chunk), decode step "
             f"{roof.decode_step_base_ms:.1f} ms + {roof.decode_step_per_seq_ms:.3f} ms per sequence; at "
-            f"{running:.0f} running requests a replica serves ~{usable_rps:.2f} req/s"
+            f"{sizing.running:.0f} running requests a replica serves ~{sizing.usable_rps:.2f} req/s"
         )
         share = f" × {workload.tier_share:g} routed here" if workload.tier_share != 1 else ""
         reasons.append(
             f"replicas for peak: ceil({spec.workload.peak_requests_per_second:g} req/s{share} × "
-            f"{1 + headroom:g} safety / {usable_rps:.2f}) = {replicas}"
+            f"{1 + sizing.headroom:g} safety / {sizing.usable_rps:.2f}) = {sizing.replicas}"
             + (
                 f", above maxReplicas {tier.max_replicas}"
-                if tier.max_replicas is not None and replicas > tier.max_replicas
+                if tier.max_replicas is not None and sizing.replicas > tier.max_replicas
                 else ""
             )
         )
     reasons.append(
-        f"cold start ~{cold_start:.0f} s: {to_gib(chosen.layout.checkpoint_bytes):.1f} GiB of weights "
-        f"from {storage_text}"
+        f"cold start ~{sizing.cold_start_s:.0f} s: "
+        f"{to_gib(chosen.layout.checkpoint_bytes):.1f} GiB of weights "
+        f"from {sizing.storage_text}"
         + (f" split over {chosen.nodes} nodes" if chosen.nodes > 1 else "")
         + " plus engine start-up"
     )
+    cost = sizing.cost_per_million_tokens
     if cost is not None:
         reasons.append(
             f"cost ~${cost:.3f} per million tokens: {chosen.gpus} GPU(s) × ${tier.cost_per_gpu_hour:g}/h "
-            f"at {usable_rps:.2f} req/s of ~{tokens_per_request:.0f} tokens"
+            f"at {sizing.usable_rps:.2f} req/s of ~{sizing.tokens_per_request:.0f} tokens"
         )
     for warning in warnings:
         reasons.append(f"SLO at risk: {warning}")
+    return reasons, warnings
 
-    b = m.binding
+
+def assemble_tier_plan(
+    tier: TierSpec,
+    inputs: TierInputs,
+    ev: _Evaluator,
+    *,
+    choice: Choice,
+    sizing: Sizing,
+    reasons: list[str],
+    warnings: list[str],
+) -> TierPlan:
+    """The wire shape of the chosen layout and its sizing."""
+    chosen = choice.candidate
+    s, m, roof, b = chosen.settings, chosen.memory, chosen.roof, chosen.memory.binding
+    cost = sizing.cost_per_million_tokens
     return TierPlan(
         name=tier.name,
-        gpu=gpu.name,
-        feasible=feasible,
+        gpu=inputs.gpu.name,
+        feasible=choice.feasible,
         tensor_parallel_size=chosen.tp,
         pipeline_parallel_size=chosen.pp,
         gpus_per_replica=chosen.gpus,
@@ -711,8 +820,8 @@ def build_tier_plan(spec: InferenceServiceSpec, tier: TierSpec, inputs: TierInpu
         max_num_batched_tokens=s.max_num_batched_tokens,
         block_size=s.block_size,
         enforce_eager=s.enforce_eager,
-        prefix_caching=prefix,
-        chunked_prefill=chunked,
+        prefix_caching=ev.prefix_caching,
+        chunked_prefill=ev.chunked_prefill,
         memory_gi_b=MemoryBreakdownGiB(
             weights=round(to_gib(b.weights_bytes), 3),
             activations=round(to_gib(b.activation_bytes), 3),
@@ -723,22 +832,50 @@ def build_tier_plan(spec: InferenceServiceSpec, tier: TierSpec, inputs: TierInpu
         ),
         kv_cache_tokens=m.kv_tokens,
         max_concurrency=round(m.max_concurrency, 2),
-        concurrency_at_p95=round(concurrency_p95, 2),
-        usable_rps=round(usable_rps, 3),
-        replicas_for_peak=replicas,
-        cold_start_seconds=round(cold_start, 1),
+        concurrency_at_p95=round(sizing.concurrency_p95, 2),
+        usable_rps=round(sizing.usable_rps, 3),
+        replicas_for_peak=sizing.replicas,
+        cold_start_seconds=round(sizing.cold_start_s, 1),
         cost_per_million_tokens_usd=round(cost, 4) if cost is not None else None,
         performance=Performance(
             prefill_tokens_per_second=round(roof.prefill_tokens_per_second, 1),
             decode_step_base_ms=round(roof.decode_step_base_ms, 3),
             decode_step_per_seq_ms=round(roof.decode_step_per_seq_ms, 4),
         ),
-        vllm_release=release.label,
-        release_family=release.family,
+        vllm_release=inputs.release.label,
+        release_family=inputs.release.family,
         num_gpu_blocks=m.num_blocks,
         load_peak_gi_b=round(to_gib(chosen.load_peak_bytes), 3),
         warnings=warnings,
         reasons=reasons,
+    )
+
+
+def build_tier_plan(spec: InferenceServiceSpec, tier: TierSpec, inputs: TierInputs) -> TierPlan:
+    """Plan one tier: choose the layout, size the fleet, explain both, assemble."""
+    overrides = tier.overrides or TierOverrides()
+    workload = derive(spec, tier)
+    gpus_per_node = tier.gpus_per_node or inputs.gpu.gpus_per_node
+    settings, notes = _base_settings(
+        spec=spec, arch=inputs.arch, gpu=inputs.gpu, workload=workload, overrides=overrides
+    )
+    chunked = spec.serving.chunked_prefill if spec.serving else True
+    prefix = spec.serving.prefix_caching if spec.serving else True
+    ev = _Evaluator(
+        inputs,
+        workload,
+        settings,
+        gpus_per_node=gpus_per_node,
+        overrides=overrides,
+        chunked_prefill=chunked,
+        prefix_caching=prefix,
+    )
+    choice = choose_layout(spec, tier, ev, overrides)
+    sizing = size_fleet(spec, tier, choice, workload)
+    reasons = setup_reasons(spec, tier, inputs, ev=ev, choice=choice, notes=notes)
+    more_reasons, warnings = capacity_reasons(spec, tier, choice, sizing, workload)
+    return assemble_tier_plan(
+        tier, inputs, ev, choice=choice, sizing=sizing, reasons=[*reasons, *more_reasons], warnings=warnings
     )
 
 
@@ -768,7 +905,7 @@ def _unplannable(
         dtype=settings.dtype if settings else (overrides.dtype or "auto"),
         gpu_memory_utilization=settings.gpu_memory_utilization
         if settings
-        else (overrides.gpu_memory_utilization or engine.ONLINE_GPU_MEMORY_UTILIZATION),
+        else (overrides.gpu_memory_utilization or engine_settings.ONLINE_GPU_MEMORY_UTILIZATION),
         max_model_len=settings.max_model_len if settings else (overrides.max_model_len or 0),
         max_num_seqs=settings.max_num_seqs if settings else (overrides.max_num_seqs or 0),
         max_num_batched_tokens=settings.max_num_batched_tokens

@@ -25,7 +25,7 @@ def mean_tokens(p50: float, p95: float) -> float:
 
 
 @dataclass(frozen=True, slots=True)
-class Workload:
+class TierWorkload:
     archetype: str
     online: bool
     input_p50: int
@@ -74,7 +74,7 @@ def tier_share(spec: InferenceServiceSpec, tier: TierSpec) -> float:
     return max(0.0, 1.0 - sum(routing.values())) / max(1, len(unnamed))
 
 
-def derive(spec: InferenceServiceSpec, tier: TierSpec) -> Workload:
+def derive(spec: InferenceServiceSpec, tier: TierSpec) -> TierWorkload:
     workload = spec.workload
     archetype = workload.archetype
     online = workload.mode == "online"
@@ -86,7 +86,7 @@ def derive(spec: InferenceServiceSpec, tier: TierSpec) -> Workload:
     # Little's law: requests in flight on the tier if each took its full latency budget.
     in_flight = peak * (ttft_s + mean_out * itl_s)
     target = max(1, min(TARGET_CONCURRENCY[archetype], math.ceil(in_flight)))
-    return Workload(
+    return TierWorkload(
         archetype=archetype,
         online=online,
         input_p50=workload.input_tokens.p50,

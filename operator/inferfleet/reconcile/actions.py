@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from inferfleet.reconcile.objects import ObjectRef, ref_of
+from inferfleet.kubedata import ObjectRef, ref_of
 
 
 @dataclass(frozen=True)

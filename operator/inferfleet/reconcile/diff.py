@@ -18,8 +18,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from inferfleet.api import labels
+from inferfleet.kubedata import ref_of, replicas_of
 from inferfleet.reconcile.actions import Action, Apply, Delete
-from inferfleet.reconcile.objects import ref_of, replicas_of
 
 
 def contains(observed: Any, desired: Any) -> bool:

@@ -3,20 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from inferfleet.api import Plan, TierPlan, labels
+from inferfleet.kubedata import Event
 
 REASON_PLAN_CHANGED = "PlanChanged"
 REASON_PRUNED = "TierPruned"
-
-
-@dataclass(frozen=True)
-class Event:
-    type: Literal["Normal", "Warning"]
-    reason: str
-    message: str
 
 
 def describe_tier(tier: TierPlan) -> str:

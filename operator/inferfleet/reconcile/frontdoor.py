@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from inferfleet.api import InferenceService
-from inferfleet.reconcile.objects import labels_of, matches, ready_replicas_of
+from inferfleet.kubedata import labels_of, matches, ready_replicas_of
 from inferfleet.render import frontdoor
 
 ROUTE_ACCEPTED = "Accepted"

@@ -1,75 +1,28 @@
-"""Plain-data helpers for Kubernetes objects held as dicts.
+"""Moved to `inferfleet.kubedata`; shim kept until phase 2 (issue 19), for the
+autoscaler's imports, which this phase leaves untouched. New code imports kubedata."""
 
-`ObjectRef` names one object; it is the currency between the pure reconcile core and
-the cluster port, so it lives here (pure) and the port imports it, never the reverse.
-"""
+from inferfleet.kubedata import (
+    DEPLOYMENT,
+    LEADER_WORKER_SET,
+    WORKLOAD_KINDS,
+    ObjectRef,
+    labels_of,
+    matches,
+    owner_uids,
+    ready_replicas_of,
+    ref_of,
+    replicas_of,
+)
 
-from __future__ import annotations
-
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
-
-# apiVersion/kind of the workloads whose `spec.replicas` the autoscaler owns.
-DEPLOYMENT = ("apps/v1", "Deployment")
-LEADER_WORKER_SET = ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet")
-WORKLOAD_KINDS: frozenset[tuple[str, str]] = frozenset({DEPLOYMENT, LEADER_WORKER_SET})
-
-
-@dataclass(frozen=True, order=True)
-class ObjectRef:
-    """apiVersion, kind, namespace and name: enough to find one object."""
-
-    api_version: str
-    kind: str
-    namespace: str | None
-    name: str
-
-    @property
-    def group(self) -> str:
-        return self.api_version.rpartition("/")[0]
-
-    @property
-    def version(self) -> str:
-        return self.api_version.rpartition("/")[2]
-
-    @property
-    def is_workload(self) -> bool:
-        return (self.api_version, self.kind) in WORKLOAD_KINDS
-
-    def __str__(self) -> str:
-        where = f"{self.namespace}/" if self.namespace else ""
-        return f"{self.kind}/{where}{self.name}"
-
-
-def ref_of(obj: Mapping[str, Any]) -> ObjectRef:
-    """The reference of an object dict (apiVersion, kind, metadata.namespace/name)."""
-    metadata = obj.get("metadata") or {}
-    return ObjectRef(
-        api_version=str(obj["apiVersion"]),
-        kind=str(obj["kind"]),
-        namespace=metadata.get("namespace"),
-        name=str(metadata["name"]),
-    )
-
-
-def labels_of(obj: Mapping[str, Any]) -> dict[str, str]:
-    return dict((obj.get("metadata") or {}).get("labels") or {})
-
-
-def owner_uids(obj: Mapping[str, Any]) -> set[str]:
-    return {str(owner.get("uid")) for owner in (obj.get("metadata") or {}).get("ownerReferences") or []}
-
-
-def matches(selector: Mapping[str, str], labels: Mapping[str, str]) -> bool:
-    """Equality-based label selection, the only kind the operator uses."""
-    return all(labels.get(key) == value for key, value in selector.items())
-
-
-def replicas_of(obj: Mapping[str, Any]) -> int | None:
-    value = (obj.get("spec") or {}).get("replicas")
-    return int(value) if value is not None else None
-
-
-def ready_replicas_of(obj: Mapping[str, Any]) -> int:
-    return int((obj.get("status") or {}).get("readyReplicas") or 0)
+__all__ = [
+    "DEPLOYMENT",
+    "LEADER_WORKER_SET",
+    "WORKLOAD_KINDS",
+    "ObjectRef",
+    "labels_of",
+    "matches",
+    "owner_uids",
+    "ready_replicas_of",
+    "ref_of",
+    "replicas_of",
+]

@@ -7,11 +7,11 @@ loads it). Applied together, the rolling update would start new pods that sit in
 init container for as long as the download takes, while the old pods are taken down
 around them. So the decision here keeps a tier's workload on the revision its pods serve
 now until `cache.readiness.may_roll_out` says enough eligible nodes hold the new one;
-the DaemonSet goes out at once. The reconciler renders the held tiers a second time
-with the old revision and swaps their workloads into the desired objects.
+the DaemonSet goes out at once. `render(..., workload_revisions=...)` renders a held
+tier's workload at the revision it serves, in the same single render.
 
 What the workload serves is read back from what it runs: the revision argument of its
-`cache-verify` init container (the contract `cache.objects.init_containers` writes). The
+`cache-verify` init container (the contract `precache.workloads.init_containers` writes). The
 old revision stays on the nodes meanwhile: the serving pods' `cache hold` sidecars pin
 it, and the node's garbage collector never evicts a pinned revision, so it becomes
 collectable only once the rolled pods are gone.
@@ -28,9 +28,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from inferfleet.api import InferenceService, Plan, labels
-from inferfleet.cache import objects as cache_objects
-from inferfleet.cache import readiness
-from inferfleet.cache.layout import DEFAULT_REF
+from inferfleet.precache import readiness
+from inferfleet.precache import workloads as cache_objects
+from inferfleet.precache.layout import DEFAULT_REF
 
 
 @dataclass(frozen=True)
@@ -132,24 +132,3 @@ def holds(
             )
         )
     return tuple(found)
-
-
-def at_revision(service: InferenceService, revision: str) -> InferenceService:
-    """The same InferenceService asking for another model revision (to render what a held
-    tier keeps running)."""
-    model = service.spec.model.model_copy(update={"revision": revision})
-    spec = service.spec.model_copy(update={"model": model})
-    return service.model_copy(update={"spec": spec})
-
-
-def keep_workloads(
-    desired: Sequence[dict[str, Any]], previous: Sequence[dict[str, Any]], tiers: Collection[str]
-) -> list[dict[str, Any]]:
-    """`desired` with the workloads of `tiers` taken from `previous` (the render at the
-    revision they serve); every other object, the DaemonSets included, stays as desired."""
-
-    def held(obj: Mapping[str, Any]) -> bool:
-        return obj.get("kind") in ("Deployment", "LeaderWorkerSet") and _tier_of(obj) in tiers
-
-    kept = {(o["kind"], o["metadata"]["name"]): o for o in previous if held(o)}
-    return [kept.get((o["kind"], o["metadata"]["name"]), o) if held(o) else o for o in desired]

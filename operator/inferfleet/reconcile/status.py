@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from inferfleet.api import Plan, labels
-from inferfleet.reconcile.objects import ready_replicas_of, replicas_of
+from inferfleet.kubedata import ready_replicas_of, replicas_of
 
 # Reasons of the "all is well" states, beside the ones in api.labels.
 REASON_AS_PLANNED = "AsPlanned"

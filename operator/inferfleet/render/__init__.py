@@ -20,10 +20,11 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from inferfleet.api import InferenceService, Plan
-from inferfleet.cache import objects as cache_objects
 from inferfleet.config import OperatorSettings
+from inferfleet.precache import workloads as cache_objects
 from inferfleet.render import frontdoor, model_source, names
-from inferfleet.render.objects import (
+from inferfleet.render.pod import PodAdditions, TierRenderContext, extend
+from inferfleet.render.service_objects import (
     PodContributor,
     content_hash,
     disruption_budget,
@@ -33,18 +34,17 @@ from inferfleet.render.objects import (
     tier_service,
     workload,
 )
-from inferfleet.render.pod import PodAdditions, TierContext, extend
 
 ObjectContributor = Callable[[InferenceService, Plan, OperatorSettings], list[dict[str, Any]]]
 
 
-def _weight_cache(ctx: TierContext) -> PodAdditions:
+def _weight_cache(ctx: TierRenderContext) -> PodAdditions:
     """Serving pods wait for, and pin, the node's pre-cached weights (issue 5)."""
     init = cache_objects.init_containers(ctx.service, ctx.tier.name, ctx.settings)
     return PodAdditions(init_containers=tuple(init))
 
 
-def _secret_env_note(ctx: TierContext) -> PodAdditions:
+def _secret_env_note(ctx: TierRenderContext) -> PodAdditions:
     """Say why a secret reaches vLLM as an environment variable, where one does.
 
     vLLM reads its API key only from VLLM_API_KEY or --api-key (a Secret reference is the
@@ -78,24 +78,43 @@ def sort_key(obj: dict[str, Any]) -> tuple[int, str, str]:
     return rank, kind, str(obj["metadata"]["name"])
 
 
+def at_revision(service: InferenceService, revision: str) -> InferenceService:
+    """The same InferenceService asking for another model revision."""
+    model = service.spec.model.model_copy(update={"revision": revision})
+    spec = service.spec.model_copy(update={"model": model})
+    return service.model_copy(update={"spec": spec})
+
+
 def render(
     service: InferenceService,
     plan: Plan,
     settings: OperatorSettings,
     measured_cold_start_s: Mapping[str, float] | None = None,
+    workload_revisions: Mapping[str, str] | None = None,
 ) -> list[dict[str, Any]]:
     """Every object the InferenceService should own, sorted for apply order.
 
     `measured_cold_start_s` (per tier, from the cluster) only lengthens the front door's
-    hold; pod templates keep the plan's estimate, so a measurement never rolls pods."""
+    hold; pod templates keep the plan's estimate, so a measurement never rolls pods.
+    `workload_revisions` (per tier) is the model revision a held tier's workload keeps
+    serving until its nodes cache the new one (reconcile.rollout); every other object,
+    its pre-cache DaemonSet included, renders at the spec's revision."""
     source = model_source.resolve(service, settings)
     tiers = {tier.name: tier for tier in service.spec.tiers}
     front = frontdoor.resolve(service, plan, settings, measured_cold_start_s)
+    held = dict(workload_revisions or {})
     objects = [service_object(service), pod_monitor(service)]
     for tier_plan in plan.feasible_tiers:
         tier = tiers[tier_plan.name]
-        ctx = TierContext(service, tier, tier_plan, settings, source)
-        objects.append(workload(ctx, POD_CONTRIBUTORS, frontdoor.pod_labels(front, plan, tier.name)))
+        if tier.name in held:
+            at = at_revision(service, held[tier.name])
+            ctx = TierRenderContext(at, tier, tier_plan, settings, model_source.resolve(at, settings))
+            front_at = frontdoor.resolve(at, plan, settings, measured_cold_start_s)
+            serving_labels = frontdoor.pod_labels(front_at, plan, tier.name)
+        else:
+            ctx = TierRenderContext(service, tier, tier_plan, settings, source)
+            serving_labels = frontdoor.pod_labels(front, plan, tier.name)
+        objects.append(workload(ctx, POD_CONTRIBUTORS, serving_labels))
         objects.append(tier_service(service, tier.name))
         objects.append(disruption_budget(service, tier.name))
     objects.extend(frontdoor.objects(service, front, settings, owner_reference(service)))
@@ -111,7 +130,8 @@ __all__ = [
     "ObjectContributor",
     "PodAdditions",
     "PodContributor",
-    "TierContext",
+    "TierRenderContext",
+    "at_revision",
     "content_hash",
     "extend",
     "frontdoor",

@@ -34,7 +34,7 @@ from inferfleet.api.frontdoor import EndpointPickerRef
 from inferfleet.config import OperatorSettings
 from inferfleet.planner.workload import tier_share
 from inferfleet.render import lifecycle, names, templating
-from inferfleet.render.objects import prometheus_name
+from inferfleet.render.service_objects import prometheus_name
 from inferfleet.render.vllm_args import HTTP_PORT
 
 # Pod labels the endpoint picker's plugins read (a picker sees pod labels, not

@@ -307,7 +307,7 @@ def _mounts(service: InferenceService, source: ModelSource) -> list[dict[str, An
 
 
 @dataclass(frozen=True)
-class TierContext:
+class TierRenderContext:
     """Everything a tier's objects are rendered from (also what contributors receive)."""
 
     service: InferenceService
@@ -331,7 +331,7 @@ def _probes(plan: TierPlan, served_name: str, *, server: bool) -> dict[str, Any]
     }
 
 
-def pod_spec(ctx: TierContext, role: str = "server") -> dict[str, Any]:
+def pod_spec(ctx: TierRenderContext, role: str = "server") -> dict[str, Any]:
     """The pod spec of one tier; `role` is server (Deployment, LWS leader) or worker."""
     service, tier, plan, settings, source = ctx.service, ctx.tier, ctx.plan, ctx.settings, ctx.source
     image = runtime.vllm_image(service, tier, settings)

@@ -15,7 +15,7 @@ from inferfleet.cluster import (
     NotPermitted,
     PermanentApiError,
 )
-from inferfleet.reconcile.objects import ObjectRef, ref_of
+from inferfleet.kubedata import ObjectRef, ref_of
 
 OWNER = {"apiVersion": labels.API_VERSION, "kind": labels.KIND,
          "metadata": {"name": "chat", "namespace": "ns"}, "spec": {}}

@@ -16,7 +16,7 @@ from inferfleet.api import labels
 from inferfleet.cluster import InMemoryCluster
 from inferfleet.config import OperatorSettings
 from inferfleet.controller.reconciler import Reconciler, cr_ref
-from inferfleet.reconcile.objects import ObjectRef
+from inferfleet.kubedata import ObjectRef
 from tests.conftest import EXAMPLES_DIR
 
 NAMESPACE = "ml-serving"

@@ -10,9 +10,9 @@ import kopf
 
 from inferfleet import handlers
 from inferfleet.api import labels
-from inferfleet.cache import objects as cache_objects
+from inferfleet.kubedata import ObjectRef
+from inferfleet.precache import workloads as cache_objects
 from inferfleet.reconcile import rollout
-from inferfleet.reconcile.objects import ObjectRef
 from tests.unit.reconcile.fixtures import LOGGER, NAME, NAMESPACE, Control, example
 
 NODES_PER_TIER = 2

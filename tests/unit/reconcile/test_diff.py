@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from inferfleet.api import labels
+from inferfleet.kubedata import ObjectRef
 from inferfleet.reconcile import Apply, Delete, contains, diff
 from inferfleet.reconcile import status as status_rules
-from inferfleet.reconcile.objects import ObjectRef
 from tests.unit.render import plans
 
 

@@ -10,7 +10,7 @@ import pytest
 from inferfleet import admission_handlers, handlers
 from inferfleet.api import labels
 from inferfleet.cluster import Conflict, PermanentApiError, TransientApiError
-from inferfleet.reconcile.objects import ref_of
+from inferfleet.kubedata import ref_of
 from tests.unit.reconcile.fixtures import LOGGER, NAMESPACE, Control, example
 
 TINY_GPU = {"name": "tiny", "memoryGiB": 2}

@@ -15,8 +15,8 @@ from inferfleet.cluster import TransientApiError
 from inferfleet.controller import leader
 from inferfleet.controller.leader import LeaseConfig
 from inferfleet.controller.resync import PassSummary, Resync
+from inferfleet.kubedata import ObjectRef
 from inferfleet.metrics.operator_metrics import OperatorMetrics
-from inferfleet.reconcile.objects import ObjectRef
 from tests.unit.reconcile.fixtures import NAMESPACE, Control, example
 
 

@@ -11,8 +11,8 @@ import yaml
 from inferfleet.api import labels, load_all
 from inferfleet.cli.render import render_file
 from inferfleet.config import OperatorSettings
+from inferfleet.kubedata import matches
 from inferfleet.planner.workload import tier_share
-from inferfleet.reconcile.objects import matches
 from inferfleet.render import frontdoor, lifecycle, render
 from inferfleet.render.checks import render_problems
 from tests.conftest import example_paths

@@ -10,7 +10,7 @@ import pytest
 from inferfleet import render as render_module
 from inferfleet.api import labels
 from inferfleet.config import OperatorSettings
-from inferfleet.render import PodAdditions, TierContext, names, render
+from inferfleet.render import PodAdditions, TierRenderContext, names, render
 from inferfleet.render.lifecycle import STARTUP_MIN_S
 from tests.unit.render import plans
 from tests.unit.render.validation import validate
@@ -292,7 +292,7 @@ def test_cpu_only_tier_requests_no_accelerator() -> None:
 def test_pod_contributors_extend_every_pod(monkeypatch: pytest.MonkeyPatch) -> None:
     init = {"name": "wait-for-cache", "image": "busybox", "command": ["true"]}
 
-    def contribute(ctx: TierContext) -> PodAdditions:
+    def contribute(ctx: TierRenderContext) -> PodAdditions:
         return PodAdditions(init_containers=(init | {"name": f"wait-{ctx.tier.name}"},),
                             volumes=({"name": "extra", "emptyDir": {}},),
                             mounts=({"name": "extra", "mountPath": "/extra"},))
@@ -422,7 +422,7 @@ def test_image_from_settings_unless_the_spec_names_one() -> None:
 
 
 def test_hash_of_pre_encoded_members_equals_the_hash_of_the_document() -> None:
-    from inferfleet.render.objects import canonical_json, content_hash, content_hash_encoded
+    from inferfleet.render.service_objects import canonical_json, content_hash, content_hash_encoded
 
     pods = {"worker": {"b": [1, "é"], "a": {"z": None, "y": 1.5}}, "server": {"x": True}}
     encoded = {role: canonical_json(pod) for role, pod in pods.items()}

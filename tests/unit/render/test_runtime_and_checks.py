@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import http.server
 import json
 import os
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,12 +14,13 @@ import pytest
 
 from inferfleet import planner
 from inferfleet.api import InferenceService, labels, load_all
-from inferfleet.cache import objects as cache_objects
 from inferfleet.config import OperatorSettings
+from inferfleet.precache import workloads as cache_objects
 from inferfleet.render import render, runtime
 from inferfleet.render.checks import catalog_problems, problems, render_problems
 from inferfleet.render.lifecycle import READINESS_SCRIPT
 from tests.conftest import EXAMPLES_DIR
+from tests.toolkit import vllm_standin
 from tests.unit.render import plans
 
 SETTINGS = OperatorSettings()
@@ -133,42 +132,11 @@ def test_api_key_from_a_secret_reaches_vllm_as_a_secret_reference() -> None:
 # ------------------------------------------------------------------ readiness with an API key
 
 
-class _FakeVllm(http.server.BaseHTTPRequestHandler):
-    """/health open, /v1/models behind the key (vLLM's AuthenticationMiddleware)."""
-
-    key = "sk-test"
-
-    def do_GET(self) -> None:
-        if self.path == "/health":
-            self._reply(200, b"")
-        elif self.path == "/v1/models":
-            if self.headers.get("Authorization") != f"Bearer {self.key}":
-                self._reply(401, b'{"error": "Unauthorized"}')
-            else:
-                self._reply(200, json.dumps({"data": [{"id": "served"}]}).encode())
-        else:
-            self._reply(404, b"")
-
-    def _reply(self, status: int, body: bytes) -> None:
-        self.send_response(status)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
 @pytest.fixture
 def fake_vllm() -> Iterator[int]:
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _FakeVllm)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield int(server.server_address[1])
-    finally:
-        server.shutdown()
-        server.server_close()
+    """The toolkit's vLLM stand-in with an API key (vLLM's AuthenticationMiddleware)."""
+    with vllm_standin("served", api_key="sk-test") as port:
+        yield port
 
 
 def _probe(port: int, served: str, key: str | None) -> int:

@@ -18,10 +18,10 @@ from inferfleet.autoscaler.runner import Autoscaler
 from inferfleet.autoscaler.step import REASON_AUTOSCALING_FAILED, deletion_costs
 from inferfleet.cluster import InMemoryCluster, PermanentApiError
 from inferfleet.config import OperatorSettings
+from inferfleet.kubedata import ObjectRef
 from inferfleet.metrics.parse import TierKey, VectorResult
 from inferfleet.metrics.queries import Signal
 from inferfleet.metrics.signals import TierSignals, assemble
-from inferfleet.reconcile.objects import ObjectRef
 from tests.unit.autoscaler.conftest import ScriptedReader
 
 NS = "team"

@@ -24,14 +24,14 @@ from inferfleet.api import SpecInvalid, parse
 from inferfleet.api.source_paths import revision_problem, source_problem
 from inferfleet.autoscaler import testkit as tk
 from inferfleet.autoscaler.runner import Autoscaler
-from inferfleet.cache.errors import UnsafeSource
-from inferfleet.cache.layout import listing_revision_id, ref_name, safe_revision_id
-from inferfleet.cache.names import check_listing, fold
 from inferfleet.cluster import InMemoryCluster
 from inferfleet.config import OperatorSettings
 from inferfleet.metrics.parse import TierKey, VectorResult
 from inferfleet.metrics.queries import Signal
 from inferfleet.metrics.signals import TierSignals, assemble
+from inferfleet.precache.errors import UnsafeSource
+from inferfleet.precache.layout import listing_revision_id, ref_name, safe_revision_id
+from inferfleet.precache.names import check_listing, fold
 from tests.conftest import EXAMPLES_DIR
 from tests.unit.autoscaler.conftest import ScriptedReader
 

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from inferfleet.api import labels
-from inferfleet.controller import reconciler as reconciler_module
+from inferfleet.reconcile import compute as compute_module
 from tests.unit.reconcile.fixtures import Control, example
 
 
@@ -48,7 +48,7 @@ def test_a_render_fault_is_a_condition_and_keeps_the_fleet(monkeypatch: pytest.M
     def broken(*_: Any, **__: Any) -> Any:
         raise ValueError("cannot render this")
 
-    monkeypatch.setattr(reconciler_module, "render", broken)
+    monkeypatch.setattr(compute_module, "render", broken)
     control.edit(lambda body: body["spec"]["workload"].__setitem__("peakRequestsPerSecond", 11))
     control.reconcile()
     assert owned(control) == before

@@ -1,1 +1,0 @@
-"""Weight pre-caching: the fetcher and its pod-side helpers."""

@@ -1,0 +1,247 @@
+"""One reconcile pass as data (pure): `compute(snapshot) -> Intent`, then
+`conclude(snapshot, intent, executed) -> Conclusion`.
+
+The controller reads a `Snapshot` (the InferenceService as planned, what it owns, its
+pods, what was measured), executes the intent's actions, and writes the conclusion's
+status patch and events. Everything between is decided here:
+
+- the plan is rendered once: a tier held on the revision it serves (rollout.holds)
+  renders its workload at that revision inside the same render;
+- the plan that is rendered (the estimates: pod flags and probes never follow a
+  measurement, so a measurement never rolls pods) and the plan that is reported
+  (measured cold starts and KV capacity folded in) are two values computed up front;
+  nothing changes a plan after it is rendered;
+- status is built in one place (`conclude`), from the snapshot, the intent and what
+  the executor did.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from inferfleet import planner
+from inferfleet.api import InferenceService, Plan, labels
+from inferfleet.config import OperatorSettings
+from inferfleet.kubedata import Event, ObjectRef, ref_of
+from inferfleet.precache import readiness as cache_readiness
+from inferfleet.reconcile import events as event_rules
+from inferfleet.reconcile import frontdoor as frontdoor_status
+from inferfleet.reconcile import replan, rollout
+from inferfleet.reconcile import status as status_rules
+from inferfleet.reconcile.actions import Action, Delete
+from inferfleet.reconcile.diff import diff
+from inferfleet.render import content_hash, frontdoor, render
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What one pass read: the InferenceService as planned and everything it owns."""
+
+    settings: OperatorSettings
+    generation: int | None
+    previous: Mapping[str, Any]  # the status as read
+    now: str  # RFC 3339, one instant for the whole pass
+    service: InferenceService | None  # None when the spec does not parse
+    plan: Plan | None  # None when nothing may be rendered (invalid, refused)
+    invalid: str | None  # why, in words, when the spec cannot be planned
+    planned_for: dict[str, Any] | None = None  # replan: auto's observed workload
+    observed: Sequence[Mapping[str, Any]] = ()  # owned objects, before this pass writes
+    cache_pods: Sequence[Mapping[str, Any]] = ()  # pre-cache pods (CacheReady, holds)
+    serving_pods: Sequence[Mapping[str, Any]] = ()  # vLLM server pods (front door, cold start)
+    measured_cold_starts: Mapping[str, planner.MeasuredColdStart] = field(default_factory=dict)
+    measured_kv: Mapping[str, planner.MeasuredKvCapacity] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Intent:
+    """What the pass wants done, and the plans it renders and reports."""
+
+    actions: tuple[Action, ...]
+    held: tuple[rollout.RolloutHold, ...]
+    rendered_plan: Plan | None  # what the desired objects were rendered from
+    reported_plan: Plan | None  # the same plan with the measurements, for status
+    invalid: str | None
+    # An exception the pure core raised on this spec (a bug or an unchecked value): the
+    # shell logs it; nothing is applied or pruned and `invalid` says so.
+    render_error: Exception | None = None
+
+
+class Executed(Protocol):
+    """What the executor did (controller.executor.Report)."""
+
+    @property
+    def applied(self) -> Mapping[ObjectRef, Mapping[str, Any]]: ...
+    @property
+    def deleted(self) -> Sequence[ObjectRef]: ...
+    @property
+    def failures(self) -> Sequence[str]: ...
+    @property
+    def skipped(self) -> Sequence[str]: ...
+
+
+@dataclass(frozen=True)
+class NothingExecuted:
+    applied: Mapping[ObjectRef, Mapping[str, Any]] = field(default_factory=dict)
+    deleted: Sequence[ObjectRef] = ()
+    failures: Sequence[str] = ()
+    skipped: Sequence[str] = ()
+
+
+@dataclass(frozen=True)
+class Conclusion:
+    """The new status, the merge patch that writes it, and the events to record."""
+
+    status: dict[str, Any]
+    patch: dict[str, Any]
+    events: tuple[Event, ...]
+
+
+def internal_error_message(stage: str, error: Exception) -> str:
+    """Words for an exception the pure core raised on this spec."""
+    return (
+        f"the operator could not {stage} this spec ({type(error).__name__}: {error}); running workloads "
+        "are kept as they are. Check the values the message names; if they look sane, report it as a bug"
+    )[:1024]
+
+
+def measured_seconds(snapshot: Snapshot) -> dict[str, float]:
+    return {tier: found.seconds for tier, found in snapshot.measured_cold_starts.items()}
+
+
+def reported(snapshot: Snapshot, plan: Plan | None) -> Plan | None:
+    """The plan status shows: the measured KV capacity and cold starts folded in."""
+    if snapshot.service is None or plan is None:
+        return None
+    with_kv = planner.observe_kv_capacity(plan, snapshot.service.spec, dict(snapshot.measured_kv))
+    return planner.observe_cold_starts(with_kv, dict(snapshot.measured_cold_starts))
+
+
+def desired_actions(
+    snapshot: Snapshot, service: InferenceService, plan: Plan
+) -> tuple[tuple[Action, ...], tuple[rollout.RolloutHold, ...]]:
+    """Holds, one render (held tiers at the revision they serve), diff."""
+    held = rollout.holds(service, plan, list(snapshot.observed), list(snapshot.cache_pods))
+    revisions = {hold.tier: hold.serving_revision for hold in held}
+    desired = render(service, plan, snapshot.settings, measured_seconds(snapshot), revisions)
+    infeasible = frozenset(tier.name for tier in plan.tiers if not tier.feasible)
+    observed = [dict(obj) for obj in snapshot.observed]
+    return tuple(diff(desired, observed, keep_tiers=infeasible)), held
+
+
+def compute(snapshot: Snapshot) -> Intent:
+    """The pass's intent: nothing to do without a service and a plan."""
+    service, plan = snapshot.service, snapshot.plan
+    if service is None or plan is None:
+        return Intent((), (), None, None, snapshot.invalid)
+    try:
+        actions, held = desired_actions(snapshot, service, plan)
+    except Exception as error:
+        # Nothing is applied or pruned: the running fleet stays as it was, and the
+        # condition says why instead of the pass failing (and retrying) forever.
+        return Intent((), (), None, None, internal_error_message("render", error), render_error=error)
+    return Intent(actions, held, plan, reported(snapshot, plan), snapshot.invalid)
+
+
+def _after(snapshot: Snapshot, executed: Executed) -> dict[ObjectRef, Mapping[str, Any]]:
+    """What the service owns after this pass: observed, updated by what was written."""
+    by_ref: dict[ObjectRef, Mapping[str, Any]] = {ref_of(obj): obj for obj in snapshot.observed}
+    by_ref.update(executed.applied)
+    for gone in executed.deleted:
+        by_ref.pop(gone, None)
+    return by_ref
+
+
+def tier_workloads(after: Mapping[ObjectRef, Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
+    """Per tier, its Deployment or LeaderWorkerSet after the pass."""
+    out: dict[str, Mapping[str, Any]] = {}
+    for ref, obj in sorted(after.items()):
+        tier = (obj["metadata"].get("labels") or {}).get(labels.LABEL_TIER)
+        if ref.is_workload and tier is not None:
+            out[tier] = obj
+    return out
+
+
+def _cache_status(
+    status: dict[str, Any], snapshot: Snapshot, intent: Intent, service: InferenceService
+) -> None:
+    """status.cache and CacheReady from the pre-cache DaemonSets/Job and their pods."""
+    cache = cache_readiness.for_service(
+        service,
+        intent.reported_plan,
+        list(snapshot.observed),
+        list(snapshot.cache_pods),
+        held=[hold.describe() for hold in intent.held],
+    )
+    status["cache"] = [tier.to_wire() for tier in cache.tiers]
+    status["conditions"] = status_rules.set_condition(
+        status.get("conditions") or [],
+        labels.CONDITION_CACHE_READY,
+        cache.status,
+        cache.reason,
+        cache.message,
+        now=snapshot.now,
+        generation=snapshot.generation,
+    )
+
+
+def build_status(snapshot: Snapshot, intent: Intent, executed: Executed) -> dict[str, Any]:
+    """The whole new status: the one place it is assembled."""
+    plan = intent.reported_plan
+    after = _after(snapshot, executed)
+    result = status_rules.PassResult(
+        generation=snapshot.generation,
+        plan=plan,
+        plan_hash=content_hash(plan.to_wire()) if plan is not None else None,
+        invalid=intent.invalid,
+        workloads=tier_workloads(after),
+        failures=tuple(executed.failures),
+        skipped=tuple(executed.skipped),
+    )
+    status = status_rules.compute(snapshot.previous, result, now=snapshot.now)
+    service = snapshot.service
+    if service is not None and intent.rendered_plan is not None:
+        # The front door's holds come from the plan as rendered.
+        measured_s = measured_seconds(snapshot)
+        front = frontdoor.resolve(service, intent.rendered_plan, snapshot.settings, measured_s)
+        current = [dict(obj) for obj in after.values()]
+        pods = list(snapshot.serving_pods)
+        status["frontDoor"] = frontdoor_status.summarize(service, front, current, pods)
+    if snapshot.planned_for is not None:
+        status["plannedWorkload"] = snapshot.planned_for
+    else:
+        status.pop("plannedWorkload", None)
+    if service is not None:
+        _cache_status(status, snapshot, intent, service)
+    return status
+
+
+def pass_events(snapshot: Snapshot, intent: Intent, status: Mapping[str, Any]) -> list[Event]:
+    """Plan changes, condition transitions, pruned tiers, a replan."""
+    previous = snapshot.previous
+    found: list[Event] = []
+    plan = intent.reported_plan
+    if plan is not None:
+        found += event_rules.plan_changed(previous.get("planHash"), plan, status["planHash"])
+    found += event_rules.condition_transitions(previous.get("conditions") or [], status["conditions"])
+    deleted = {a.ref for a in intent.actions if isinstance(a, Delete) and a.ref.is_workload}
+    pruned_tiers = sorted(
+        {
+            str((obj["metadata"].get("labels") or {}).get(labels.LABEL_TIER))
+            for obj in snapshot.observed
+            if ref_of(obj) in deleted
+        }
+    )
+    found += event_rules.pruned(pruned_tiers)
+    replanned = replan.announce(dict(previous), snapshot.planned_for)
+    if replanned is not None:
+        found.append(Event("Normal", labels.REASON_REPLANNED, replanned))
+    return found
+
+
+def conclude(snapshot: Snapshot, intent: Intent, executed: Executed | None = None) -> Conclusion:
+    """Status, its patch and the events, once the intent's actions ran."""
+    status = build_status(snapshot, intent, executed or NothingExecuted())
+    patch = status_rules.changes(snapshot.previous, status)
+    return Conclusion(status, patch, tuple(pass_events(snapshot, intent, status)))

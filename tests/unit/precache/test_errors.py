@@ -1,0 +1,31 @@
+"""The reasons users and the operator see stay exactly these."""
+
+from __future__ import annotations
+
+from inferfleet.precache import errors
+
+
+def test_reasons_retryability_and_termination_lines() -> None:
+    assert errors.REASONS == (
+        "SourceInvalid",
+        "SourceUnreachable",
+        "SourceNotFound",
+        "BadCredentials",
+        "SourceChanged",
+        "ChecksumMismatch",
+        "DiskFull",
+        "LockTimeout",
+        "CacheMissing",
+        "CacheCorrupt",
+        "MissingDependency",
+        # Issue 14: a source or a cache that would make the fetcher leave the revision.
+        "UnsafeSource",
+        "MalformedListing",
+        "WriteFailed",
+    )
+    retryable = {name for name in errors.REASONS if getattr(errors, name).retryable}
+    assert retryable == {"SourceUnreachable", "SourceChanged", "LockTimeout"}
+    error = errors.DiskFull("/cache/m: 3.00 GiB still to download")
+    assert isinstance(error, errors.CacheError) and error.message == "/cache/m: 3.00 GiB still to download"
+    assert error.termination_message() == "DiskFull: /cache/m: 3.00 GiB still to download"
+    assert errors.CacheError("x").termination_message() == "CacheError: x"

@@ -1,0 +1,109 @@
+"""The import contracts (pyproject.toml, `lint-imports`) cover every package and really
+fail when a pure package imports what it must not.
+
+Each probe copies the package tree, appends one forbidden import to one module of the
+copy and runs lint-imports with the project's own contracts against the copy: the run
+must fail and name the contract that caught it. The unmodified copy must pass, so a
+failure is the probe's doing.
+"""
+
+from __future__ import annotations
+
+import os
+import pkgutil
+import re
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE_DIR = ROOT / "operator" / "inferfleet"
+PYPROJECT = ROOT / "pyproject.toml"
+LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
+
+LAYERS = "Layers: entry points > I/O shells > ports > pure core"
+PURE = "The pure core never talks to the outside world"
+CLUSTER_PORT = "The cluster port knows objects, not decisions"
+
+# (module file of the copy to change, the import appended to it, the contract that must break)
+PROBES = [
+    # the three holes issue 19 found in the old module list
+    ("planner/__init__.py", "import prometheus_client", PURE),
+    ("render/__init__.py", "import inferfleet.fetcher.fetch", LAYERS),
+    ("api/__init__.py", "import inferfleet.planner", LAYERS),
+    # one upward import into every pure package, and one I/O library or module
+    ("api/__init__.py", "import kopf", PURE),
+    ("catalog/__init__.py", "import inferfleet.render", LAYERS),
+    ("catalog/__init__.py", "import requests", PURE),
+    ("planner/__init__.py", "import inferfleet.controller", LAYERS),
+    ("config.py", "import inferfleet.cluster", LAYERS),
+    ("config.py", "import urllib.request", PURE),
+    ("precache/__init__.py", "import inferfleet.fetcher.store", LAYERS),
+    ("precache/__init__.py", "import socket", PURE),
+    ("render/__init__.py", "import inferfleet.scaling", LAYERS),  # render | scaling
+    ("render/__init__.py", "import kubernetes", PURE),
+    ("scaling/__init__.py", "import inferfleet.render", LAYERS),
+    ("scaling/__init__.py", "import time", PURE),
+    ("reconcile/__init__.py", "import inferfleet.controller", LAYERS),
+    ("reconcile/__init__.py", "import threading", PURE),
+    ("kubedata.py", "import inferfleet.api", LAYERS),  # api | kubedata
+    ("kubedata.py", "import subprocess", PURE),
+    # the port and the I/O shells keep their places too
+    ("cluster/__init__.py", "import inferfleet.reconcile", CLUSTER_PORT),
+    ("cluster/__init__.py", "import inferfleet.fetcher", LAYERS),  # cluster | fetcher
+    ("simulate/__init__.py", "import inferfleet.controller", LAYERS),
+]
+
+
+def _contracts() -> list[dict[str, object]]:
+    config = tomllib.loads(PYPROJECT.read_text(encoding="utf-8"))
+    return list(config["tool"]["importlinter"]["contracts"])
+
+
+def _lint(tree: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(tree / "src")}
+    return subprocess.run(
+        [str(LINT_IMPORTS), "--config", str(tree / "pyproject.toml"), "--no-cache"],
+        cwd=tree,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    copy = tmp_path / "src" / "inferfleet"
+    shutil.copytree(PACKAGE_DIR, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(PYPROJECT, tmp_path / "pyproject.toml")
+    return tmp_path
+
+
+def test_every_package_has_a_place_in_the_layers() -> None:
+    layers = next(c for c in _contracts() if c["type"] == "layers")
+    placed = {name.strip() for layer in layers["layers"] for name in re.split(r"[|:]", str(layer))}  # type: ignore[attr-defined]
+    top_level = {f"inferfleet.{module.name}" for module in pkgutil.iter_modules([str(PACKAGE_DIR)])}
+    assert top_level - placed == set(), "every package and top-level module needs a layer"
+    assert placed - top_level == set(), "a layer names a package that does not exist"
+
+
+def test_the_unchanged_tree_keeps_every_contract(tree: Path) -> None:
+    result = _lint(tree)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "BROKEN" not in result.stdout
+
+
+@pytest.mark.parametrize(("module", "statement", "contract"), PROBES, ids=[f"{m}:{s}" for m, s, _ in PROBES])
+def test_a_forbidden_import_breaks_a_contract(tree: Path, module: str, statement: str, contract: str) -> None:
+    target = tree / "src" / "inferfleet" / module
+    probed = target.read_text(encoding="utf-8") + f"\n{statement}  # contract probe\n"
+    target.write_text(probed, encoding="utf-8")
+    result = _lint(tree)
+    assert result.returncode != 0, f"{statement!r} in {module} passed lint-imports:\n{result.stdout}"
+    assert f"{contract} BROKEN" in result.stdout, result.stdout
