@@ -61,6 +61,7 @@ from inferfleet.scaling.types import (
     TierRecommendation,
     TierState,
 )
+from inferfleet.scaling.window import SequenceWindow
 
 UNBOUNDED_REPLICAS = 10_000
 _FORECAST_MIN_POINTS = ForecastConfig().min_points
@@ -286,6 +287,19 @@ def _learn_capacity(
 def _finite_tail(history: Sequence[float], count: int) -> list[float]:
     start = max(0, len(history) - count)
     return [v for v in history[start:] if math.isfinite(v) and v >= 0.0]
+
+
+def _known_history(history: Sequence[float] | None) -> Sequence[float] | None:
+    """The history from the service's first recorded minute on (the metrics cache pads a
+    new service's series with gaps back to its retention): empty for a service that has
+    recorded none yet. None stays None (unknown)."""
+    if history is None:
+        return None
+    first = 0
+    size = len(history)
+    while first < size and not math.isfinite(history[first]):
+        first += 1
+    return history if first == 0 else SequenceWindow(history, first, size)
 
 
 def _demand_now(ctx: ScalingContext) -> float | None:
@@ -550,7 +564,7 @@ def decide(ctx: ScalingContext, state: ScalingState | None = None) -> tuple[Reco
     demand_now = _demand_now(ctx)
     fc: Forecast | None = None
     demand = demand_now
-    history = ctx.rate_history_rps
+    history = _known_history(ctx.rate_history_rps)
     headroom_rules.check_forecasts(state, now, history, config.headroom)
     # This decision's headroom: the forecaster's measured error (or the fixed share).
     config = dataclasses.replace(config, headroom=headroom_rules.headroom(config, state))
@@ -570,9 +584,11 @@ def decide(ctx: ScalingContext, state: ScalingState | None = None) -> tuple[Reco
         if fc is not None and fc.method == "interrupted"
         else ""
     )
-    # No forecast because the history is missing or has holes: hold what runs. A history
-    # too short for one (a new service) is not a gap: the current rate and the observed
-    # stabilization window are all anyone could know.
+    # No forecast because the history is unknown (its query failed) or has holes since
+    # the service's first minute: hold what runs. A history too short for one, or none
+    # at all (a new service), is not a gap: the current rate and the observed
+    # stabilization window are all anyone could know, and holding the first peak for
+    # the half hour a forecast needs costs replicas for nothing.
     history_gap = config.predictive_enabled and (
         history is None or (fc is not None and fc.rate_rps is None and len(history) >= _FORECAST_MIN_POINTS)
     )
