@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from inferfleet.scaling import cron, mix, wake
 from inferfleet.scaling import headroom as headroom_rules
 from inferfleet.scaling.forecast import Forecast, ForecastConfig, forecast
-from inferfleet.scaling.placement import Placement, TierSlot, place
+from inferfleet.scaling.placement import UNPRICED_RANK, Placement, TierSlot, place
 from inferfleet.scaling.types import (
     SIGNAL_ESCALATION,
     SIGNAL_HOLD,
@@ -156,7 +156,7 @@ def cost_rank(tier: TierContext, policy: TierPolicy, index: int) -> float:
         # USD per million requests: comparable between tiers, not with the line above;
         # plans carry costPerMillionTokensUsd for every tier or for none.
         return policy.cost_per_gpu_hour * figures.gpus_per_replica / figures.usable_rps / 3600 * 1e6
-    return 1e12 + index
+    return UNPRICED_RANK + index
 
 
 def max_replicas_of(tier: TierContext, policy: TierPolicy) -> int:
