@@ -239,6 +239,7 @@ def _learn_capacity(
     *,
     dt_s: float,
     prior_rps: float,
+    mix_settling: bool = False,
 ) -> float:
     """Update and return the tier's capacity factor: how far the engines' measured
     capacity sits from `prior_rps`, the plan's usable RPS rescaled to the observed mix."""
@@ -268,7 +269,14 @@ def _learn_capacity(
         or (state.slot_use_avg is not None and state.slot_use_avg >= CAPACITY_SLOT_FULL)
     )
     state.breach_streak = state.breach_streak + 1 if breach else 0
-    if state.breach_streak >= 2 and CAPACITY_EVIDENCE_LOAD <= load <= 1.0:
+    if mix_settling and breach:
+        # The request mix the engines report is heavier than the plan's and its factor is
+        # still on the way down: that explains the breach, and cutting this factor too
+        # would count the heavier mix twice (a fleet held ~1.5x too large for the half
+        # hour this factor takes to rise back). Escalation and the reactive rules carry
+        # the breach meanwhile.
+        state.breach_streak = 0
+    elif state.breach_streak >= 2 and CAPACITY_EVIDENCE_LOAD <= load <= 1.0:
         # A sustained breach while carrying about what the estimate says a replica can:
         # the estimate is wrong. (Above it, or for one tick, it is a burst: the
         # reactive path acts and the estimate stays.)
@@ -543,7 +551,13 @@ def decide(ctx: ScalingContext, state: ScalingState | None = None) -> tuple[Reco
         mix_factor = mix.update_mix_factor(tier_state, tier.figures, dt_s)
         prior_rps = tier.figures.usable_rps * mix_factor
         factor = _learn_capacity(
-            tier_state, tier, signals.ready_replicas, config, dt_s=dt_s, prior_rps=prior_rps
+            tier_state,
+            tier,
+            signals.ready_replicas,
+            config,
+            dt_s=dt_s,
+            prior_rps=prior_rps,
+            mix_settling=mix.settling(tier_state, tier.figures),
         )
         tiers.append(
             _TierInputs(
