@@ -47,50 +47,20 @@ def observe(state: TierState, signals: TierSignals, dt_s: float) -> None:
     if rate is None:
         return
     weight = min(1.0, dt_s / MIX_AVG_S)
-    rate_before = state.rate_avg
     state.rate_avg = average(state.rate_avg, rate, weight)
-    after = state.rate_avg
-    state.prompt_tokens_avg = _fold_tokens(
-        state.prompt_tokens_avg, signals.prompt_tokens_rps, rate,
-        rate_avg_before=rate_before, rate_avg_after=after, weight=weight,
-    )  # fmt: skip
-    state.generation_tokens_avg = _fold_tokens(
-        state.generation_tokens_avg, signals.generation_tokens_rps, rate,
-        rate_avg_before=rate_before, rate_avg_after=after, weight=weight,
-    )  # fmt: skip
+    if signals.prompt_tokens_rps is not None:
+        state.prompt_tokens_avg = average(state.prompt_tokens_avg, signals.prompt_tokens_rps, weight)
+    if signals.generation_tokens_rps is not None:
+        state.generation_tokens_avg = average(
+            state.generation_tokens_avg, signals.generation_tokens_rps, weight
+        )
     if signals.rejected_rps is not None:
         state.rejected_avg = average(state.rejected_avg, signals.rejected_rps, weight)
-    if signals.prompt_tokens_rps is not None and signals.generation_tokens_rps is not None:
-        # Evidence is requests whose tokens were counted.
-        state.mix_requests = min(1e9, state.mix_requests + rate * dt_s)
+    state.mix_requests = min(1e9, state.mix_requests + rate * dt_s)
     if signals.prompt_tokens is not None:
         state.prompt_quantiles = signals.prompt_tokens.as_list()
     if signals.generation_tokens is not None:
         state.output_quantiles = signals.generation_tokens.as_list()
-
-
-def _fold_tokens(
-    tokens_avg: float | None,
-    tokens_rps: float | None,
-    rate: float,
-    *,
-    rate_avg_before: float | None,
-    rate_avg_after: float | None,
-    weight: float,
-) -> float | None:
-    """The token-rate average after one tick, kept in step with the request-rate average
-    (their ratio is the mean tokens per request): a tick without a token reading keeps
-    the mean as it was, and the first reading starts at its own mean, so requests counted
-    before the tokens were (a counter not scraped yet) do not dilute it."""
-    if tokens_rps is None:
-        if tokens_avg is None or rate_avg_before is None or rate_avg_before <= 1e-9:
-            return tokens_avg
-        return average(tokens_avg, rate * tokens_avg / rate_avg_before, weight)
-    if tokens_avg is None:
-        if rate <= 1e-9 or rate_avg_after is None:
-            return None  # no request to take a mean over yet
-        return rate_avg_after * tokens_rps / rate
-    return average(tokens_avg, tokens_rps, weight)
 
 
 def _observed_mean(tokens_avg: float | None, rate_avg: float | None) -> float | None:

@@ -149,29 +149,6 @@ def test_the_declared_mix_is_the_prior_until_requests_are_seen() -> None:
     assert prompt == pytest.approx(share * 2000.0 + (1 - share) * 200.0)
 
 
-def test_requests_counted_before_their_tokens_do_not_dilute_the_mean() -> None:
-    # The first scrape has the request rate but no token counters yet (the simulator's
-    # first decision, or a counter Prometheus has not scraped): it is no evidence about
-    # the mix, and the first token reading gives its own mean at once, not a mean spread
-    # over requests whose tokens were never counted.
-    state = ScalingState()
-    tier = state.tier("h100")
-    no_tokens = dataclasses.replace(
-        signals(1, rate=8.0), prompt_tokens_rps=None, generation_tokens_rps=None
-    )
-    mix.observe(tier, no_tokens, dt_s=15.0)
-    assert tier.mix_requests == 0.0
-    assert mix.mean_prompt_tokens(tier, FIGURES) == pytest.approx(200.0)  # the prior alone
-    for _ in range(20):
-        mix.observe(tier, signals(1, rate=3.0, prompt=1000.0), dt_s=15.0)
-    assert tier.mix_requests == pytest.approx(20 * 15 * 3.0)
-    observed = tier.prompt_tokens_avg / tier.rate_avg  # type: ignore[operator]
-    assert observed == pytest.approx(1000.0)
-    # A later tick without token readings keeps the mean where it was.
-    mix.observe(tier, dataclasses.replace(no_tokens, request_rate_rps=6.0), dt_s=15.0)
-    assert tier.prompt_tokens_avg / tier.rate_avg == pytest.approx(1000.0)  # type: ignore[operator]
-
-
 def test_a_lighter_mix_raises_capacity_only_slowly() -> None:
     state = ScalingState()
     tier = state.tier("h100")
