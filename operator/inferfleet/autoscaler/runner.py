@@ -326,9 +326,14 @@ class Autoscaler:
                 for key, value in snapshot.door_waiting.items()
                 if (key.namespace, key.service) == (service.namespace, service.name)
             }
+        # A service the history has no series for is new (no request recorded yet) when
+        # the history was read; when its query failed, its history is unknown (None).
+        history = snapshot.rate_history.get(ServiceKey(service.namespace, service.name))
+        if history is None and snapshot.history_failed is None and not snapshot.unavailable:
+            history = ()
         return Observation(
             tiers=tiers,
-            rate_history_rps=snapshot.rate_history.get(ServiceKey(service.namespace, service.name)),
+            rate_history_rps=history,
             unavailable=unavailable,
             door_waiting=door,
         )

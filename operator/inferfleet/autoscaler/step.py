@@ -260,8 +260,10 @@ def should_write(
 
 
 def _history_tail(history: Sequence[float] | None, hours: float) -> Sequence[float] | None:
-    if not history:
-        return None
+    # None (history unknown: its query failed) and empty (a new service: nothing to
+    # forecast from yet) mean different things to decide(): keep them apart.
+    if history is None or not history:
+        return history
     wanted = max(1, int(hours * 60))
     return history if len(history) <= wanted else history[-wanted:]
 

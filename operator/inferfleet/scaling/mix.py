@@ -125,6 +125,18 @@ def mix_goal(state: TierState, figures: TierFigures) -> float | None:
     return min(MIX_FACTOR_MAX, max(MIX_FACTOR_MIN, declared / observed))
 
 
+# The mix factor is still falling towards what the observed mix implies while it sits
+# this far above it.
+MIX_SETTLED_RATIO = 1.1
+
+
+def settling(state: TierState, figures: TierFigures) -> bool:
+    """Whether the capacity the mix implies is still falling: the factor is still on its
+    way down to the observed mix's goal."""
+    goal = mix_goal(state, figures)
+    return goal is not None and state.mix_factor > goal * MIX_SETTLED_RATIO
+
+
 def update_mix_factor(state: TierState, figures: TierFigures, dt_s: float) -> float:
     """Move the tier's mix factor towards what the observed mix implies; returns it."""
     goal = mix_goal(state, figures)

@@ -8,8 +8,13 @@ Rules, in the order they apply:
 3. The base goes to on-demand tiers, filling warm-minimum replicas that are paid for
    anyway first, then tiers in order of cost per served request; spot tiers only take
    base load when on-demand tiers are full.
-4. The burst first fills spare room in replicas already needed, then spot tiers (the
-   production-lessons article: on-demand base, spot on top for bursts), then on-demand.
+4. The burst first fills spare room in replicas already needed, then whole replicas of
+   spot tiers (the production-lessons article: on-demand base, spot on top for
+   bursts). What is left, less than one replica of a spot tier, goes where the
+   replicas it needs cost least (a tier's price per replica is its cost per request
+   times its requests per second), so a burst worth one small on-demand replica does
+   not start a big, half-empty spot one; then spot tiers, then on-demand, to their
+   maximum.
 A tier marked unavailable (it keeps failing to become ready) gets nothing; its share
 goes to the pool so the next tier takes it.
 """
@@ -17,10 +22,12 @@ goes to the pool so the next tier takes it.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 EPSILON = 1e-9
+# cost_rank of a tier without a price (spec order from there on): no price to compare.
+UNPRICED_RANK = 1e12
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +54,32 @@ def replicas_for(rps: float, usable_rps: float) -> int:
     if rps <= EPSILON or usable_rps <= 0.0:
         return 0
     return math.ceil(rps / usable_rps - EPSILON)
+
+
+def _fill_remainder(
+    amount: float, candidates: Sequence[TierSlot], alloc: dict[str, float], room: Callable[[TierSlot], float]
+) -> float:
+    """Put `amount` (less than one replica's worth) on the tier whose new replicas for it
+    cost least; candidates come in preference order, which breaks ties."""
+    if amount <= EPSILON:
+        return amount
+    best: tuple[float, TierSlot] | None = None
+    for tier in candidates:
+        if room(tier) < amount - EPSILON:
+            continue
+        if tier.cost_rank >= UNPRICED_RANK:
+            if best is None:
+                best = (math.inf, tier)  # no price: the preference order decides
+            continue
+        before = replicas_for(alloc[tier.name], tier.usable_rps)
+        added = replicas_for(alloc[tier.name] + amount, tier.usable_rps) - before
+        price = added * tier.cost_rank * tier.usable_rps
+        if best is None or price < best[0] - EPSILON:
+            best = (price, tier)
+    if best is None:
+        return amount
+    alloc[best[1].name] += amount
+    return 0.0
 
 
 def place(demand_rps: float, base_rps: float, tiers: Sequence[TierSlot]) -> Placement:
@@ -76,6 +109,10 @@ def place(demand_rps: float, base_rps: float, tiers: Sequence[TierSlot]) -> Plac
                 # Capacity of replicas that run anyway: warm minimum or already rounded up.
                 paid = max(tier.min_replicas, replicas_for(alloc[tier.name], tier.usable_rps))
                 space = max(0.0, min(paid, tier.max_replicas) * tier.usable_rps - alloc[tier.name])
+            elif limit == "whole":
+                # Only replicas the amount fills entirely; the remainder is placed by price.
+                whole = math.floor(amount / tier.usable_rps + EPSILON) * tier.usable_rps
+                space = min(room(tier), whole)
             else:
                 space = room(tier)
             taken = min(amount, space)
@@ -92,6 +129,8 @@ def place(demand_rps: float, base_rps: float, tiers: Sequence[TierSlot]) -> Plac
     base = fill(base, spot, "max")
     burst += base  # base that found no room is treated like burst
     burst = fill(burst, free, "paid")
+    burst = fill(burst, spot, "whole")
+    burst = _fill_remainder(burst, spot + on_demand, alloc, room)
     burst = fill(burst, spot, "max")
     burst = fill(burst, on_demand, "max")
 

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from inferfleet.scaling import cron, mix, wake
 from inferfleet.scaling import headroom as headroom_rules
 from inferfleet.scaling.forecast import Forecast, ForecastConfig, forecast
-from inferfleet.scaling.placement import Placement, TierSlot, place
+from inferfleet.scaling.placement import UNPRICED_RANK, Placement, TierSlot, place
 from inferfleet.scaling.types import (
     SIGNAL_ESCALATION,
     SIGNAL_HOLD,
@@ -61,6 +61,7 @@ from inferfleet.scaling.types import (
     TierRecommendation,
     TierState,
 )
+from inferfleet.scaling.window import SequenceWindow
 
 UNBOUNDED_REPLICAS = 10_000
 _FORECAST_MIN_POINTS = ForecastConfig().min_points
@@ -155,7 +156,7 @@ def cost_rank(tier: TierContext, policy: TierPolicy, index: int) -> float:
         # USD per million requests: comparable between tiers, not with the line above;
         # plans carry costPerMillionTokensUsd for every tier or for none.
         return policy.cost_per_gpu_hour * figures.gpus_per_replica / figures.usable_rps / 3600 * 1e6
-    return 1e12 + index
+    return UNPRICED_RANK + index
 
 
 def max_replicas_of(tier: TierContext, policy: TierPolicy) -> int:
@@ -238,6 +239,7 @@ def _learn_capacity(
     *,
     dt_s: float,
     prior_rps: float,
+    mix_settling: bool = False,
 ) -> float:
     """Update and return the tier's capacity factor: how far the engines' measured
     capacity sits from `prior_rps`, the plan's usable RPS rescaled to the observed mix."""
@@ -267,7 +269,14 @@ def _learn_capacity(
         or (state.slot_use_avg is not None and state.slot_use_avg >= CAPACITY_SLOT_FULL)
     )
     state.breach_streak = state.breach_streak + 1 if breach else 0
-    if state.breach_streak >= 2 and CAPACITY_EVIDENCE_LOAD <= load <= 1.0:
+    if mix_settling and breach:
+        # The request mix the engines report is heavier than the plan's and its factor is
+        # still on the way down: that explains the breach, and cutting this factor too
+        # would count the heavier mix twice (a fleet held ~1.5x too large for the half
+        # hour this factor takes to rise back). Escalation and the reactive rules carry
+        # the breach meanwhile.
+        state.breach_streak = 0
+    elif state.breach_streak >= 2 and CAPACITY_EVIDENCE_LOAD <= load <= 1.0:
         # A sustained breach while carrying about what the estimate says a replica can:
         # the estimate is wrong. (Above it, or for one tick, it is a burst: the
         # reactive path acts and the estimate stays.)
@@ -286,6 +295,19 @@ def _learn_capacity(
 def _finite_tail(history: Sequence[float], count: int) -> list[float]:
     start = max(0, len(history) - count)
     return [v for v in history[start:] if math.isfinite(v) and v >= 0.0]
+
+
+def _known_history(history: Sequence[float] | None) -> Sequence[float] | None:
+    """The history from the service's first recorded minute on (the metrics cache pads a
+    new service's series with gaps back to its retention): empty for a service that has
+    recorded none yet. None stays None (unknown)."""
+    if history is None:
+        return None
+    first = 0
+    size = len(history)
+    while first < size and not math.isfinite(history[first]):
+        first += 1
+    return history if first == 0 else SequenceWindow(history, first, size)
 
 
 def _demand_now(ctx: ScalingContext) -> float | None:
@@ -529,7 +551,13 @@ def decide(ctx: ScalingContext, state: ScalingState | None = None) -> tuple[Reco
         mix_factor = mix.update_mix_factor(tier_state, tier.figures, dt_s)
         prior_rps = tier.figures.usable_rps * mix_factor
         factor = _learn_capacity(
-            tier_state, tier, signals.ready_replicas, config, dt_s=dt_s, prior_rps=prior_rps
+            tier_state,
+            tier,
+            signals.ready_replicas,
+            config,
+            dt_s=dt_s,
+            prior_rps=prior_rps,
+            mix_settling=mix.settling(tier_state, tier.figures),
         )
         tiers.append(
             _TierInputs(
@@ -550,7 +578,7 @@ def decide(ctx: ScalingContext, state: ScalingState | None = None) -> tuple[Reco
     demand_now = _demand_now(ctx)
     fc: Forecast | None = None
     demand = demand_now
-    history = ctx.rate_history_rps
+    history = _known_history(ctx.rate_history_rps)
     headroom_rules.check_forecasts(state, now, history, config.headroom)
     # This decision's headroom: the forecaster's measured error (or the fixed share).
     config = dataclasses.replace(config, headroom=headroom_rules.headroom(config, state))
@@ -570,9 +598,11 @@ def decide(ctx: ScalingContext, state: ScalingState | None = None) -> tuple[Reco
         if fc is not None and fc.method == "interrupted"
         else ""
     )
-    # No forecast because the history is missing or has holes: hold what runs. A history
-    # too short for one (a new service) is not a gap: the current rate and the observed
-    # stabilization window are all anyone could know.
+    # No forecast because the history is unknown (its query failed) or has holes since
+    # the service's first minute: hold what runs. A history too short for one, or none
+    # at all (a new service), is not a gap: the current rate and the observed
+    # stabilization window are all anyone could know, and holding the first peak for
+    # the half hour a forecast needs costs replicas for nothing.
     history_gap = config.predictive_enabled and (
         history is None or (fc is not None and fc.rate_rps is None and len(history) >= _FORECAST_MIN_POINTS)
     )

@@ -24,6 +24,7 @@ class ScriptedReader(SignalReader):
         self.tiers: dict[TierKey, TierSignals] = {}
         self.service_history: dict[ServiceKey, list[float]] = {}
         self.down = False
+        self.history_failed: str | None = None
         self.pod_load: dict[TierKey, dict[str, float]] = {}
         self.reads = 0
 
@@ -35,7 +36,12 @@ class ScriptedReader(SignalReader):
         self.client.queries_made += len(Signal)
         if self.down:
             return SignalSnapshot(time_s=now_s, failed=dict.fromkeys(Signal, "connection refused"))
-        return SignalSnapshot(time_s=now_s, tiers=dict(self.tiers), rate_history=dict(self.service_history))
+        return SignalSnapshot(
+            time_s=now_s,
+            tiers=dict(self.tiers),
+            rate_history=dict(self.service_history),
+            history_failed=self.history_failed,
+        )
 
     def pod_in_flight(self, now_s: float) -> dict[TierKey, dict[str, float]]:
         self.client.queries_made += 1

@@ -275,3 +275,26 @@ def test_pods_are_not_patched_unless_pod_deletion_cost_is_on(
         autoscaler.run_once(T0 + tick * 15)
     assert tk.replicas(cluster, NS, "chat", "l4") < 3
     assert not [call for call in cluster.calls if call[0] == "annotate" and call[1].kind == "Pod"]
+
+
+@pytest.mark.parametrize("history_failed", [None, "range query timed out"])
+def test_a_new_service_without_history_scales_down_unless_the_history_read_failed(
+    cluster: InMemoryCluster, reader: ScriptedReader, settings: OperatorSettings, history_failed: str | None
+) -> None:
+    # Predictive on. A service created a minute ago has no request-rate history yet: that
+    # is no gap (nothing to forecast from), so a first fleet larger than its light load
+    # shrinks once the stabilization window (60 s here) has been observed. When the
+    # history query failed, the history is unknown and nothing is taken away.
+    tk.install(cluster, tk.service_body("chat", NS), replicas={"l4": 4})
+    reader.set(NS, "chat", "l4", waiting=0.0, running=1.0, request_rate_rps=0.2, ready_replicas=4)
+    reader.history_failed = history_failed
+    autoscaler = Autoscaler(cluster, reader, settings.model_copy(update={"predictive_enabled": True}))
+    seen = []
+    for tick in range(12):
+        autoscaler.run_once(T0 + tick * 15)
+        seen.append(tk.replicas(cluster, NS, "chat", "l4"))
+    if history_failed is None:
+        assert seen[:4] == [4] * 4  # the first 60 s: the window is not observed yet
+        assert seen[-1] < 4, (seen, tk.status(cluster, NS, "chat")["lastScalingDecision"]["reason"])
+    else:
+        assert seen == [4] * 12

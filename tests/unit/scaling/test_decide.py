@@ -462,6 +462,33 @@ def test_a_new_service_scales_down_once_the_window_is_observed() -> None:
     assert replicas == 2  # and on to the warm minimum
 
 
+def test_a_new_service_padded_with_gaps_is_no_gap() -> None:
+    # The metrics cache pads a new service's series with NaN back to its retention. Those
+    # minutes are before the service existed, not holes in what it recorded: the fleet
+    # shrinks after one stabilization window (it held the first peak for the half hour a
+    # forecast needs before), and a forecast comes as soon as ten minutes are recorded.
+    policy = config(down=ScaleBehavior(120.0, 0.0, 5))
+    padding = [math.nan] * (14 * 1440)
+    state = None
+    replicas = 8
+    seen = []
+    for tick in range(20):
+        history = padding + flat(2.0, minutes=tick // 4)
+        rec, state = decide(ctx(T0 + tick * PERIOD, policy, signals(replicas, rate=2.0), history), state)
+        replicas = rec.replicas["h100"]
+        seen.append(replicas)
+    assert seen[:8] == [8] * 8  # the first 120 s: the window is not yet observed
+    assert seen[8] == 3 and replicas == 2
+    rec, _ = decide(ctx(T0, policy, signals(2, rate=2.0), padding + flat(2.0, minutes=12)), None)
+    assert rec.forecast_rps == pytest.approx(2.0)
+    # A hole after the service's first minutes is a gap: nothing is taken away.
+    holed = padding + flat(2.0, 20) + [math.nan] * 12
+    state = None
+    for tick in range(20):
+        rec, state = decide(ctx(T0 + tick * PERIOD, policy, signals(8, rate=2.0), holed), state)
+        assert rec.replicas["h100"] == 8
+
+
 def test_a_percent_step_limit_applies_on_its_own() -> None:
     # scaleUp.maxPercentPerStep without maxReplicasPerStep still limits the step.
     assert ScaleBehavior(0.0, 0.0, None, 50.0).step_limit(10) == 5

@@ -66,6 +66,29 @@ def test_placement_unavailable_tier_gets_nothing() -> None:
     assert result.replicas == {"cheap": 0, "next": 4}
 
 
+def test_placement_puts_a_small_burst_where_its_replicas_cost_least() -> None:
+    # Base 2 req/s on the on-demand L4s (1 req/s per replica, 1 per replica-hour: cost
+    # rank 1.0); an A100 spot replica takes 4 req/s at 0.6 per request, 2.4 an hour.
+    l4 = slot("l4", 1.0, 1.0)
+    a100 = slot("a100", 4.0, 0.6, spot=True)
+    # 1.5 req/s above the base: two L4s (2.0 an hour) cost less than one A100 (2.4).
+    small = place(3.5, 2.0, [l4, a100])
+    assert small.replicas == {"l4": 4, "a100": 0}
+    # 3 req/s above it: three L4s (3.0) cost more than one A100 (2.4).
+    larger = place(5.0, 2.0, [l4, a100])
+    assert larger.replicas == {"l4": 2, "a100": 1}
+    # 9 req/s above it: two whole A100s, and the last 1 req/s on one L4 (1.0 < 2.4).
+    big = place(11.0, 2.0, [l4, a100])
+    assert big.replicas == {"l4": 3, "a100": 2}
+    assert big.rps == pytest.approx({"l4": 3.0, "a100": 8.0})
+
+
+def test_placement_without_prices_keeps_spot_for_the_burst() -> None:
+    unpriced = 1e12  # cost_rank of a tier without a price
+    result = place(3.5, 2.0, [slot("l4", 1.0, unpriced), slot("a100", 4.0, unpriced + 1, spot=True)])
+    assert result.replicas == {"l4": 2, "a100": 1}
+
+
 def baseline_ctx(
     ready: int, *, running: float, waiting: float, now: float = T0, peak: float | None = None
 ) -> ScalingContext:

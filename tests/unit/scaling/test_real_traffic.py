@@ -160,6 +160,31 @@ def test_a_lighter_mix_raises_capacity_only_slowly() -> None:
     assert 1.0 < factor < 1.0 + (goal - 1.0) * 15.0 / mix.MIX_RISE_S + 1e-9
 
 
+def test_a_breach_the_falling_mix_explains_does_not_cut_capacity_twice() -> None:
+    """Prompts seven times the declared ones and TTFT above the SLO with requests
+    waiting. While the mix factor is still falling towards the observed mix, the breach
+    is what it is correcting: the capacity factor is not cut on top. Once the mix has
+    settled, the same breach under a load the estimate says a replica carries does cut
+    it: the estimate is wrong beyond the mix."""
+    policy = config()
+    state: ScalingState | None = None
+    heavy_usable = FIGURES.usable_rps * (mix.request_cost_s(FIGURES, 200.0, 236.0) or 0.0)
+    heavy_usable /= mix.request_cost_s(FIGURES, 1400.0, 236.0) or 1.0
+    rate = 4 * heavy_usable * 0.85  # 85 % of what four replicas carry at the real mix
+    was_settling: list[bool] = []
+    factors: list[float] = []
+    for tick in range(60):
+        sig = signals(4, rate=rate, prompt=1400.0, waiting=30.0, ttft_ms=5000.0)
+        _, state = decide(ctx(T0 + tick * PERIOD, policy, sig, [rate] * 60), state)
+        tier = state.tiers["h100"]
+        was_settling.append(mix.settling(tier, FIGURES))
+        factors.append(tier.capacity_factor)
+    assert was_settling[0] and not was_settling[-1]
+    settling_ticks = [i for i, flag in enumerate(was_settling) if flag]
+    assert all(factors[i] == pytest.approx(1.0) for i in settling_ticks)
+    assert factors[-1] < 1.0  # cut once the mix had settled and the breach went on
+
+
 # --- escalation ------------------------------------------------------------------
 
 
