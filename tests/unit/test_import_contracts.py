@@ -52,6 +52,11 @@ PROBES = [
     ("reconcile/__init__.py", "import threading", PURE),
     ("kubedata.py", "import inferfleet.api", LAYERS),  # api | kubedata
     ("kubedata.py", "import subprocess", PURE),
+    ("promql/__init__.py", "import inferfleet.metrics.prometheus", LAYERS),
+    ("promql/signals.py", "import inferfleet.reconcile", LAYERS),
+    ("promql/parse.py", "import prometheus_api_client", PURE),
+    ("promql/queries.py", "import requests", PURE),
+    ("promql/history.py", "import time", PURE),
     # the port and the I/O shells keep their places too
     ("cluster/__init__.py", "import inferfleet.reconcile", CLUSTER_PORT),
     ("cluster/__init__.py", "import inferfleet.fetcher", LAYERS),  # cluster | fetcher
