@@ -419,37 +419,25 @@ def simulate(trace: Trace, config: SimConfig, policy: PolicyFunction, policy_nam
     step_per_seq = [tier.serving.decode_step_per_seq_ms / 1000.0 for tier in tiers]
     itl_limit = config.itl_slo_ms / 1000.0
     bounds = TTFT_BUCKETS_S
-    n_buckets = len(bounds) + 1
-    window_ticks = max(1, round(config.ttft_window_s / period))
-    rate_ticks = max(1, round(config.rate_window_s / period))
-    hist_now = [[0] * n_buckets for _ in tiers]
-    hist_window: list[deque[list[int]]] = [deque(maxlen=window_ticks) for _ in tiers]
     max_model_len = [tier.max_model_len for tier in tiers]
-    meters = [
-        _Meters(token_buckets(tier.max_model_len), rate_ticks, max(1, round(config.mix_window_s / period)))
-        for tier in tiers
-    ]
-    started_now = [0] * n_tiers
-    prompt_now = [0] * n_tiers
-    generated_now = [0] * n_tiers
-    rejected_now = [0] * n_tiers
+    # Local names for the counters' lists: the hot loop below indexes them per request.
+    counters = _TickCounters.of(config)
+    hist_now = counters.hist_now
+    started_now = counters.started
+    prompt_now = counters.prompt
+    generated_now = counters.generated
+    rejected_now = counters.rejected
     rejected_total = 0
-    prompt_hist_now = [m.prompt_hist_now for m in meters]
-    output_hist_now = [m.output_hist_now for m in meters]
-    token_bounds = [m.bounds for m in meters]
+    prompt_hist_now = counters.prompt_hist
+    output_hist_now = counters.output_hist
+    token_bounds = [m.bounds for m in counters.meters]
     waiting: list[deque[int]] = [deque() for _ in tiers]
     ttft = array("d", [math.inf]) * n
     # The front door: per pool, the requests its picker holds (FIFO), and per tier when
     # its first replica is (or will be) Ready.
     door = config.front_door
     door_queues: list[deque[int]] = [deque() for _ in door.pools] if door is not None else []
-    pool_weights: list[float] = []
-    if door is not None and len(door.pools) > 1:
-        total_weight = sum(pool.weight or 0.0 for pool in door.pools) or 1.0
-        running_weight = 0.0
-        for pool in door.pools:
-            running_weight += (pool.weight or 0.0) / total_weight
-            pool_weights.append(running_weight)
+    pool_weights = _pool_weights(door)
     first_ready = [math.inf] * n_tiers
     held_total = 0
     held_expired = 0
@@ -587,39 +575,9 @@ def simulate(trace: Trace, config: SimConfig, policy: PolicyFunction, policy_nam
 
     # --- start: the common initial fleet, Ready at t=0; one warm-up decision ----------
     policy_config = config.policy
-    state: ScalingState | None = None
-    start_fleet = initial_replicas(trace, config)
-    warm_rate = float(trace.arrival_s[trace.arrival_s < 300.0].shape[0]) / 300.0
-    warm_ctx = ScalingContext(
-        now_s=trace.epoch_s,
-        policy=policy_config,
-        tiers=tuple(
-            TierContext(
-                tier.figures,
-                TierSignals(
-                    ready_replicas=start_fleet[tier.figures.name],
-                    desired_replicas=start_fleet[tier.figures.name],
-                    waiting=0.0,
-                    request_rate_rps=warm_rate if index == 0 else 0.0,
-                ),
-            )
-            for index, tier in enumerate(tiers)
-        ),
-        rate_history_rps=None,
-    )
-    first, state = policy(warm_ctx, None)
-    for k, name in enumerate(names):
-        for _ in range(first.replicas.get(name, start_fleet[name])):
-            fleet.add(k, 0.0, 0.0)
-
+    state = _warm_start(trace, config, policy, fleet)
     refresh_first_ready()
-    timeline = Timeline() if config.timeline else None
-    if timeline is not None:
-        for name in names:
-            timeline.desired[name] = []
-            timeline.ready[name] = []
-            timeline.waiting[name] = []
-            timeline.ttft_p99_ms[name] = []
+    timeline = _new_timeline(names) if config.timeline else None
     weights = _routing_weights(fleet, tiers, policy_config, 0.0)
     scale_ups = 0
     scale_downs = 0
@@ -688,68 +646,20 @@ def simulate(trace: Trace, config: SimConfig, policy: PolicyFunction, policy_nam
         # --- the autoscaler's tick -------------------------------------------------------
         now = tick_s
         ticks += 1
-        tier_contexts = []
-        for k, tier in enumerate(tiers):
-            hist_window[k].append(hist_now[k])
-            hist_now[k] = [0] * n_buckets
-            meter = meters[k]
-            meter.tick(started_now[k], prompt_now[k], generated_now[k], rejected_now[k])
-            started_now[k] = prompt_now[k] = generated_now[k] = rejected_now[k] = 0
-            prompt_hist_now[k] = meter.prompt_hist_now
-            output_hist_now[k] = meter.output_hist_now
-            merged = [sum(column) for column in zip(*hist_window[k], strict=True)]
-            p99 = histogram_quantile(0.99, merged, bounds)
-            window_s = len(meter.rates) * period
-            started, prompt_tokens, generated, rejected = meter.totals()
-            running, queued = fleet.in_flight(k, now)
-            tier_contexts.append(
-                TierContext(
-                    tier.figures,
-                    TierSignals(
-                        ready_replicas=fleet.ready_count(k, now),
-                        desired_replicas=len(fleet.active[k]),
-                        waiting=float(len(waiting[k]) + queued),
-                        running=float(running),
-                        ttft_p99_ms=None if p99 is None else p99 * 1000.0,
-                        request_rate_rps=started / window_s,
-                        prompt_tokens_rps=prompt_tokens / window_s,
-                        generation_tokens_rps=generated / window_s,
-                        rejected_rps=rejected / window_s,
-                        prompt_tokens=meter.quantiles(meter.prompt_hist),
-                        generation_tokens=meter.quantiles(meter.output_hist),
-                    ),
-                )
-            )
+        tier_contexts = _observe(counters, tiers, fleet, waiting, now_s=now, period_s=period)
         minutes_done = min(len(minute_rates), int(now // 60.0))
-        door_signals = None
-        if door is not None:
-            door_signals = FrontDoorSignals(
-                tuple(
-                    DoorPool(tuple(names[k] for k in pool.tiers), float(len(door_queues[p])))
-                    for p, pool in enumerate(door.pools)
-                ),
-                door.cached_tiers,
-            )
         ctx = ScalingContext(
             now_s=trace.epoch_s + now,
             policy=policy_config,
             tiers=tuple(tier_contexts),
             rate_history_rps=SequenceWindow.head(minute_rates, minutes_done),
-            front_door=door_signals,
+            front_door=_door_signals(door, door_queues, names),
         )
         recommendation, state = policy(ctx, state)
         last_reason = recommendation.reason
-        for k, name in enumerate(names):
-            current = len(fleet.active[k])
-            target = recommendation.replicas.get(name, current)
-            if target > current:
-                scale_ups += 1
-                ready_at = now + tiers[k].figures.cold_start_s
-                for _ in range(target - current):
-                    fleet.add(k, now, ready_at)
-            elif target < current:
-                scale_downs += 1
-                fleet.remove(k, now, current - target)
+        ups, downs = _scale(fleet, tiers, recommendation, now)
+        scale_ups += ups
+        scale_downs += downs
         if timeline is not None:
             _record(timeline, now, tier_contexts, recommendation, names)
         weights = _routing_weights(fleet, tiers, policy_config, now)
@@ -779,16 +689,8 @@ def simulate(trace: Trace, config: SimConfig, policy: PolicyFunction, policy_nam
         if i >= n and ((not any(waiting) and not any(door_queues)) or now >= deadline_s):
             break
 
-    gpu_hours = 0.0
-    cost = 0.0
-    replica_hours: dict[str, float] = {}
     spans = fleet.spans(end_s)
-    for k, tier in enumerate(tiers):
-        seconds = sum(max(0.0, stop - start) for tier_index, start, stop in spans if tier_index == k)
-        replica_hours[tier.figures.name] = seconds / 3600.0
-        gpu = seconds / 3600.0 * tier.figures.gpus_per_replica
-        gpu_hours += gpu
-        cost += gpu * tier.cost_per_gpu_hour
+    gpu_hours, cost, replica_hours = _bill(spans, tiers)
     return SimResult(
         policy=policy_name,
         trace=trace.name,
@@ -818,6 +720,200 @@ def simulate(trace: Trace, config: SimConfig, policy: PolicyFunction, policy_nam
         final_state=state,
         final_signals={context.name: context.signals for context in tier_contexts},
     )
+
+
+def _pool_weights(door: FrontDoorModel | None) -> list[float]:
+    """Cumulative route weights of the front door's pools (empty: one pool, no draw)."""
+    pool_weights: list[float] = []
+    if door is not None and len(door.pools) > 1:
+        total_weight = sum(pool.weight or 0.0 for pool in door.pools) or 1.0
+        running_weight = 0.0
+        for pool in door.pools:
+            running_weight += (pool.weight or 0.0) / total_weight
+            pool_weights.append(running_weight)
+    return pool_weights
+
+
+def _warm_start(
+    trace: Trace, config: SimConfig, policy: PolicyFunction, fleet: _Fleet
+) -> ScalingState | None:
+    """The common initial fleet, Ready at t=0, sized by one warm-up decision on the first
+    five minutes' rate; returns the policy's state after it."""
+    start_fleet = initial_replicas(trace, config)
+    warm_rate = float(trace.arrival_s[trace.arrival_s < 300.0].shape[0]) / 300.0
+    warm_ctx = ScalingContext(
+        now_s=trace.epoch_s,
+        policy=config.policy,
+        tiers=tuple(
+            TierContext(
+                tier.figures,
+                TierSignals(
+                    ready_replicas=start_fleet[tier.figures.name],
+                    desired_replicas=start_fleet[tier.figures.name],
+                    waiting=0.0,
+                    request_rate_rps=warm_rate if index == 0 else 0.0,
+                ),
+            )
+            for index, tier in enumerate(config.tiers)
+        ),
+        rate_history_rps=None,
+    )
+    first, state = policy(warm_ctx, None)
+    for k, tier in enumerate(config.tiers):
+        name = tier.figures.name
+        for _ in range(first.replicas.get(name, start_fleet[name])):
+            fleet.add(k, 0.0, 0.0)
+    return state
+
+
+def _new_timeline(names: Sequence[str]) -> Timeline:
+    timeline = Timeline()
+    for name in names:
+        timeline.desired[name] = []
+        timeline.ready[name] = []
+        timeline.waiting[name] = []
+        timeline.ttft_p99_ms[name] = []
+    return timeline
+
+
+@dataclass
+class _TickCounters:
+    """What each tier's engines counted since the last tick (the hot loop adds to these
+    lists in place) and the windows the autoscaler's signals are read over."""
+
+    hist_now: list[list[int]]  # TTFT histogram of this tick
+    hist_window: list[deque[list[int]]]  # the last TTFT window's histograms
+    meters: list[_Meters]
+    started: list[int]
+    prompt: list[int]
+    generated: list[int]
+    rejected: list[int]
+    prompt_hist: list[list[int]]
+    output_hist: list[list[int]]
+
+    @classmethod
+    def of(cls, config: SimConfig) -> _TickCounters:
+        tiers = config.tiers
+        period = config.policy.sync_period_s
+        n_buckets = len(TTFT_BUCKETS_S) + 1
+        window_ticks = max(1, round(config.ttft_window_s / period))
+        rate_ticks = max(1, round(config.rate_window_s / period))
+        meters = [
+            _Meters(
+                token_buckets(tier.max_model_len), rate_ticks, max(1, round(config.mix_window_s / period))
+            )
+            for tier in tiers
+        ]
+        return cls(
+            hist_now=[[0] * n_buckets for _ in tiers],
+            hist_window=[deque(maxlen=window_ticks) for _ in tiers],
+            meters=meters,
+            started=[0] * len(tiers),
+            prompt=[0] * len(tiers),
+            generated=[0] * len(tiers),
+            rejected=[0] * len(tiers),
+            prompt_hist=[m.prompt_hist_now for m in meters],
+            output_hist=[m.output_hist_now for m in meters],
+        )
+
+
+def _observe(
+    counters: _TickCounters,
+    tiers: Sequence[SimTier],
+    fleet: _Fleet,
+    waiting: Sequence[deque[int]],
+    *,
+    now_s: float,
+    period_s: float,
+) -> list[TierContext]:
+    """Close the tick's counts into the windows and read each tier's signals as the
+    autoscaler sees them in Prometheus; the counters start the next tick at zero."""
+    bounds = TTFT_BUCKETS_S
+    n_buckets = len(bounds) + 1
+    tier_contexts = []
+    for k, tier in enumerate(tiers):
+        counters.hist_window[k].append(counters.hist_now[k])
+        counters.hist_now[k] = [0] * n_buckets
+        meter = counters.meters[k]
+        meter.tick(counters.started[k], counters.prompt[k], counters.generated[k], counters.rejected[k])
+        counters.started[k] = counters.prompt[k] = counters.generated[k] = counters.rejected[k] = 0
+        counters.prompt_hist[k] = meter.prompt_hist_now
+        counters.output_hist[k] = meter.output_hist_now
+        merged = [sum(column) for column in zip(*counters.hist_window[k], strict=True)]
+        p99 = histogram_quantile(0.99, merged, bounds)
+        window_s = len(meter.rates) * period_s
+        started, prompt_tokens, generated, rejected = meter.totals()
+        running, queued = fleet.in_flight(k, now_s)
+        tier_contexts.append(
+            TierContext(
+                tier.figures,
+                TierSignals(
+                    ready_replicas=fleet.ready_count(k, now_s),
+                    desired_replicas=len(fleet.active[k]),
+                    waiting=float(len(waiting[k]) + queued),
+                    running=float(running),
+                    ttft_p99_ms=None if p99 is None else p99 * 1000.0,
+                    request_rate_rps=started / window_s,
+                    prompt_tokens_rps=prompt_tokens / window_s,
+                    generation_tokens_rps=generated / window_s,
+                    rejected_rps=rejected / window_s,
+                    prompt_tokens=meter.quantiles(meter.prompt_hist),
+                    generation_tokens=meter.quantiles(meter.output_hist),
+                ),
+            )
+        )
+    return tier_contexts
+
+
+def _door_signals(
+    door: FrontDoorModel | None, door_queues: Sequence[deque[int]], names: Sequence[str]
+) -> FrontDoorSignals | None:
+    """The requests each pool's picker holds, as the autoscaler reads them."""
+    if door is None:
+        return None
+    return FrontDoorSignals(
+        tuple(
+            DoorPool(tuple(names[k] for k in pool.tiers), float(len(door_queues[p])))
+            for p, pool in enumerate(door.pools)
+        ),
+        door.cached_tiers,
+    )
+
+
+def _scale(
+    fleet: _Fleet, tiers: Sequence[SimTier], recommendation: Recommendation, now_s: float
+) -> tuple[int, int]:
+    """Apply a decision to the fleet: new replicas Ready after their cold start, removed
+    ones drained; returns (tiers scaled up, tiers scaled down)."""
+    ups = downs = 0
+    for k, tier in enumerate(tiers):
+        current = len(fleet.active[k])
+        target = recommendation.replicas.get(tier.figures.name, current)
+        if target > current:
+            ups += 1
+            ready_at = now_s + tier.figures.cold_start_s
+            for _ in range(target - current):
+                fleet.add(k, now_s, ready_at)
+        elif target < current:
+            downs += 1
+            fleet.remove(k, now_s, current - target)
+    return ups, downs
+
+
+def _bill(
+    spans: Sequence[tuple[int, float, float]], tiers: Sequence[SimTier]
+) -> tuple[float, float, dict[str, float]]:
+    """(GPU hours, cost in USD, replica hours per tier) of the replicas' paid spans."""
+    gpu_hours = 0.0
+    cost = 0.0
+    replica_hours: dict[str, float] = {}
+    for k, tier in enumerate(tiers):
+        seconds = sum(max(0.0, stop - start) for tier_index, start, stop in spans if tier_index == k)
+        replica_hours[tier.figures.name] = seconds / 3600.0
+        gpu = seconds / 3600.0 * tier.figures.gpus_per_replica
+        gpu_hours += gpu
+        cost += gpu * tier.cost_per_gpu_hour
+    return gpu_hours, cost, replica_hours
 
 
 def _routing_weights(
