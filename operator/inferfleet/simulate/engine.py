@@ -436,40 +436,12 @@ def simulate(trace: Trace, config: SimConfig, policy: PolicyFunction, policy_nam
     # The front door: per pool, the requests its picker holds (FIFO), and per tier when
     # its first replica is (or will be) Ready.
     door = config.front_door
+    pickers = _Pickers(door, fleet, max_model_len) if door is not None else None
     door_queues: list[deque[int]] = [deque() for _ in door.pools] if door is not None else []
     pool_weights = _pool_weights(door)
-    first_ready = [math.inf] * n_tiers
     held_total = 0
     held_expired = 0
     unroutable = 0
-
-    def refresh_first_ready() -> None:
-        for k in range(n_tiers):
-            first_ready[k] = min((fleet.ready_at[r] for r in fleet.active[k]), default=math.inf)
-
-    def eligible(pool: DoorPoolModel, i: int) -> list[int]:
-        """The pool's tiers whose max-model-len the prompt fits (the picker's filter)."""
-        return [k for k in pool.tiers if not max_model_len[k] or inputs[i] < max_model_len[k]]
-
-    def pick(pool: DoorPoolModel, tiers_ok: list[int], by_s: float) -> int | None:
-        """The tier the picker sends a request to, among those Ready by `by_s`: in a share
-        pool its own tier first, then the tightest overflow tier; in the one pool the tier
-        whose earliest slot frees first (load), the tightest range on a tie."""
-        ready = [k for k in tiers_ok if first_ready[k] <= by_s]
-        if not ready:
-            return None
-        if pool.weight is not None:
-            return ready[0]
-        heaps = fleet.slot_heaps
-        return min(
-            ready,
-            key=lambda k: (
-                max(heaps[k][0][0], first_ready[k]) if heaps[k] else math.inf,
-                max_model_len[k] or math.inf,
-                k,
-            ),
-        )
-
     itl_ok = 0
     served = 0
 
@@ -576,7 +548,8 @@ def simulate(trace: Trace, config: SimConfig, policy: PolicyFunction, policy_nam
     # --- start: the common initial fleet, Ready at t=0; one warm-up decision ----------
     policy_config = config.policy
     state = _warm_start(trace, config, policy, fleet)
-    refresh_first_ready()
+    if pickers is not None:
+        pickers.refresh()
     timeline = _new_timeline(names) if config.timeline else None
     weights = _routing_weights(fleet, tiers, policy_config, 0.0)
     scale_ups = 0
@@ -594,14 +567,14 @@ def simulate(trace: Trace, config: SimConfig, policy: PolicyFunction, policy_nam
             arrival = arrivals[i]
             if arrival > horizon:
                 break
-            if door is not None:
+            if door is not None and pickers is not None:
                 p = (
                     0
                     if not pool_weights
                     else min(len(pool_weights) - 1, bisect.bisect_right(pool_weights, route_draws[i]))
                 )
                 pool = door.pools[p]
-                fits = eligible(pool, i)
+                fits = pickers.eligible(pool, inputs[i])
                 if not fits:
                     # Too long for every tier: the longest tiers' pods carry no range, so
                     # the picker sends it to one and that vLLM answers 400 (and counts it).
@@ -610,7 +583,7 @@ def simulate(trace: Trace, config: SimConfig, policy: PolicyFunction, policy_nam
                     rejected_total += 1
                     i += 1
                     continue
-                chosen = pick(pool, fits, arrival)
+                chosen = pickers.pick(pool, fits, arrival)
                 if chosen is None:
                     # No pod Ready: the picker holds it (released once one is, below).
                     door_queues[p].append(i)
@@ -666,22 +639,9 @@ def simulate(trace: Trace, config: SimConfig, policy: PolicyFunction, policy_nam
 
         # --- requests still waiting may start before the next tick -----------------------
         tick_s = now + period
-        if door is not None:
-            refresh_first_ready()
-            for p, queue in enumerate(door_queues):
-                pool = door.pools[p]
-                kept: deque[int] = deque()
-                for held in queue:
-                    deadline = arrivals[held] + pool.hold_s
-                    chosen = pick(pool, eligible(pool, held), min(tick_s, deadline))
-                    if chosen is not None:
-                        # Released when the pod turns Ready: vLLM starts it from then on.
-                        waiting[chosen].append(held)
-                    elif deadline <= tick_s:
-                        held_expired += 1  # the hold ran out before any pod was Ready
-                    else:
-                        kept.append(held)
-                door_queues[p] = kept
+        if door is not None and pickers is not None:
+            pickers.refresh()
+            held_expired += pickers.release_held(door_queues, waiting, arrivals, inputs, tick_s)
         for k in range(n_tiers):
             queue = waiting[k]
             while queue and commit(queue[0], k, tick_s):
@@ -720,6 +680,75 @@ def simulate(trace: Trace, config: SimConfig, policy: PolicyFunction, policy_nam
         final_state=state,
         final_signals={context.name: context.signals for context in tier_contexts},
     )
+
+
+class _Pickers:
+    """The front door's endpoint pickers: which tiers a prompt fits, which Ready tier
+    takes it, and the held requests a tier turning Ready releases."""
+
+    def __init__(self, door: FrontDoorModel, fleet: _Fleet, max_model_len: list[int]) -> None:
+        self.door = door
+        self.fleet = fleet
+        self.max_model_len = max_model_len
+        self.first_ready = [math.inf] * len(max_model_len)  # per tier: its first Ready time
+
+    def refresh(self) -> None:
+        fleet = self.fleet
+        for k in range(len(self.first_ready)):
+            self.first_ready[k] = min((fleet.ready_at[r] for r in fleet.active[k]), default=math.inf)
+
+    def eligible(self, pool: DoorPoolModel, prompt_tokens: int) -> list[int]:
+        """The pool's tiers whose max-model-len the prompt fits (the picker's filter)."""
+        max_model_len = self.max_model_len
+        return [k for k in pool.tiers if not max_model_len[k] or prompt_tokens < max_model_len[k]]
+
+    def pick(self, pool: DoorPoolModel, tiers_ok: list[int], by_s: float) -> int | None:
+        """The tier the picker sends a request to, among those Ready by `by_s`: in a share
+        pool its own tier first, then the tightest overflow tier; in the one pool the tier
+        whose earliest slot frees first (load), the tightest range on a tie."""
+        first_ready = self.first_ready
+        max_model_len = self.max_model_len
+        ready = [k for k in tiers_ok if first_ready[k] <= by_s]
+        if not ready:
+            return None
+        if pool.weight is not None:
+            return ready[0]
+        heaps = self.fleet.slot_heaps
+        return min(
+            ready,
+            key=lambda k: (
+                max(heaps[k][0][0], first_ready[k]) if heaps[k] else math.inf,
+                max_model_len[k] or math.inf,
+                k,
+            ),
+        )
+
+    def release_held(
+        self,
+        door_queues: list[deque[int]],
+        waiting: Sequence[deque[int]],
+        arrivals: Sequence[float],
+        inputs: Sequence[int],
+        tick_s: float,
+    ) -> int:
+        """Move the held requests a Ready tier can take by `tick_s` to its queue; returns
+        how many ran out of hold time first."""
+        expired = 0
+        for p, queue in enumerate(door_queues):
+            pool = self.door.pools[p]
+            kept: deque[int] = deque()
+            for held in queue:
+                deadline = arrivals[held] + pool.hold_s
+                chosen = self.pick(pool, self.eligible(pool, inputs[held]), min(tick_s, deadline))
+                if chosen is not None:
+                    # Released when the pod turns Ready: vLLM starts it from then on.
+                    waiting[chosen].append(held)
+                elif deadline <= tick_s:
+                    expired += 1  # the hold ran out before any pod was Ready
+                else:
+                    kept.append(held)
+            door_queues[p] = kept
+        return expired
 
 
 def _pool_weights(door: FrontDoorModel | None) -> list[float]:
