@@ -393,6 +393,11 @@ def _context(tier: SimTier) -> TierContext:
 
 def simulate(trace: Trace, config: SimConfig, policy: PolicyFunction, policy_name: str) -> SimResult:
     """Replay `trace` through a fleet scaled by `policy`; see the module docstring."""
+    # hot loop: one function on purpose. The per-request path (routing, `commit`) runs
+    # a million times per replay and reads the fleet's lists through local names and
+    # closure cells; split into functions or objects it would pay a call and attribute
+    # lookups per request (hack/bench/simspeed.py). The per-tick and one-off steps are
+    # named functions below (_warm_start, _observe, _scale, _Pickers, _bill).
     wall_start = time.perf_counter()
     tiers = config.tiers
     n_tiers = len(tiers)
@@ -447,6 +452,7 @@ def simulate(trace: Trace, config: SimConfig, policy: PolicyFunction, policy_nam
 
     def commit(i: int, k: int, horizon_s: float) -> bool:
         """Start request i on tier k if a slot frees by horizon_s; False: it waits."""
+        # hot loop: runs once per request; one closure over local lists keeps it fast.
         nonlocal itl_ok, served
         heap = fleet.slot_heaps[k]
         while heap:
