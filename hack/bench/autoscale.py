@@ -51,7 +51,8 @@ from inferfleet.scaling import POLICIES, drift
 from inferfleet.simulate.engine import simulate
 from inferfleet.simulate.report import summarize, window
 from inferfleet.simulate.setup import build_config
-from inferfleet.simulate.traces import Trace, load_trace
+from inferfleet.simulate.traces import Trace
+from inferfleet.tracefiles.read import load_trace
 
 REPO = Path(__file__).resolve().parents[2]
 TRACES = REPO.parent / "shared" / "data" / "traces"

@@ -32,8 +32,8 @@ from inferfleet.autoscaler.runner import Autoscaler
 from inferfleet.cluster import InMemoryCluster
 from inferfleet.config import OperatorSettings
 from inferfleet.metrics.prometheus import PrometheusClient, PrometheusConfig, SignalReader
-from inferfleet.metrics.queries import QueryConfig
 from inferfleet.metrics.testkit import EmulatedPod, PrometheusServer, VllmEmulator
+from inferfleet.promql.queries import QueryConfig
 
 TIERS = ("l4", "a100", "h100")
 SCRAPE_INTERVAL_S = 2.0

@@ -29,7 +29,7 @@ import numpy as np
 
 from inferfleet.scaling.forecast import ForecastConfig, Method, forecast
 from inferfleet.scaling.window import SequenceWindow
-from inferfleet.simulate.traces import load_trace, read_rate_series
+from inferfleet.tracefiles.read import load_trace, read_rate_series
 
 TRACES = Path(__file__).resolve().parents[3] / "shared" / "data" / "traces"
 METHODS: tuple[Method, ...] = ("naive", "trend", "seasonal", "hybrid")

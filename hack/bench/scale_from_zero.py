@@ -30,7 +30,8 @@ from inferfleet.planner import plan_service  # type: ignore[attr-defined,unused-
 from inferfleet.scaling import POLICIES
 from inferfleet.simulate.engine import simulate
 from inferfleet.simulate.setup import build_config
-from inferfleet.simulate.traces import Trace, load_trace
+from inferfleet.simulate.traces import Trace
+from inferfleet.tracefiles.read import load_trace
 
 REPO = Path(__file__).resolve().parents[2]
 TRACE = Path(__file__).resolve().parents[3] / "shared" / "data" / "traces" / "azure-llm-2023"

@@ -20,7 +20,7 @@ from inferfleet.planner import plan_service  # type: ignore[attr-defined,unused-
 from inferfleet.scaling import POLICIES
 from inferfleet.simulate.engine import simulate
 from inferfleet.simulate.setup import build_config
-from inferfleet.simulate.traces import load_trace
+from inferfleet.tracefiles.read import load_trace
 
 TRACES = Path(__file__).resolve().parents[3] / "shared" / "data" / "traces"
 SPEC = Path(__file__).resolve().parent / "specs" / "llama-70b-h100.yaml"

@@ -28,6 +28,7 @@ LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 LAYERS = "Layers: entry points > I/O shells > ports > pure core"
 PURE = "The pure core never talks to the outside world"
 CLUSTER_PORT = "The cluster port knows objects, not decisions"
+SIMULATOR = "The simulator replays without I/O"
 
 # (module file of the copy to change, the import appended to it, the contract that must break)
 PROBES = [
@@ -52,10 +53,19 @@ PROBES = [
     ("reconcile/__init__.py", "import threading", PURE),
     ("kubedata.py", "import inferfleet.api", LAYERS),  # api | kubedata
     ("kubedata.py", "import subprocess", PURE),
+    ("promql/__init__.py", "import inferfleet.metrics.prometheus", LAYERS),
+    ("promql/signals.py", "import inferfleet.reconcile", LAYERS),
+    ("promql/parse.py", "import prometheus_api_client", PURE),
+    ("promql/queries.py", "import requests", PURE),
+    ("promql/history.py", "import time", PURE),
     # the port and the I/O shells keep their places too
     ("cluster/__init__.py", "import inferfleet.reconcile", CLUSTER_PORT),
     ("cluster/__init__.py", "import inferfleet.fetcher", LAYERS),  # cluster | fetcher
     ("simulate/__init__.py", "import inferfleet.controller", LAYERS),
+    ("simulate/engine.py", "import inferfleet.tracefiles.read", LAYERS),
+    ("simulate/traces.py", "import subprocess", SIMULATOR),
+    ("simulate/report.py", "import matplotlib", SIMULATOR),
+    ("simulate/setup.py", "import inferfleet.reconcile", LAYERS),  # reconcile | simulate
 ]
 
 

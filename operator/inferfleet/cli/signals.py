@@ -16,8 +16,8 @@ from rich.table import Table
 
 from inferfleet.cli.app import OutputFormat, app, emit, fail, stderr, stdout
 from inferfleet.metrics.prometheus import PrometheusClient, PrometheusConfig, SignalReader
-from inferfleet.metrics.queries import QueryConfig
-from inferfleet.metrics.signals import SignalSnapshot, to_document
+from inferfleet.promql.queries import QueryConfig
+from inferfleet.promql.signals import SignalSnapshot, to_document
 
 
 def _cell(value: object, suffix: str = "") -> str:

@@ -17,7 +17,8 @@ from inferfleet.simulate.engine import SimConfig, SimResult
 from inferfleet.simulate.engine import simulate as run_simulation
 from inferfleet.simulate.report import TABLE_COLUMNS, summarize, table_rows
 from inferfleet.simulate.setup import SetupError, build_config
-from inferfleet.simulate.traces import FORMATS, TraceError, epoch_of, load_trace
+from inferfleet.simulate.traces import FORMATS, TraceError, epoch_of
+from inferfleet.tracefiles.read import load_trace
 
 
 def _plan(service: InferenceService, plan_file: Path | None) -> Plan:
@@ -174,7 +175,7 @@ def simulate(
             verdict = drift_report(service, plan, config, result)
             summaries[-1]["workloadDrift"] = verdict
         if plot is not None:
-            from inferfleet.simulate.plot import plot as draw
+            from inferfleet.tracefiles.plot import plot as draw
 
             target = plot if len(names) == 1 else plot.with_name(f"{plot.stem}-{name}{plot.suffix}")
             draw(result, target, title=f"{service.name} on {loaded.name}: {name}")

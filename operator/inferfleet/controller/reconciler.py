@@ -26,9 +26,9 @@ from inferfleet.cluster import Cluster, KindNotServed, access
 from inferfleet.config import OperatorSettings
 from inferfleet.controller import executor
 from inferfleet.kubedata import ObjectRef, owner_uids
-from inferfleet.metrics.parse import KvCapacityReading
 from inferfleet.precache import coldstart
 from inferfleet.precache import workloads as cache_objects
+from inferfleet.promql.parse import KvCapacityReading
 from inferfleet.reconcile import compute, replan
 from inferfleet.reconcile.actions import Action
 from inferfleet.render import names as render_names

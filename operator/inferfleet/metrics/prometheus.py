@@ -25,10 +25,10 @@ from prometheus_api_client.exceptions import PrometheusApiClientException
 from urllib3.util.retry import Retry
 
 from inferfleet.config import OperatorSettings
-from inferfleet.metrics.backoff import Backoff
-from inferfleet.metrics.history import FetchRange, RateHistoryCache
 from inferfleet.metrics.operator_metrics import OperatorMetrics
-from inferfleet.metrics.parse import (
+from inferfleet.promql.backoff import Backoff
+from inferfleet.promql.history import FetchRange, RateHistoryCache
+from inferfleet.promql.parse import (
     KvCapacityReading,
     ServiceKey,
     TierKey,
@@ -40,7 +40,7 @@ from inferfleet.metrics.parse import (
     service_key,
     tier_key,
 )
-from inferfleet.metrics.queries import (
+from inferfleet.promql.queries import (
     MIX_SIGNALS,
     QueryConfig,
     Signal,
@@ -50,7 +50,7 @@ from inferfleet.metrics.queries import (
     pod_load_query,
     signal_queries,
 )
-from inferfleet.metrics.signals import SignalSnapshot, assemble
+from inferfleet.promql.signals import SignalSnapshot, assemble
 
 
 class QueryFailed(Exception):

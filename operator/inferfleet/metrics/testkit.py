@@ -35,7 +35,7 @@ from typing import Any, Literal
 import yaml
 
 from inferfleet.api.labels import SERIES_LABEL_NAMESPACE, SERIES_LABEL_SERVICE, SERIES_LABEL_TIER
-from inferfleet.metrics.queries import TTFT_BUCKETS_S
+from inferfleet.promql.queries import TTFT_BUCKETS_S
 
 NameStyle = Literal["colon", "underscore"]
 Clock = Callable[[], float]

@@ -393,6 +393,11 @@ def _context(tier: SimTier) -> TierContext:
 
 def simulate(trace: Trace, config: SimConfig, policy: PolicyFunction, policy_name: str) -> SimResult:
     """Replay `trace` through a fleet scaled by `policy`; see the module docstring."""
+    # hot loop: one function on purpose. The per-request path (routing, `commit`) runs
+    # a million times per replay and reads the fleet's lists through local names and
+    # closure cells; split into functions or objects it would pay a call and attribute
+    # lookups per request (hack/bench/simspeed.py). The per-tick and one-off steps are
+    # named functions below (_warm_start, _observe, _scale, _Pickers, _bill).
     wall_start = time.perf_counter()
     tiers = config.tiers
     n_tiers = len(tiers)
@@ -419,74 +424,35 @@ def simulate(trace: Trace, config: SimConfig, policy: PolicyFunction, policy_nam
     step_per_seq = [tier.serving.decode_step_per_seq_ms / 1000.0 for tier in tiers]
     itl_limit = config.itl_slo_ms / 1000.0
     bounds = TTFT_BUCKETS_S
-    n_buckets = len(bounds) + 1
-    window_ticks = max(1, round(config.ttft_window_s / period))
-    rate_ticks = max(1, round(config.rate_window_s / period))
-    hist_now = [[0] * n_buckets for _ in tiers]
-    hist_window: list[deque[list[int]]] = [deque(maxlen=window_ticks) for _ in tiers]
     max_model_len = [tier.max_model_len for tier in tiers]
-    meters = [
-        _Meters(token_buckets(tier.max_model_len), rate_ticks, max(1, round(config.mix_window_s / period)))
-        for tier in tiers
-    ]
-    started_now = [0] * n_tiers
-    prompt_now = [0] * n_tiers
-    generated_now = [0] * n_tiers
-    rejected_now = [0] * n_tiers
+    # Local names for the counters' lists: the hot loop below indexes them per request.
+    counters = _TickCounters.of(config)
+    hist_now = counters.hist_now
+    started_now = counters.started
+    prompt_now = counters.prompt
+    generated_now = counters.generated
+    rejected_now = counters.rejected
     rejected_total = 0
-    prompt_hist_now = [m.prompt_hist_now for m in meters]
-    output_hist_now = [m.output_hist_now for m in meters]
-    token_bounds = [m.bounds for m in meters]
+    prompt_hist_now = counters.prompt_hist
+    output_hist_now = counters.output_hist
+    token_bounds = [m.bounds for m in counters.meters]
     waiting: list[deque[int]] = [deque() for _ in tiers]
     ttft = array("d", [math.inf]) * n
     # The front door: per pool, the requests its picker holds (FIFO), and per tier when
     # its first replica is (or will be) Ready.
     door = config.front_door
+    pickers = _Pickers(door, fleet, max_model_len) if door is not None else None
     door_queues: list[deque[int]] = [deque() for _ in door.pools] if door is not None else []
-    pool_weights: list[float] = []
-    if door is not None and len(door.pools) > 1:
-        total_weight = sum(pool.weight or 0.0 for pool in door.pools) or 1.0
-        running_weight = 0.0
-        for pool in door.pools:
-            running_weight += (pool.weight or 0.0) / total_weight
-            pool_weights.append(running_weight)
-    first_ready = [math.inf] * n_tiers
+    pool_weights = _pool_weights(door)
     held_total = 0
     held_expired = 0
     unroutable = 0
-
-    def refresh_first_ready() -> None:
-        for k in range(n_tiers):
-            first_ready[k] = min((fleet.ready_at[r] for r in fleet.active[k]), default=math.inf)
-
-    def eligible(pool: DoorPoolModel, i: int) -> list[int]:
-        """The pool's tiers whose max-model-len the prompt fits (the picker's filter)."""
-        return [k for k in pool.tiers if not max_model_len[k] or inputs[i] < max_model_len[k]]
-
-    def pick(pool: DoorPoolModel, tiers_ok: list[int], by_s: float) -> int | None:
-        """The tier the picker sends a request to, among those Ready by `by_s`: in a share
-        pool its own tier first, then the tightest overflow tier; in the one pool the tier
-        whose earliest slot frees first (load), the tightest range on a tie."""
-        ready = [k for k in tiers_ok if first_ready[k] <= by_s]
-        if not ready:
-            return None
-        if pool.weight is not None:
-            return ready[0]
-        heaps = fleet.slot_heaps
-        return min(
-            ready,
-            key=lambda k: (
-                max(heaps[k][0][0], first_ready[k]) if heaps[k] else math.inf,
-                max_model_len[k] or math.inf,
-                k,
-            ),
-        )
-
     itl_ok = 0
     served = 0
 
     def commit(i: int, k: int, horizon_s: float) -> bool:
         """Start request i on tier k if a slot frees by horizon_s; False: it waits."""
+        # hot loop: runs once per request; one closure over local lists keeps it fast.
         nonlocal itl_ok, served
         heap = fleet.slot_heaps[k]
         while heap:
@@ -587,39 +553,10 @@ def simulate(trace: Trace, config: SimConfig, policy: PolicyFunction, policy_nam
 
     # --- start: the common initial fleet, Ready at t=0; one warm-up decision ----------
     policy_config = config.policy
-    state: ScalingState | None = None
-    start_fleet = initial_replicas(trace, config)
-    warm_rate = float(trace.arrival_s[trace.arrival_s < 300.0].shape[0]) / 300.0
-    warm_ctx = ScalingContext(
-        now_s=trace.epoch_s,
-        policy=policy_config,
-        tiers=tuple(
-            TierContext(
-                tier.figures,
-                TierSignals(
-                    ready_replicas=start_fleet[tier.figures.name],
-                    desired_replicas=start_fleet[tier.figures.name],
-                    waiting=0.0,
-                    request_rate_rps=warm_rate if index == 0 else 0.0,
-                ),
-            )
-            for index, tier in enumerate(tiers)
-        ),
-        rate_history_rps=None,
-    )
-    first, state = policy(warm_ctx, None)
-    for k, name in enumerate(names):
-        for _ in range(first.replicas.get(name, start_fleet[name])):
-            fleet.add(k, 0.0, 0.0)
-
-    refresh_first_ready()
-    timeline = Timeline() if config.timeline else None
-    if timeline is not None:
-        for name in names:
-            timeline.desired[name] = []
-            timeline.ready[name] = []
-            timeline.waiting[name] = []
-            timeline.ttft_p99_ms[name] = []
+    state = _warm_start(trace, config, policy, fleet)
+    if pickers is not None:
+        pickers.refresh()
+    timeline = _new_timeline(names) if config.timeline else None
     weights = _routing_weights(fleet, tiers, policy_config, 0.0)
     scale_ups = 0
     scale_downs = 0
@@ -636,14 +573,14 @@ def simulate(trace: Trace, config: SimConfig, policy: PolicyFunction, policy_nam
             arrival = arrivals[i]
             if arrival > horizon:
                 break
-            if door is not None:
+            if door is not None and pickers is not None:
                 p = (
                     0
                     if not pool_weights
                     else min(len(pool_weights) - 1, bisect.bisect_right(pool_weights, route_draws[i]))
                 )
                 pool = door.pools[p]
-                fits = eligible(pool, i)
+                fits = pickers.eligible(pool, inputs[i])
                 if not fits:
                     # Too long for every tier: the longest tiers' pods carry no range, so
                     # the picker sends it to one and that vLLM answers 400 (and counts it).
@@ -652,7 +589,7 @@ def simulate(trace: Trace, config: SimConfig, policy: PolicyFunction, policy_nam
                     rejected_total += 1
                     i += 1
                     continue
-                chosen = pick(pool, fits, arrival)
+                chosen = pickers.pick(pool, fits, arrival)
                 if chosen is None:
                     # No pod Ready: the picker holds it (released once one is, below).
                     door_queues[p].append(i)
@@ -688,90 +625,29 @@ def simulate(trace: Trace, config: SimConfig, policy: PolicyFunction, policy_nam
         # --- the autoscaler's tick -------------------------------------------------------
         now = tick_s
         ticks += 1
-        tier_contexts = []
-        for k, tier in enumerate(tiers):
-            hist_window[k].append(hist_now[k])
-            hist_now[k] = [0] * n_buckets
-            meter = meters[k]
-            meter.tick(started_now[k], prompt_now[k], generated_now[k], rejected_now[k])
-            started_now[k] = prompt_now[k] = generated_now[k] = rejected_now[k] = 0
-            prompt_hist_now[k] = meter.prompt_hist_now
-            output_hist_now[k] = meter.output_hist_now
-            merged = [sum(column) for column in zip(*hist_window[k], strict=True)]
-            p99 = histogram_quantile(0.99, merged, bounds)
-            window_s = len(meter.rates) * period
-            started, prompt_tokens, generated, rejected = meter.totals()
-            running, queued = fleet.in_flight(k, now)
-            tier_contexts.append(
-                TierContext(
-                    tier.figures,
-                    TierSignals(
-                        ready_replicas=fleet.ready_count(k, now),
-                        desired_replicas=len(fleet.active[k]),
-                        waiting=float(len(waiting[k]) + queued),
-                        running=float(running),
-                        ttft_p99_ms=None if p99 is None else p99 * 1000.0,
-                        request_rate_rps=started / window_s,
-                        prompt_tokens_rps=prompt_tokens / window_s,
-                        generation_tokens_rps=generated / window_s,
-                        rejected_rps=rejected / window_s,
-                        prompt_tokens=meter.quantiles(meter.prompt_hist),
-                        generation_tokens=meter.quantiles(meter.output_hist),
-                    ),
-                )
-            )
+        tier_contexts = _observe(counters, tiers, fleet, waiting, now_s=now, period_s=period)
         minutes_done = min(len(minute_rates), int(now // 60.0))
-        door_signals = None
-        if door is not None:
-            door_signals = FrontDoorSignals(
-                tuple(
-                    DoorPool(tuple(names[k] for k in pool.tiers), float(len(door_queues[p])))
-                    for p, pool in enumerate(door.pools)
-                ),
-                door.cached_tiers,
-            )
         ctx = ScalingContext(
             now_s=trace.epoch_s + now,
             policy=policy_config,
             tiers=tuple(tier_contexts),
             rate_history_rps=SequenceWindow.head(minute_rates, minutes_done),
-            front_door=door_signals,
+            front_door=_door_signals(door, door_queues, names),
         )
         recommendation, state = policy(ctx, state)
         last_reason = recommendation.reason
-        for k, name in enumerate(names):
-            current = len(fleet.active[k])
-            target = recommendation.replicas.get(name, current)
-            if target > current:
-                scale_ups += 1
-                ready_at = now + tiers[k].figures.cold_start_s
-                for _ in range(target - current):
-                    fleet.add(k, now, ready_at)
-            elif target < current:
-                scale_downs += 1
-                fleet.remove(k, now, current - target)
+        ups, downs = _scale(fleet, tiers, recommendation, now)
+        scale_ups += ups
+        scale_downs += downs
         if timeline is not None:
             _record(timeline, now, tier_contexts, recommendation, names)
         weights = _routing_weights(fleet, tiers, policy_config, now)
 
         # --- requests still waiting may start before the next tick -----------------------
         tick_s = now + period
-        if door is not None:
-            refresh_first_ready()
-            for p, queue in enumerate(door_queues):
-                pool = door.pools[p]
-                kept: deque[int] = deque()
-                for held in queue:
-                    deadline = arrivals[held] + pool.hold_s
-                    chosen = pick(pool, eligible(pool, held), min(tick_s, deadline))
-                    if chosen is not None:
-                        # Released when the pod turns Ready: vLLM starts it from then on.
-                        waiting[chosen].append(held)
-                    elif deadline <= tick_s:
-                        held_expired += 1  # the hold ran out before any pod was Ready
-                    else:
-                        kept.append(held)
-                door_queues[p] = kept
+        if door is not None and pickers is not None:
+            pickers.refresh()
+            held_expired += pickers.release_held(door_queues, waiting, arrivals, inputs, tick_s)
         for k in range(n_tiers):
             queue = waiting[k]
             while queue and commit(queue[0], k, tick_s):
@@ -779,16 +655,8 @@ def simulate(trace: Trace, config: SimConfig, policy: PolicyFunction, policy_nam
         if i >= n and ((not any(waiting) and not any(door_queues)) or now >= deadline_s):
             break
 
-    gpu_hours = 0.0
-    cost = 0.0
-    replica_hours: dict[str, float] = {}
     spans = fleet.spans(end_s)
-    for k, tier in enumerate(tiers):
-        seconds = sum(max(0.0, stop - start) for tier_index, start, stop in spans if tier_index == k)
-        replica_hours[tier.figures.name] = seconds / 3600.0
-        gpu = seconds / 3600.0 * tier.figures.gpus_per_replica
-        gpu_hours += gpu
-        cost += gpu * tier.cost_per_gpu_hour
+    gpu_hours, cost, replica_hours = _bill(spans, tiers)
     return SimResult(
         policy=policy_name,
         trace=trace.name,
@@ -818,6 +686,269 @@ def simulate(trace: Trace, config: SimConfig, policy: PolicyFunction, policy_nam
         final_state=state,
         final_signals={context.name: context.signals for context in tier_contexts},
     )
+
+
+class _Pickers:
+    """The front door's endpoint pickers: which tiers a prompt fits, which Ready tier
+    takes it, and the held requests a tier turning Ready releases."""
+
+    def __init__(self, door: FrontDoorModel, fleet: _Fleet, max_model_len: list[int]) -> None:
+        self.door = door
+        self.fleet = fleet
+        self.max_model_len = max_model_len
+        self.first_ready = [math.inf] * len(max_model_len)  # per tier: its first Ready time
+
+    def refresh(self) -> None:
+        fleet = self.fleet
+        for k in range(len(self.first_ready)):
+            self.first_ready[k] = min((fleet.ready_at[r] for r in fleet.active[k]), default=math.inf)
+
+    def eligible(self, pool: DoorPoolModel, prompt_tokens: int) -> list[int]:
+        """The pool's tiers whose max-model-len the prompt fits (the picker's filter)."""
+        max_model_len = self.max_model_len
+        return [k for k in pool.tiers if not max_model_len[k] or prompt_tokens < max_model_len[k]]
+
+    def pick(self, pool: DoorPoolModel, tiers_ok: list[int], by_s: float) -> int | None:
+        """The tier the picker sends a request to, among those Ready by `by_s`: in a share
+        pool its own tier first, then the tightest overflow tier; in the one pool the tier
+        whose earliest slot frees first (load), the tightest range on a tie."""
+        first_ready = self.first_ready
+        max_model_len = self.max_model_len
+        ready = [k for k in tiers_ok if first_ready[k] <= by_s]
+        if not ready:
+            return None
+        if pool.weight is not None:
+            return ready[0]
+        heaps = self.fleet.slot_heaps
+        return min(
+            ready,
+            key=lambda k: (
+                max(heaps[k][0][0], first_ready[k]) if heaps[k] else math.inf,
+                max_model_len[k] or math.inf,
+                k,
+            ),
+        )
+
+    def release_held(
+        self,
+        door_queues: list[deque[int]],
+        waiting: Sequence[deque[int]],
+        arrivals: Sequence[float],
+        inputs: Sequence[int],
+        tick_s: float,
+    ) -> int:
+        """Move the held requests a Ready tier can take by `tick_s` to its queue; returns
+        how many ran out of hold time first."""
+        expired = 0
+        for p, queue in enumerate(door_queues):
+            pool = self.door.pools[p]
+            kept: deque[int] = deque()
+            for held in queue:
+                deadline = arrivals[held] + pool.hold_s
+                chosen = self.pick(pool, self.eligible(pool, inputs[held]), min(tick_s, deadline))
+                if chosen is not None:
+                    # Released when the pod turns Ready: vLLM starts it from then on.
+                    waiting[chosen].append(held)
+                elif deadline <= tick_s:
+                    expired += 1  # the hold ran out before any pod was Ready
+                else:
+                    kept.append(held)
+            door_queues[p] = kept
+        return expired
+
+
+def _pool_weights(door: FrontDoorModel | None) -> list[float]:
+    """Cumulative route weights of the front door's pools (empty: one pool, no draw)."""
+    pool_weights: list[float] = []
+    if door is not None and len(door.pools) > 1:
+        total_weight = sum(pool.weight or 0.0 for pool in door.pools) or 1.0
+        running_weight = 0.0
+        for pool in door.pools:
+            running_weight += (pool.weight or 0.0) / total_weight
+            pool_weights.append(running_weight)
+    return pool_weights
+
+
+def _warm_start(
+    trace: Trace, config: SimConfig, policy: PolicyFunction, fleet: _Fleet
+) -> ScalingState | None:
+    """The common initial fleet, Ready at t=0, sized by one warm-up decision on the first
+    five minutes' rate; returns the policy's state after it."""
+    start_fleet = initial_replicas(trace, config)
+    warm_rate = float(trace.arrival_s[trace.arrival_s < 300.0].shape[0]) / 300.0
+    warm_ctx = ScalingContext(
+        now_s=trace.epoch_s,
+        policy=config.policy,
+        tiers=tuple(
+            TierContext(
+                tier.figures,
+                TierSignals(
+                    ready_replicas=start_fleet[tier.figures.name],
+                    desired_replicas=start_fleet[tier.figures.name],
+                    waiting=0.0,
+                    request_rate_rps=warm_rate if index == 0 else 0.0,
+                ),
+            )
+            for index, tier in enumerate(config.tiers)
+        ),
+        rate_history_rps=None,
+    )
+    first, state = policy(warm_ctx, None)
+    for k, tier in enumerate(config.tiers):
+        name = tier.figures.name
+        for _ in range(first.replicas.get(name, start_fleet[name])):
+            fleet.add(k, 0.0, 0.0)
+    return state
+
+
+def _new_timeline(names: Sequence[str]) -> Timeline:
+    timeline = Timeline()
+    for name in names:
+        timeline.desired[name] = []
+        timeline.ready[name] = []
+        timeline.waiting[name] = []
+        timeline.ttft_p99_ms[name] = []
+    return timeline
+
+
+@dataclass
+class _TickCounters:
+    """What each tier's engines counted since the last tick (the hot loop adds to these
+    lists in place) and the windows the autoscaler's signals are read over."""
+
+    hist_now: list[list[int]]  # TTFT histogram of this tick
+    hist_window: list[deque[list[int]]]  # the last TTFT window's histograms
+    meters: list[_Meters]
+    started: list[int]
+    prompt: list[int]
+    generated: list[int]
+    rejected: list[int]
+    prompt_hist: list[list[int]]
+    output_hist: list[list[int]]
+
+    @classmethod
+    def of(cls, config: SimConfig) -> _TickCounters:
+        tiers = config.tiers
+        period = config.policy.sync_period_s
+        n_buckets = len(TTFT_BUCKETS_S) + 1
+        window_ticks = max(1, round(config.ttft_window_s / period))
+        rate_ticks = max(1, round(config.rate_window_s / period))
+        meters = [
+            _Meters(
+                token_buckets(tier.max_model_len), rate_ticks, max(1, round(config.mix_window_s / period))
+            )
+            for tier in tiers
+        ]
+        return cls(
+            hist_now=[[0] * n_buckets for _ in tiers],
+            hist_window=[deque(maxlen=window_ticks) for _ in tiers],
+            meters=meters,
+            started=[0] * len(tiers),
+            prompt=[0] * len(tiers),
+            generated=[0] * len(tiers),
+            rejected=[0] * len(tiers),
+            prompt_hist=[m.prompt_hist_now for m in meters],
+            output_hist=[m.output_hist_now for m in meters],
+        )
+
+
+def _observe(
+    counters: _TickCounters,
+    tiers: Sequence[SimTier],
+    fleet: _Fleet,
+    waiting: Sequence[deque[int]],
+    *,
+    now_s: float,
+    period_s: float,
+) -> list[TierContext]:
+    """Close the tick's counts into the windows and read each tier's signals as the
+    autoscaler sees them in Prometheus; the counters start the next tick at zero."""
+    bounds = TTFT_BUCKETS_S
+    n_buckets = len(bounds) + 1
+    tier_contexts = []
+    for k, tier in enumerate(tiers):
+        counters.hist_window[k].append(counters.hist_now[k])
+        counters.hist_now[k] = [0] * n_buckets
+        meter = counters.meters[k]
+        meter.tick(counters.started[k], counters.prompt[k], counters.generated[k], counters.rejected[k])
+        counters.started[k] = counters.prompt[k] = counters.generated[k] = counters.rejected[k] = 0
+        counters.prompt_hist[k] = meter.prompt_hist_now
+        counters.output_hist[k] = meter.output_hist_now
+        merged = [sum(column) for column in zip(*counters.hist_window[k], strict=True)]
+        p99 = histogram_quantile(0.99, merged, bounds)
+        window_s = len(meter.rates) * period_s
+        started, prompt_tokens, generated, rejected = meter.totals()
+        running, queued = fleet.in_flight(k, now_s)
+        tier_contexts.append(
+            TierContext(
+                tier.figures,
+                TierSignals(
+                    ready_replicas=fleet.ready_count(k, now_s),
+                    desired_replicas=len(fleet.active[k]),
+                    waiting=float(len(waiting[k]) + queued),
+                    running=float(running),
+                    ttft_p99_ms=None if p99 is None else p99 * 1000.0,
+                    request_rate_rps=started / window_s,
+                    prompt_tokens_rps=prompt_tokens / window_s,
+                    generation_tokens_rps=generated / window_s,
+                    rejected_rps=rejected / window_s,
+                    prompt_tokens=meter.quantiles(meter.prompt_hist),
+                    generation_tokens=meter.quantiles(meter.output_hist),
+                ),
+            )
+        )
+    return tier_contexts
+
+
+def _door_signals(
+    door: FrontDoorModel | None, door_queues: Sequence[deque[int]], names: Sequence[str]
+) -> FrontDoorSignals | None:
+    """The requests each pool's picker holds, as the autoscaler reads them."""
+    if door is None:
+        return None
+    return FrontDoorSignals(
+        tuple(
+            DoorPool(tuple(names[k] for k in pool.tiers), float(len(door_queues[p])))
+            for p, pool in enumerate(door.pools)
+        ),
+        door.cached_tiers,
+    )
+
+
+def _scale(
+    fleet: _Fleet, tiers: Sequence[SimTier], recommendation: Recommendation, now_s: float
+) -> tuple[int, int]:
+    """Apply a decision to the fleet: new replicas Ready after their cold start, removed
+    ones drained; returns (tiers scaled up, tiers scaled down)."""
+    ups = downs = 0
+    for k, tier in enumerate(tiers):
+        current = len(fleet.active[k])
+        target = recommendation.replicas.get(tier.figures.name, current)
+        if target > current:
+            ups += 1
+            ready_at = now_s + tier.figures.cold_start_s
+            for _ in range(target - current):
+                fleet.add(k, now_s, ready_at)
+        elif target < current:
+            downs += 1
+            fleet.remove(k, now_s, current - target)
+    return ups, downs
+
+
+def _bill(
+    spans: Sequence[tuple[int, float, float]], tiers: Sequence[SimTier]
+) -> tuple[float, float, dict[str, float]]:
+    """(GPU hours, cost in USD, replica hours per tier) of the replicas' paid spans."""
+    gpu_hours = 0.0
+    cost = 0.0
+    replica_hours: dict[str, float] = {}
+    for k, tier in enumerate(tiers):
+        seconds = sum(max(0.0, stop - start) for tier_index, start, stop in spans if tier_index == k)
+        replica_hours[tier.figures.name] = seconds / 3600.0
+        gpu = seconds / 3600.0 * tier.figures.gpus_per_replica
+        gpu_hours += gpu
+        cost += gpu * tier.cost_per_gpu_hour
+    return gpu_hours, cost, replica_hours
 
 
 def _routing_weights(

@@ -14,8 +14,8 @@ from inferfleet.autoscaler.step import EVENT_SCALED_UP
 from inferfleet.cluster import InMemoryCluster
 from inferfleet.config import OperatorSettings
 from inferfleet.metrics.prometheus import PrometheusClient, PrometheusConfig, SignalReader
-from inferfleet.metrics.queries import QueryConfig
 from inferfleet.metrics.testkit import PrometheusServer, VllmEmulator
+from inferfleet.promql.queries import QueryConfig
 from tests.integration.prometheus.conftest import SCRAPE_INTERVAL_S, eventually
 
 pytestmark = pytest.mark.integration

@@ -18,8 +18,8 @@ from inferfleet.autoscaler.runner import Autoscaler
 from inferfleet.cluster import InMemoryCluster
 from inferfleet.config import OperatorSettings
 from inferfleet.metrics.prometheus import PrometheusClient, PrometheusConfig, SignalReader
-from inferfleet.metrics.queries import QueryConfig
 from inferfleet.metrics.testkit import EmulatedPod, PrometheusServer, VllmEmulator
+from inferfleet.promql.queries import QueryConfig
 from inferfleet.reconcile.objects import ObjectRef
 from tests.integration.prometheus.conftest import SCRAPE_INTERVAL_S
 

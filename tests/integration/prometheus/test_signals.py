@@ -11,11 +11,11 @@ from typer.testing import CliRunner
 
 from inferfleet.cli import COMMAND_MODULES
 from inferfleet.cli.app import app
-from inferfleet.metrics.parse import ServiceKey
 from inferfleet.metrics.prometheus import PrometheusClient, PrometheusConfig, SignalReader
-from inferfleet.metrics.queries import Signal
-from inferfleet.metrics.signals import SignalSnapshot, TierSignals
 from inferfleet.metrics.testkit import PrometheusServer, VllmEmulator
+from inferfleet.promql.parse import ServiceKey
+from inferfleet.promql.queries import Signal
+from inferfleet.promql.signals import SignalSnapshot, TierSignals
 from tests.integration.prometheus.conftest import QUERY_CONFIG, eventually
 
 pytestmark = pytest.mark.integration

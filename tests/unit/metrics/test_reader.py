@@ -6,11 +6,11 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from inferfleet.metrics.history import FetchRange
 from inferfleet.metrics.operator_metrics import OperatorMetrics
-from inferfleet.metrics.parse import ServiceKey
 from inferfleet.metrics.prometheus import PrometheusClient, PrometheusConfig, QueryFailed, SignalReader
-from inferfleet.metrics.queries import MIX_SIGNALS, QueryConfig, Signal, signal_queries
+from inferfleet.promql.history import FetchRange
+from inferfleet.promql.parse import ServiceKey
+from inferfleet.promql.queries import MIX_SIGNALS, QueryConfig, Signal, signal_queries
 
 LABELS = {"inferfleet_namespace": "ns", "inferfleet_service": "svc", "inferfleet_tier": "h100"}
 

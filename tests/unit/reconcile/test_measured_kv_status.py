@@ -6,7 +6,7 @@ from collections.abc import Mapping
 
 from inferfleet import handlers
 from inferfleet.controller.reconciler import Reconciler
-from inferfleet.metrics.parse import KvCapacityReading
+from inferfleet.promql.parse import KvCapacityReading
 from tests.unit.reconcile.fixtures import NAME, NAMESPACE, Control, FakeClock, example
 
 

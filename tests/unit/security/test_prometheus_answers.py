@@ -20,7 +20,7 @@ from inferfleet.autoscaler.runner import Autoscaler
 from inferfleet.cluster import InMemoryCluster
 from inferfleet.config import OperatorSettings
 from inferfleet.metrics.prometheus import PrometheusClient, PrometheusConfig, SignalReader
-from inferfleet.metrics.queries import QueryConfig
+from inferfleet.promql.queries import QueryConfig
 
 NS = "team"
 T0 = 1_800_000_000.0

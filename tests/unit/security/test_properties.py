@@ -26,12 +26,12 @@ from inferfleet.autoscaler import testkit as tk
 from inferfleet.autoscaler.runner import Autoscaler
 from inferfleet.cluster import InMemoryCluster
 from inferfleet.config import OperatorSettings
-from inferfleet.metrics.parse import TierKey, VectorResult
-from inferfleet.metrics.queries import Signal
-from inferfleet.metrics.signals import TierSignals, assemble
 from inferfleet.precache.errors import UnsafeSource
 from inferfleet.precache.layout import listing_revision_id, ref_name, safe_revision_id
 from inferfleet.precache.names import check_listing, fold
+from inferfleet.promql.parse import TierKey, VectorResult
+from inferfleet.promql.queries import Signal
+from inferfleet.promql.signals import TierSignals, assemble
 from tests.conftest import EXAMPLES_DIR
 from tests.unit.autoscaler.conftest import ScriptedReader
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from inferfleet.metrics.parse import (
+from inferfleet.promql.parse import (
     ServiceKey,
     TierKey,
     parse_matrix,

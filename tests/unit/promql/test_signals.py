@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
-from inferfleet.metrics.parse import TierKey, VectorResult
-from inferfleet.metrics.queries import TTFT_BUCKETS_S, Signal
-from inferfleet.metrics.signals import assemble, to_document
+from inferfleet.promql.parse import TierKey, VectorResult
+from inferfleet.promql.queries import TTFT_BUCKETS_S, Signal
+from inferfleet.promql.signals import assemble, to_document
 
 H100 = TierKey("ns", "svc", "h100")
 L4 = TierKey("ns", "svc", "l4")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from inferfleet.metrics.parse import KvCapacityReading, TierKey, parse_kv_capacity
-from inferfleet.metrics.queries import QueryConfig, kv_capacity_query
+from inferfleet.promql.parse import KvCapacityReading, TierKey, parse_kv_capacity
+from inferfleet.promql.queries import QueryConfig, kv_capacity_query
 
 
 def test_the_query_counts_replicas_per_tier_and_block_count_in_both_name_forms() -> None:

@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from inferfleet.metrics import queries
-from inferfleet.metrics.queries import MetricNames, QueryConfig, Signal, align_down, selector, signal_queries
+from inferfleet.promql import queries
+from inferfleet.promql.queries import MetricNames, QueryConfig, Signal, align_down, selector, signal_queries
 
 BY_CLAUSE = "by (inferfleet_namespace, inferfleet_service, inferfleet_tier"
 
