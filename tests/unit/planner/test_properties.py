@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from inferfleet.api.spec import InferenceServiceSpec
@@ -23,6 +23,13 @@ MODELS = [
 ]
 ARCHETYPES = ["chat", "code", "rag", "agentic", "batch"]
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# Known counter-examples (found by INFERFLEET_HYPOTHESIS=explore): the TP choice compares
+# per-GPU throughput with each TP's own batch settings, and on a near tie (61.9 against
+# 56.3 req/s per GPU) a small change of memory or model size flips it. Not an
+# over-promise (both plans fit and are sized for their TP), but not monotone either;
+# a margin before leaving the smaller TP is the likely fix (it moves plans: its own
+# change). Kept as xfail examples: they fail the suite the day they start passing.
+NEAR_TIE = "TP choice flips on a near tie in per-GPU throughput (planner follow-up)"
 
 
 @st.composite
@@ -57,6 +64,21 @@ def _tier_plan(doc: dict[str, Any]) -> Any:
 
 
 @SETTINGS
+@example(
+    model="Qwen/Qwen3-30B-A3B",
+    workload={
+        "archetype": "chat",
+        "inputTokens": {"p50": 121, "p95": 242, "p99": 363},
+        "outputTokens": {"p50": 151, "p95": 302, "p99": 453},
+        "peakRequestsPerSecond": 1.0,
+        "slo": {"ttftP99Ms": 2000, "itlP99Ms": 50},
+    },
+    small=34.0,
+    extra=31.0,
+    fp8=False,
+    nvlink=True,
+    quantization="none",
+).xfail(raises=AssertionError, reason=NEAR_TIE)
 @given(
     model=st.sampled_from(MODELS),
     workload=workloads(),
@@ -112,6 +134,29 @@ def dense_configs(draw: st.DrawFn) -> tuple[dict[str, Any], float]:
 
 
 @SETTINGS
+@example(
+    base=(
+        {
+            "hidden_size": 8192,
+            "intermediate_size": 24576,
+            "num_hidden_layers": 8,
+            "num_attention_heads": 64,
+            "num_key_value_heads": 1,
+            "vocab_size": 128000,
+            "max_position_embeddings": 131072,
+        },
+        9.076473856,
+    ),
+    more_layers=1,
+    gpu="H100-SXM-80GB",
+    workload={
+        "archetype": "chat",
+        "inputTokens": {"p50": 241, "p95": 482, "p99": 723},
+        "outputTokens": {"p50": 20, "p95": 40, "p99": 60},
+        "peakRequestsPerSecond": 6.0,
+        "slo": {"ttftP99Ms": 10000, "itlP99Ms": 50},
+    },
+).xfail(raises=AssertionError, reason=NEAR_TIE)
 @given(
     base=dense_configs(),
     more_layers=st.integers(1, 64),
