@@ -1,8 +1,7 @@
 """The pure core stays in small named steps: no function over ~80 lines.
 
 A longer function must say why in a `# hot loop:` comment right after its docstring
-(the simulator's per-request replay is the one today). scaling/ (decide) joins this
-check in phase 2b of issue 19, when `decide` is split.
+(the simulator's per-request replay is the one today).
 """
 
 from __future__ import annotations
@@ -23,6 +22,7 @@ PURE_CORE = (
     "promql",
     "reconcile",
     "render",
+    "scaling",
     "simulate",
 )
 HOT_LOOP_MARK = "# hot loop:"

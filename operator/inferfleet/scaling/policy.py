@@ -525,56 +525,91 @@ def _pace(
 
 
 def decide(ctx: ScalingContext, state: ScalingState | None = None) -> tuple[Recommendation, ScalingState]:
-    """One decision for all tiers. Pure: reads ctx and a copy of state, returns both."""
-    config = ctx.policy
+    """One decision for all tiers. Pure: reads ctx and a copy of state, returns both.
+
+    The steps, in order: observe each tier (readiness, mix, learned capacity), forecast
+    the service demand one lead time ahead, place it across tiers, then per tier take
+    the largest target and pace it (stabilize, cooldowns, step limits, the spec's bounds).
+    """
     state = ScalingState() if state is None else state.copy()
     now = ctx.now_s
+    tiers = [_observe_tier(tier, ctx.policy, state, now) for tier in ctx.tiers]
+    demand = _forecast_demand(ctx, tiers, state)
+    placed = _place_demand(ctx, demand, tiers)
+    results = [_decide_tier(t, demand, placed, state.tier(t.ctx.name), now) for t in tiers]
+    state.last_decision_s = now
+    return _summarize(results, now, demand), state
 
-    tiers: list[_TierInputs] = []
-    for tier in ctx.tiers:
-        policy = tier_policy_of(config, tier.name)
-        tier_state = state.tier(tier.name)
-        signals = tier.signals
-        if signals.desired_replicas is not None:
-            current = signals.desired_replicas
-        elif tier_state.last_desired is not None:
-            current = tier_state.last_desired
-        else:
-            current = policy.min_replicas
-        lead_s = tier.figures.cold_start_s + config.cold_start_margin_s
-        missing = signals.ready_replicas is None or signals.waiting is None
-        failing = _track_readiness(tier_state, current, signals.ready_replicas, lead_s, now)
-        dt_s = (
-            config.sync_period_s if state.last_decision_s is None else max(0.0, now - state.last_decision_s)
-        )
-        mix.observe(tier_state, signals, dt_s)
-        mix_factor = mix.update_mix_factor(tier_state, tier.figures, dt_s)
-        prior_rps = tier.figures.usable_rps * mix_factor
-        factor = _learn_capacity(
-            tier_state,
-            tier,
-            signals.ready_replicas,
-            config,
-            dt_s=dt_s,
-            prior_rps=prior_rps,
-            mix_settling=mix.settling(tier_state, tier.figures),
-        )
-        tiers.append(
-            _TierInputs(
-                ctx=tier,
-                policy=policy,
-                current=current,
-                ready=signals.ready_replicas,
-                missing=missing or not tier.figures.feasible,
-                lead_s=lead_s,
-                max_replicas=max_replicas_of(tier, policy),
-                failing=failing,
-                usable_rps=prior_rps * factor,
-                dt_s=dt_s,
-            )
-        )
 
-    # --- predictive: forecast the service demand one lead time ahead ---------------
+@dataclass(frozen=True, slots=True)
+class _Demand:
+    """The service demand this decision sizes for, and how it was found."""
+
+    config: PolicyConfig  # with this decision's headroom
+    demand_now_rps: float | None
+    forecast: Forecast | None
+    demand_rps: float | None  # the forecast when there is one, else the current rate
+    base_rps: float  # the trough of the last hour (on-demand vs spot placement)
+    history_gap: bool  # the history is unknown or has holes: hold what runs
+
+
+@dataclass(frozen=True, slots=True)
+class _Placed:
+    """Demand placed across tiers, plus the other service-wide targets."""
+
+    placement: Placement | None
+    woken: dict[str, wake.Wake]
+    held_at_door: frozenset[str]
+    scheduled: dict[str, int]
+
+
+def _observe_tier(tier: TierContext, config: PolicyConfig, state: ScalingState, now_s: float) -> _TierInputs:
+    """One tier's inputs: what it runs, whether it is failing, and its learned capacity.
+    Updates the tier's readiness tracking, observed mix and capacity factor."""
+    policy = tier_policy_of(config, tier.name)
+    tier_state = state.tier(tier.name)
+    signals = tier.signals
+    if signals.desired_replicas is not None:
+        current = signals.desired_replicas
+    elif tier_state.last_desired is not None:
+        current = tier_state.last_desired
+    else:
+        current = policy.min_replicas
+    lead_s = tier.figures.cold_start_s + config.cold_start_margin_s
+    missing = signals.ready_replicas is None or signals.waiting is None
+    failing = _track_readiness(tier_state, current, signals.ready_replicas, lead_s, now_s)
+    dt_s = config.sync_period_s if state.last_decision_s is None else max(0.0, now_s - state.last_decision_s)
+    mix.observe(tier_state, signals, dt_s)
+    mix_factor = mix.update_mix_factor(tier_state, tier.figures, dt_s)
+    prior_rps = tier.figures.usable_rps * mix_factor
+    factor = _learn_capacity(
+        tier_state,
+        tier,
+        signals.ready_replicas,
+        config,
+        dt_s=dt_s,
+        prior_rps=prior_rps,
+        mix_settling=mix.settling(tier_state, tier.figures),
+    )
+    return _TierInputs(
+        ctx=tier,
+        policy=policy,
+        current=current,
+        ready=signals.ready_replicas,
+        missing=missing or not tier.figures.feasible,
+        lead_s=lead_s,
+        max_replicas=max_replicas_of(tier, policy),
+        failing=failing,
+        usable_rps=prior_rps * factor,
+        dt_s=dt_s,
+    )
+
+
+def _forecast_demand(ctx: ScalingContext, tiers: Sequence[_TierInputs], state: ScalingState) -> _Demand:
+    """Predictive: the service demand one lead time ahead. Scores and files forecasts
+    for the measured headroom."""
+    now = ctx.now_s
+    config = ctx.policy
     demand_now = _demand_now(ctx)
     fc: Forecast | None = None
     demand = demand_now
@@ -592,12 +627,6 @@ def decide(ctx: ScalingContext, state: ScalingState | None = None) -> tuple[Reco
             demand = fc.rate_rps
             if fc.method != "interrupted":  # a deliberate hold, not a prediction
                 headroom_rules.file_forecast(state, now, lead_s, fc.rate_rps)
-    measured = " (measured)" if config.headroom_mode == "measured" else ""
-    interrupted = (
-        "; traffic stopped dead, the level from before is held (interrupted)"
-        if fc is not None and fc.method == "interrupted"
-        else ""
-    )
     # No forecast because the history is unknown (its query failed) or has holes since
     # the service's first minute: hold what runs. A history too short for one, or none
     # at all (a new service), is not a gap: the current rate and the observed
@@ -611,7 +640,13 @@ def decide(ctx: ScalingContext, state: ScalingState | None = None) -> tuple[Reco
         recent = _finite_tail(history, BASE_WINDOW_MIN)
         if len(recent) >= BASE_WINDOW_MIN // 2:
             base_rps = min(base_rps, min(recent) * (1.0 + config.headroom))
+    return _Demand(config, demand_now, fc, demand, base_rps, history_gap)
 
+
+def _place_demand(ctx: ScalingContext, demand: _Demand, tiers: Sequence[_TierInputs]) -> _Placed:
+    """Place the demand across tiers by cost; the front door's wakes and the pre-warm
+    windows."""
+    config = demand.config
     slots = [
         TierSlot(
             name=t.ctx.name,
@@ -626,8 +661,10 @@ def decide(ctx: ScalingContext, state: ScalingState | None = None) -> tuple[Reco
         for index, t in enumerate(tiers)
     ]
     placement: Placement | None = None
-    if demand is not None:
-        placement = place(demand * (1.0 + config.headroom), base_rps * (1.0 + config.headroom), slots)
+    if demand.demand_rps is not None:
+        placement = place(
+            demand.demand_rps * (1.0 + config.headroom), demand.base_rps * (1.0 + config.headroom), slots
+        )
     # The front door: a pool that holds requests with no replica wanted wakes a tier.
     woken = wake.wakes(
         ctx.front_door,
@@ -643,122 +680,157 @@ def decide(ctx: ScalingContext, state: ScalingState | None = None) -> tuple[Reco
             for t, slot in zip(tiers, slots, strict=True)
         ],
     )
-    held_at_door = wake.held_tiers(ctx.front_door)
     available = [s for s in slots if s.available and s.usable_rps > 0]
     cheapest = min(available, key=lambda s: s.cost_rank).name if available else None
-    scheduled = _scheduled(config, tiers, cheapest, now)
+    return _Placed(
+        placement=placement,
+        woken=woken,
+        held_at_door=wake.held_tiers(ctx.front_door),
+        scheduled=_scheduled(config, tiers, cheapest, ctx.now_s),
+    )
 
-    # --- per tier: the largest signal wins, then pacing -----------------------------
-    results: list[TierRecommendation] = []
-    for t in tiers:
-        name = t.ctx.name
-        tier_state = state.tier(name)
-        warm = t.policy.min_replicas
-        targets: dict[str, int] = {SIGNAL_WARM_MINIMUM: warm}
-        reasons: dict[str, str] = {SIGNAL_WARM_MINIMUM: f"warm minimum {warm}"}
-        if t.failing:
-            # Keep what runs, stop asking for what never comes; the placement above
-            # already moved this tier's demand to the next one.
-            keep = max(warm, t.ready or 0)
-            targets[SIGNAL_HOLD] = keep
-            reasons[SIGNAL_HOLD] = "tier keeps failing to become Ready; skipped"
-        else:
-            if placement is not None and not t.missing:
-                targets[SIGNAL_PREDICTIVE] = placement.needed.get(name, 0)
-                reasons[SIGNAL_PREDICTIVE] = (
-                    f"{placement.rps.get(name, 0.0):.2f} req/s placed here "
-                    f"(demand {demand or 0.0:.2f} req/s at +{t.lead_s:.0f} s, "
-                    f"+{config.headroom:.0%} headroom{measured}{interrupted})"
-                )
-            reactive, why = _reactive(t, config, tier_state, now)
-            if reactive:
-                targets[SIGNAL_REACTIVE] = reactive
-                reasons[SIGNAL_REACTIVE] = why
-            escalation, why = _escalation(t, tier_state, config, now)
-            if escalation:
-                targets[SIGNAL_ESCALATION] = escalation
-                reasons[SIGNAL_ESCALATION] = why
-        if name in scheduled:
-            targets[SIGNAL_SCHEDULED] = scheduled[name]
-            reasons[SIGNAL_SCHEDULED] = f"pre-warm window holds {scheduled[name]}"
-        if name in woken:
-            targets[SIGNAL_WAKE] = woken[name].replicas
-            reasons[SIGNAL_WAKE] = woken[name].reason
 
-        signal = max(targets, key=lambda key: (targets[key], _PRIORITY[key]))
-        if t.failing:
-            signal = SIGNAL_HOLD
-        raw = min(t.max_replicas, max(targets.values()))
-        if t.missing and not t.failing:
-            # Missing data: hold what runs (raising to a floor is still safe).
-            raw = max(raw, t.current)
-        queue_empty = t.ctx.signals.waiting is not None and t.ctx.signals.waiting <= 0
-        may_down = queue_empty and not t.missing
-        if history_gap and not t.failing:
-            may_down = False  # do not shrink on partial knowledge
-        if name in held_at_door:
-            may_down = False  # requests wait at the front door for this tier's pool
-        new, note = _pace(
-            tier_state,
-            current=t.current,
-            target=raw,
-            now_s=now,
-            up=config.scale_up,
-            down=config.scale_down,
-            may_scale_down=may_down,
-        )
-        bounded = _within_bounds(new, t.policy)
-        clamp = ""
-        if bounded != new:
-            # The spec's bounds move at once (maxReplicas lowered, minReplicas raised):
-            # no stabilization, cooldown, step limit or missing signal holds them back.
-            side = "maxReplicas" if bounded < new else "minReplicas"
-            clamp = f"moved to {side} {bounded} at once (the spec's bounds are not paced)"
-            new = bounded
-        if new > t.current:
-            tier_state.last_scale_up_s = now
-        elif new < t.current:
-            tier_state.last_scale_down_s = now
-        tier_state.last_desired = new
-        tier_state.last_waiting = t.ctx.signals.waiting
-        if new == t.current and raw != t.current:
-            signal, reason = SIGNAL_HOLD, f"{note}; wanted {raw} ({reasons[signal]})"
-        elif new == t.current:
-            reason = reasons[signal] if signal != SIGNAL_HOLD else reasons[SIGNAL_HOLD]
-            if t.missing:
-                signal, reason = SIGNAL_HOLD, "signals missing; holding"
-        else:
-            reason = clamp or reasons[signal]
-        if raw == t.max_replicas and max(targets.values()) > t.max_replicas:
-            reason += f" (capped at maxReplicas {t.max_replicas})"
-        share = None
-        if placement is not None and demand:
-            share = placement.rps.get(name, 0.0) / (demand * (1.0 + config.headroom))
-        results.append(
-            TierRecommendation(
-                name=name,
-                replicas=new,
-                current=t.current,
-                signal=signal,
-                reason=reason,
-                targets=targets,
-                traffic_share=share,
+def _tier_targets(
+    t: _TierInputs, demand: _Demand, placed: _Placed, tier_state: TierState, now_s: float
+) -> tuple[dict[str, int], dict[str, str]]:
+    """Every signal's target for one tier, and why. Updates the escalation tracking."""
+    config = demand.config
+    name = t.ctx.name
+    warm = t.policy.min_replicas
+    targets: dict[str, int] = {SIGNAL_WARM_MINIMUM: warm}
+    reasons: dict[str, str] = {SIGNAL_WARM_MINIMUM: f"warm minimum {warm}"}
+    if t.failing:
+        # Keep what runs, stop asking for what never comes; the placement already
+        # moved this tier's demand to the next one.
+        targets[SIGNAL_HOLD] = max(warm, t.ready or 0)
+        reasons[SIGNAL_HOLD] = "tier keeps failing to become Ready; skipped"
+    else:
+        placement = placed.placement
+        if placement is not None and not t.missing:
+            measured = " (measured)" if config.headroom_mode == "measured" else ""
+            fc = demand.forecast
+            interrupted = (
+                "; traffic stopped dead, the level from before is held (interrupted)"
+                if fc is not None and fc.method == "interrupted"
+                else ""
             )
-        )
+            targets[SIGNAL_PREDICTIVE] = placement.needed.get(name, 0)
+            reasons[SIGNAL_PREDICTIVE] = (
+                f"{placement.rps.get(name, 0.0):.2f} req/s placed here "
+                f"(demand {demand.demand_rps or 0.0:.2f} req/s at +{t.lead_s:.0f} s, "
+                f"+{config.headroom:.0%} headroom{measured}{interrupted})"
+            )
+        reactive, why = _reactive(t, config, tier_state, now_s)
+        if reactive:
+            targets[SIGNAL_REACTIVE] = reactive
+            reasons[SIGNAL_REACTIVE] = why
+        escalation, why = _escalation(t, tier_state, config, now_s)
+        if escalation:
+            targets[SIGNAL_ESCALATION] = escalation
+            reasons[SIGNAL_ESCALATION] = why
+    if name in placed.scheduled:
+        targets[SIGNAL_SCHEDULED] = placed.scheduled[name]
+        reasons[SIGNAL_SCHEDULED] = f"pre-warm window holds {placed.scheduled[name]}"
+    if name in placed.woken:
+        targets[SIGNAL_WAKE] = placed.woken[name].replicas
+        reasons[SIGNAL_WAKE] = placed.woken[name].reason
+    return targets, reasons
 
-    state.last_decision_s = now
+
+def _may_scale_down(t: _TierInputs, demand: _Demand, placed: _Placed) -> bool:
+    """Scale-down needs an empty queue, every signal, a whole history and no request
+    held at the front door for this tier."""
+    queue_empty = t.ctx.signals.waiting is not None and t.ctx.signals.waiting <= 0
+    may_down = queue_empty and not t.missing
+    if demand.history_gap and not t.failing:
+        may_down = False  # do not shrink on partial knowledge
+    if t.ctx.name in placed.held_at_door:
+        may_down = False  # requests wait at the front door for this tier's pool
+    return may_down
+
+
+def _decide_tier(
+    t: _TierInputs, demand: _Demand, placed: _Placed, tier_state: TierState, now_s: float
+) -> TierRecommendation:
+    """One tier: the largest target wins, capped at maxReplicas, then paced and bounded."""
+    config = demand.config
+    targets, reasons = _tier_targets(t, demand, placed, tier_state, now_s)
+    signal = SIGNAL_HOLD if t.failing else max(targets, key=lambda key: (targets[key], _PRIORITY[key]))
+    raw = min(t.max_replicas, max(targets.values()))
+    if t.missing and not t.failing:
+        # Missing data: hold what runs (raising to a floor is still safe).
+        raw = max(raw, t.current)
+    paced, note = _pace(
+        tier_state,
+        current=t.current,
+        target=raw,
+        now_s=now_s,
+        up=config.scale_up,
+        down=config.scale_down,
+        may_scale_down=_may_scale_down(t, demand, placed),
+    )
+    new, clamp = _bound(paced, t.policy)
+    _record(tier_state, t, new, now_s)
+    if new == t.current and raw != t.current:
+        signal, reason = SIGNAL_HOLD, f"{note}; wanted {raw} ({reasons[signal]})"
+    elif new == t.current:
+        reason = reasons[signal] if signal != SIGNAL_HOLD else reasons[SIGNAL_HOLD]
+        if t.missing:
+            signal, reason = SIGNAL_HOLD, "signals missing; holding"
+    else:
+        reason = clamp or reasons[signal]
+    if raw == t.max_replicas and max(targets.values()) > t.max_replicas:
+        reason += f" (capped at maxReplicas {t.max_replicas})"
+    share = None
+    placement, demand_rps = placed.placement, demand.demand_rps
+    if placement is not None and demand_rps:
+        share = placement.rps.get(t.ctx.name, 0.0) / (demand_rps * (1.0 + config.headroom))
+    return TierRecommendation(
+        name=t.ctx.name,
+        replicas=new,
+        current=t.current,
+        signal=signal,
+        reason=reason,
+        targets=targets,
+        traffic_share=share,
+    )
+
+
+def _bound(replicas: int, policy: TierPolicy) -> tuple[int, str]:
+    """The paced replicas moved into the spec's bounds, and a note when that moved them.
+    The spec's bounds move at once (maxReplicas lowered, minReplicas raised): no
+    stabilization, cooldown, step limit or missing signal holds them back."""
+    bounded = _within_bounds(replicas, policy)
+    if bounded == replicas:
+        return replicas, ""
+    side = "maxReplicas" if bounded < replicas else "minReplicas"
+    return bounded, f"moved to {side} {bounded} at once (the spec's bounds are not paced)"
+
+
+def _record(tier_state: TierState, t: _TierInputs, new: int, now_s: float) -> None:
+    """Remember this decision for the next one: scale times, the replicas asked, the queue."""
+    if new > t.current:
+        tier_state.last_scale_up_s = now_s
+    elif new < t.current:
+        tier_state.last_scale_down_s = now_s
+    tier_state.last_desired = new
+    tier_state.last_waiting = t.ctx.signals.waiting
+
+
+def _summarize(results: Sequence[TierRecommendation], now_s: float, demand: _Demand) -> Recommendation:
+    """The service's recommendation: the first tier that changes (else the most
+    informative signal) leads; the reason lists every tier."""
     changed = [r for r in results if r.current is not None and r.replicas != r.current]
     lead = changed[0] if changed else max(results, key=lambda r: _PRIORITY.get(r.signal, 0))
     summary = "; ".join(f"{r.name} {r.current}->{r.replicas} {r.signal}: {r.reason}" for r in results)
-    recommendation = Recommendation(
-        now_s=now,
+    return Recommendation(
+        now_s=now_s,
         tiers=tuple(results),
         signal=lead.signal,
         reason=summary,
-        forecast_rps=None if fc is None else fc.rate_rps,
-        demand_rps=demand_now,
+        forecast_rps=None if demand.forecast is None else demand.forecast.rate_rps,
+        demand_rps=demand.demand_now_rps,
     )
-    return recommendation, state
 
 
 # Tie-break between equal targets: name the most informative signal.
