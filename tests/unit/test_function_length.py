@@ -14,6 +14,8 @@ import pytest
 PACKAGE_DIR = Path(__file__).resolve().parents[2] / "operator" / "inferfleet"
 PURE_CORE = (
     "api",
+    "autoscaler/step.py",
+    "autoscaler/workload.py",
     "catalog",
     "config.py",
     "kubedata.py",

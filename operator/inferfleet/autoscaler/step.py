@@ -380,37 +380,19 @@ def step(
     *,
     force: bool = False,
 ) -> StepResult:
-    """Decide for one service. Not due (its sync period has not passed): nothing to do."""
+    """Decide for one service. Not due (its sync period has not passed): nothing to do.
+
+    The steps: build the scaling context from the plan and the observation, decide,
+    turn the recommendation into scales and events, then the conditions (metrics,
+    workload drift) and the status the decision leaves.
+    """
     policy = resolve_policy(settings, service.spec)
     if not force and not is_due(service.status, policy.sync_period_s, now_s):
         return StepResult(due=False, policy=policy)
     state = ScalingState.from_dict(service.status.get("autoscalerState"))
-    plans = {plan.name: plan for plan in service.plan}
-    # The declared workload, or the observed one the plan was re-made for (replan: auto):
-    # the prior the request mix the engines report is compared with.
-    planned_in, planned_out, _ = drift.planned_workload(service.spec, service.status, service.generation)
-    prompt_tokens, output_tokens = _mean(planned_in), _mean(planned_out)
-
-    tiers: list[TierContext] = []
-    missing_tiers: list[str] = []
-    for tier in service.spec.tiers:
-        plan = plans.get(tier.name)
-        workload = service.workloads.get(tier.name)
-        # Not planned yet, or the workload is gone: the reconciler's business, not ours.
-        if plan is None or workload is None:
-            continue
-        observed = observation.tiers.get(tier.name)
-        no_data = observed is None or not observed.has_load_data
-        # Zero ready replicas report nothing, so their silence is no fault of Prometheus.
-        if observation.unavailable is None and no_data and workload.ready > 0:
-            missing_tiers.append(tier.name)
-        signals = _scaling_signals(workload, observed)
-        tiers.append(
-            TierContext(figures=figures_from_plan(plan, prompt_tokens, output_tokens), signals=signals)
-        )
+    tiers, missing_tiers = _tier_contexts(service, observation)
     if not tiers:
         return StepResult(due=False, policy=policy)
-
     ctx = ScalingContext(
         now_s=now_s,
         policy=policy,
@@ -420,28 +402,7 @@ def step(
     )
     recommendation, new_state = decide(ctx, state)
     active = policy.mode == "active"
-
-    scales: list[Scale] = []
-    events: list[Event] = []
-    desired_after: dict[str, int] = {}
-    for tier_rec in recommendation.tiers:
-        workload = service.workloads[tier_rec.name]
-        current = workload.replicas if workload.replicas is not None else tier_rec.current
-        desired_after[tier_rec.name] = current if current is not None else tier_rec.replicas
-        if current is None or tier_rec.replicas == current:
-            continue
-        verb = "up" if tier_rec.replicas > current else "down"
-        why = f"{tier_rec.signal}: {tier_rec.reason}"
-        detail = f"tier {tier_rec.name}: {current} -> {tier_rec.replicas} ({why})"
-        if active:
-            scales.append(Scale(tier_rec.name, workload.ref, current, tier_rec.replicas))
-            desired_after[tier_rec.name] = tier_rec.replicas
-            reason = EVENT_SCALED_UP if verb == "up" else EVENT_SCALED_DOWN
-            events.append(Event("Normal", reason, f"scaled {verb} {detail}"[:REASON_MAX_CHARS]))
-        else:
-            message = f"advisory: would scale {verb} {detail}"
-            events.append(Event("Normal", EVENT_SCALING_ADVISED, message[:REASON_MAX_CHARS]))
-
+    scales, events, desired_after = _scale_actions(service, recommendation, active=active)
     conditions = _conditions(service, observation, desired_after, missing_tiers=missing_tiers)
     verdict = workload_drift.report(
         name=service.name,
@@ -460,33 +421,8 @@ def step(
         conditions += (ConditionUpdate(labels.CONDITION_WORKLOAD_DRIFT, value, reason, message),)
     if verdict.warning is not None:
         events.append(Event("Warning", EVENT_WORKLOAD_DRIFT, verdict.warning[:REASON_MAX_CHARS]))
-    previous_degraded = _find_condition(service.status, labels.CONDITION_DEGRADED)
-    for update in conditions:
-        if (
-            update.type == labels.CONDITION_DEGRADED
-            and update.status == "True"
-            and (previous_degraded is None or previous_degraded.get("status") != "True")
-        ):
-            events.append(Event("Warning", labels.REASON_METRICS_UNAVAILABLE, update.message))
-
-    observed_tiers = [observation.tiers.get(t.name) for t in tiers]
-    ttft_values = [o.ttft_p99_ms for o in observed_tiers if o is not None and o.ttft_p99_ms is not None]
-    ttft_p99_ms = max(ttft_values) if ttft_values else None
-    decision = ScalingDecision(
-        time=rfc3339(now_s),
-        replicas=recommendation.replicas,
-        signal=recommendation.signal,
-        reason=recommendation.reason[:REASON_MAX_CHARS],
-        forecast_rps=_finite(recommendation.forecast_rps),
-        queue_depth=_sum([o.waiting if o is not None else None for o in observed_tiers]),
-        ttft_p99_ms=None if ttft_p99_ms is None else round(ttft_p99_ms, 1),
-        applied=active,
-    )
-    status: dict[str, Any] = {
-        "autoscalerState": new_state.to_dict(),
-        "lastScalingDecision": decision.to_wire(),
-        "ttftP99Ms": decision.ttft_p99_ms,
-    }
+    events.extend(_degraded_events(service.status, conditions))
+    status = _decision_status(recommendation, new_state, observation, tiers, now_s, applied=active)
     if verdict.observed is not None:
         status["observedWorkload"] = dict(verdict.observed)
     reports = tuple(
@@ -510,6 +446,104 @@ def step(
         tiers=reports,
         applied=active,
     )
+
+
+def _tier_contexts(service: ServiceInput, observation: Observation) -> tuple[list[TierContext], list[str]]:
+    """What decide() reads for each planned tier with a workload, and the tiers whose
+    Ready replicas report no load data."""
+    plans = {plan.name: plan for plan in service.plan}
+    # The declared workload, or the observed one the plan was re-made for (replan: auto):
+    # the prior the request mix the engines report is compared with.
+    planned_in, planned_out, _ = drift.planned_workload(service.spec, service.status, service.generation)
+    prompt_tokens, output_tokens = _mean(planned_in), _mean(planned_out)
+    tiers: list[TierContext] = []
+    missing_tiers: list[str] = []
+    for tier in service.spec.tiers:
+        plan = plans.get(tier.name)
+        workload = service.workloads.get(tier.name)
+        # Not planned yet, or the workload is gone: the reconciler's business, not ours.
+        if plan is None or workload is None:
+            continue
+        observed = observation.tiers.get(tier.name)
+        no_data = observed is None or not observed.has_load_data
+        # Zero ready replicas report nothing, so their silence is no fault of Prometheus.
+        if observation.unavailable is None and no_data and workload.ready > 0:
+            missing_tiers.append(tier.name)
+        signals = _scaling_signals(workload, observed)
+        tiers.append(
+            TierContext(figures=figures_from_plan(plan, prompt_tokens, output_tokens), signals=signals)
+        )
+    return tiers, missing_tiers
+
+
+def _scale_actions(
+    service: ServiceInput, recommendation: Recommendation, *, active: bool
+) -> tuple[list[Scale], list[Event], dict[str, int]]:
+    """The scales to apply (active mode) or advise (advisory), their events, and each
+    tier's desired replicas once they are applied."""
+    scales: list[Scale] = []
+    events: list[Event] = []
+    desired_after: dict[str, int] = {}
+    for tier_rec in recommendation.tiers:
+        workload = service.workloads[tier_rec.name]
+        current = workload.replicas if workload.replicas is not None else tier_rec.current
+        desired_after[tier_rec.name] = current if current is not None else tier_rec.replicas
+        if current is None or tier_rec.replicas == current:
+            continue
+        verb = "up" if tier_rec.replicas > current else "down"
+        why = f"{tier_rec.signal}: {tier_rec.reason}"
+        detail = f"tier {tier_rec.name}: {current} -> {tier_rec.replicas} ({why})"
+        if active:
+            scales.append(Scale(tier_rec.name, workload.ref, current, tier_rec.replicas))
+            desired_after[tier_rec.name] = tier_rec.replicas
+            reason = EVENT_SCALED_UP if verb == "up" else EVENT_SCALED_DOWN
+            events.append(Event("Normal", reason, f"scaled {verb} {detail}"[:REASON_MAX_CHARS]))
+        else:
+            message = f"advisory: would scale {verb} {detail}"
+            events.append(Event("Normal", EVENT_SCALING_ADVISED, message[:REASON_MAX_CHARS]))
+    return scales, events, desired_after
+
+
+def _degraded_events(status: Mapping[str, Any], conditions: Sequence[ConditionUpdate]) -> list[Event]:
+    """A Warning when Degraded turns True (not on every tick it stays True)."""
+    previous_degraded = _find_condition(status, labels.CONDITION_DEGRADED)
+    return [
+        Event("Warning", labels.REASON_METRICS_UNAVAILABLE, update.message)
+        for update in conditions
+        if update.type == labels.CONDITION_DEGRADED
+        and update.status == "True"
+        and (previous_degraded is None or previous_degraded.get("status") != "True")
+    ]
+
+
+def _decision_status(
+    recommendation: Recommendation,
+    state: ScalingState,
+    observation: Observation,
+    tiers: Sequence[TierContext],
+    now_s: float,
+    *,
+    applied: bool,
+) -> dict[str, Any]:
+    """The status fields this decision writes: the state, the last decision, the TTFT."""
+    observed_tiers = [observation.tiers.get(t.name) for t in tiers]
+    ttft_values = [o.ttft_p99_ms for o in observed_tiers if o is not None and o.ttft_p99_ms is not None]
+    ttft_p99_ms = max(ttft_values) if ttft_values else None
+    decision = ScalingDecision(
+        time=rfc3339(now_s),
+        replicas=recommendation.replicas,
+        signal=recommendation.signal,
+        reason=recommendation.reason[:REASON_MAX_CHARS],
+        forecast_rps=_finite(recommendation.forecast_rps),
+        queue_depth=_sum([o.waiting if o is not None else None for o in observed_tiers]),
+        ttft_p99_ms=None if ttft_p99_ms is None else round(ttft_p99_ms, 1),
+        applied=applied,
+    )
+    return {
+        "autoscalerState": state.to_dict(),
+        "lastScalingDecision": decision.to_wire(),
+        "ttftP99Ms": decision.ttft_p99_ms,
+    }
 
 
 def front_door_signals(
