@@ -14,8 +14,7 @@ import pytest
 PACKAGE_DIR = Path(__file__).resolve().parents[2] / "operator" / "inferfleet"
 PURE_CORE = (
     "api",
-    "autoscaler/step.py",
-    "autoscaler/workload.py",
+    "autoscale",
     "catalog",
     "config.py",
     "kubedata.py",

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from inferfleet.api import InferenceService, Plan, SpecInvalid, TierPlan, labels, parse
-from inferfleet.autoscaler.step import (
+from inferfleet.autoscale.step import (
     STATUS_HEARTBEAT_S,
     ConditionUpdate,
     Observation,
@@ -38,16 +38,11 @@ from inferfleet.autoscaler.step import (
     should_write,
     step,
 )
-from inferfleet.autoscaler.workload import Replanner
+from inferfleet.autoscale.workload import Replanner
 from inferfleet.cluster import ApiError, Cluster, Conflict, KindNotServed, NotFound
 from inferfleet.config import OperatorSettings
 from inferfleet.controller.watched import Watched
-from inferfleet.metrics.operator_metrics import OperatorMetrics
-from inferfleet.metrics.parse import ServiceKey, TierKey
-from inferfleet.metrics.prometheus import PrometheusClient, PrometheusConfig, QueryFailed, SignalReader
-from inferfleet.metrics.queries import QueryConfig
-from inferfleet.metrics.signals import SignalSnapshot, sane
-from inferfleet.reconcile.objects import (
+from inferfleet.kubedata import (
     DEPLOYMENT,
     LEADER_WORKER_SET,
     ObjectRef,
@@ -56,6 +51,11 @@ from inferfleet.reconcile.objects import (
     ref_of,
     replicas_of,
 )
+from inferfleet.metrics.operator_metrics import OperatorMetrics
+from inferfleet.metrics.prometheus import PrometheusClient, PrometheusConfig, QueryFailed, SignalReader
+from inferfleet.promql.parse import ServiceKey, TierKey
+from inferfleet.promql.queries import QueryConfig
+from inferfleet.promql.signals import SignalSnapshot, sane
 from inferfleet.reconcile.status import set_condition
 
 log = logging.getLogger(__name__)

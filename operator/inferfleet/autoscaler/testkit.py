@@ -14,7 +14,7 @@ from typing import Any
 
 from inferfleet.api import labels
 from inferfleet.cluster import InMemoryCluster
-from inferfleet.reconcile.objects import DEPLOYMENT, ObjectRef
+from inferfleet.kubedata import DEPLOYMENT, ObjectRef
 
 
 def tier_plan(

@@ -8,9 +8,9 @@ from collections.abc import Iterator
 import pytest
 
 from inferfleet.api import labels
+from inferfleet.autoscale.step import EVENT_SCALED_UP
 from inferfleet.autoscaler import testkit as tk
 from inferfleet.autoscaler.runner import Autoscaler
-from inferfleet.autoscaler.step import EVENT_SCALED_UP
 from inferfleet.cluster import InMemoryCluster
 from inferfleet.config import OperatorSettings
 from inferfleet.metrics.prometheus import PrometheusClient, PrometheusConfig, SignalReader

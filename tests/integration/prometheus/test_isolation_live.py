@@ -17,10 +17,10 @@ from inferfleet.autoscaler import testkit as tk
 from inferfleet.autoscaler.runner import Autoscaler
 from inferfleet.cluster import InMemoryCluster
 from inferfleet.config import OperatorSettings
+from inferfleet.kubedata import ObjectRef
 from inferfleet.metrics.prometheus import PrometheusClient, PrometheusConfig, SignalReader
 from inferfleet.metrics.testkit import EmulatedPod, PrometheusServer, VllmEmulator
 from inferfleet.promql.queries import QueryConfig
-from inferfleet.reconcile.objects import ObjectRef
 from tests.integration.prometheus.conftest import SCRAPE_INTERVAL_S
 
 pytestmark = pytest.mark.integration

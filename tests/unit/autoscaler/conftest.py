@@ -10,10 +10,10 @@ import pytest
 from inferfleet.autoscaler.runner import Autoscaler
 from inferfleet.cluster import InMemoryCluster
 from inferfleet.config import OperatorSettings
-from inferfleet.metrics.parse import ServiceKey, TierKey
 from inferfleet.metrics.prometheus import PrometheusClient, PrometheusConfig, SignalReader
-from inferfleet.metrics.queries import QueryConfig, Signal
-from inferfleet.metrics.signals import SignalSnapshot, TierSignals
+from inferfleet.promql.parse import ServiceKey, TierKey
+from inferfleet.promql.queries import QueryConfig, Signal
+from inferfleet.promql.signals import SignalSnapshot, TierSignals
 
 
 class ScriptedReader(SignalReader):

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from inferfleet.api import TierPlan, parse
+from inferfleet.autoscale.step import Observation, ServiceInput, Workload, front_door_signals, step
 from inferfleet.autoscaler import testkit as tk
-from inferfleet.autoscaler.step import Observation, ServiceInput, Workload, front_door_signals, step
 from inferfleet.config import OperatorSettings
 from inferfleet.scaling import SIGNAL_WAKE, DoorPool
 

@@ -15,7 +15,7 @@ from inferfleet.autoscaler.runner import Autoscaler
 from inferfleet.cluster import InMemoryCluster, TransientApiError
 from inferfleet.config import OperatorSettings
 from inferfleet.controller.leader import LeaderElector, LeaseConfig
-from inferfleet.reconcile.objects import ObjectRef
+from inferfleet.kubedata import ObjectRef
 from tests.unit.autoscaler.conftest import ScriptedReader
 
 NS = "team"

@@ -6,15 +6,15 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from inferfleet.api import labels
+from inferfleet.autoscale.step import EVENT_SCALED_DOWN, EVENT_SCALED_UP, EVENT_SCALING_ADVISED
 from inferfleet.autoscaler import testkit as tk
 from inferfleet.autoscaler.runner import Autoscaler
-from inferfleet.autoscaler.step import EVENT_SCALED_DOWN, EVENT_SCALED_UP, EVENT_SCALING_ADVISED
 from inferfleet.cluster import Conflict, InMemoryCluster
 from inferfleet.config import OperatorSettings
+from inferfleet.kubedata import ObjectRef
 from inferfleet.metrics.operator_metrics import OperatorMetrics
-from inferfleet.metrics.parse import TierKey
-from inferfleet.metrics.queries import Signal
-from inferfleet.reconcile.objects import ObjectRef
+from inferfleet.promql.parse import TierKey
+from inferfleet.promql.queries import Signal
 from tests.unit.autoscaler.conftest import ScriptedReader
 
 NS = "team"

@@ -8,9 +8,8 @@ import pytest
 
 from inferfleet.api import InferenceServiceSpec, TierPlan, labels, parse
 from inferfleet.api.status import ObservedWorkload
-from inferfleet.autoscaler import step as step_module
-from inferfleet.autoscaler import testkit as tk
-from inferfleet.autoscaler.step import (
+from inferfleet.autoscale import step as step_module
+from inferfleet.autoscale.step import (
     ConditionUpdate,
     Observation,
     ServiceInput,
@@ -23,9 +22,10 @@ from inferfleet.autoscaler.step import (
     should_write,
     step,
 )
-from inferfleet.autoscaler.workload import Replanner
+from inferfleet.autoscale.workload import Replanner
+from inferfleet.autoscaler import testkit as tk
 from inferfleet.config import OperatorSettings
-from inferfleet.metrics.signals import TierSignals
+from inferfleet.promql.signals import TierSignals
 from inferfleet.scaling import Recommendation, ScalingContext, ScalingState, TokenQuantiles, decide
 
 T0 = 1_800_000_000.0
@@ -128,8 +128,8 @@ def test_pure_modules_import_no_io_libraries() -> None:
 
     code = (
         "import sys\n"
-        "import inferfleet.autoscaler.step, inferfleet.metrics.queries, inferfleet.metrics.parse\n"
-        "import inferfleet.metrics.signals, inferfleet.metrics.history\n"
+        "import inferfleet.autoscale.step, inferfleet.promql.queries, inferfleet.promql.parse\n"
+        "import inferfleet.promql.signals, inferfleet.promql.history\n"
         "bad = [m for m in ('kopf', 'kubernetes', 'prometheus_api_client', 'requests') if m in sys.modules]\n"
         "print(', '.join(bad))\n"
     )

@@ -12,16 +12,16 @@ from typing import Any
 import pytest
 
 from inferfleet.api import labels
+from inferfleet.autoscale.step import REASON_AUTOSCALING_FAILED, deletion_costs
 from inferfleet.autoscaler import runner as runner_module
 from inferfleet.autoscaler import testkit as tk
 from inferfleet.autoscaler.runner import Autoscaler
-from inferfleet.autoscaler.step import REASON_AUTOSCALING_FAILED, deletion_costs
 from inferfleet.cluster import InMemoryCluster, PermanentApiError
 from inferfleet.config import OperatorSettings
 from inferfleet.kubedata import ObjectRef
-from inferfleet.metrics.parse import TierKey, VectorResult
-from inferfleet.metrics.queries import Signal
-from inferfleet.metrics.signals import TierSignals, assemble
+from inferfleet.promql.parse import TierKey, VectorResult
+from inferfleet.promql.queries import Signal
+from inferfleet.promql.signals import TierSignals, assemble
 from tests.unit.autoscaler.conftest import ScriptedReader
 
 NS = "team"

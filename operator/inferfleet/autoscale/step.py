@@ -26,12 +26,12 @@ from inferfleet.api import (
     labels,
 )
 from inferfleet.api.spec import TokenPercentiles
-from inferfleet.autoscaler import workload as workload_drift
-from inferfleet.autoscaler.workload import Replanner
+from inferfleet.autoscale import workload as workload_drift
+from inferfleet.autoscale.workload import Replanner
 from inferfleet.config import OperatorSettings
-from inferfleet.metrics.signals import TierSignals as ObservedSignals
+from inferfleet.kubedata import ObjectRef
 from inferfleet.planner.workload import mean_tokens
-from inferfleet.reconcile.objects import ObjectRef
+from inferfleet.promql.signals import TierSignals as ObservedSignals
 from inferfleet.render import frontdoor
 from inferfleet.scaling import (
     DoorPool,
