@@ -40,6 +40,7 @@ from inferfleet.autoscale.step import (
 )
 from inferfleet.autoscale.workload import Replanner
 from inferfleet.cluster import ApiError, Cluster, Conflict, KindNotServed, NotFound
+from inferfleet.cluster.events import post_events
 from inferfleet.config import OperatorSettings
 from inferfleet.controller.watched import Watched
 from inferfleet.kubedata import (
@@ -366,9 +367,8 @@ class Autoscaler:
                     meta.get("uid"), written.get("autoscalerState"), result.status["autoscalerState"]
                 )
             report.scaled = self._scale(service, result, tick)
-            for event in result.events:
-                self.api_calls += 1
-                self.cluster.create_event(body, type_=event.type, reason=event.reason, message=event.message)
+            self.api_calls += len(result.events)
+            post_events(self.cluster, body, result.events)
             self._record(service, result)
         except ApiError as error:
             # The world's error: counted, logged with the object, retried next tick.

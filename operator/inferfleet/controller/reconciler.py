@@ -23,6 +23,7 @@ from typing import Any, Protocol
 from inferfleet import planner
 from inferfleet.api import InferenceService, Plan, SpecInvalid, labels, parse
 from inferfleet.cluster import Cluster, KindNotServed, access
+from inferfleet.cluster.events import post_events
 from inferfleet.config import OperatorSettings
 from inferfleet.controller import executor
 from inferfleet.kubedata import ObjectRef, owner_uids
@@ -206,8 +207,7 @@ class Reconciler:
         if conclusion.patch:
             version = body["metadata"].get("resourceVersion")
             self.cluster.patch_status(cr_ref(namespace, name), conclusion.patch, resource_version=version)
-        for event in conclusion.events:
-            self.cluster.create_event(body, type_=event.type, reason=event.reason, message=event.message)
+        post_events(self.cluster, body, conclusion.events)
         return Outcome(intent.actions, conclusion.status, report)
 
     def _serving_pods(self, service: InferenceService) -> list[dict[str, Any]]:

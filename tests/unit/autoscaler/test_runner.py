@@ -9,7 +9,7 @@ from inferfleet.api import labels
 from inferfleet.autoscale.step import EVENT_SCALED_DOWN, EVENT_SCALED_UP, EVENT_SCALING_ADVISED
 from inferfleet.autoscaler import testkit as tk
 from inferfleet.autoscaler.runner import Autoscaler
-from inferfleet.cluster import Conflict, InMemoryCluster
+from inferfleet.cluster import Conflict, InMemoryCluster, PermanentApiError
 from inferfleet.config import OperatorSettings
 from inferfleet.kubedata import ObjectRef
 from inferfleet.metrics.operator_metrics import OperatorMetrics
@@ -298,3 +298,19 @@ def test_a_new_service_without_history_scales_down_unless_the_history_read_faile
         assert seen[-1] < 4, (seen, tk.status(cluster, NS, "chat")["lastScalingDecision"]["reason"])
     else:
         assert seen == [4] * 12
+
+
+def test_a_refused_event_does_not_undo_the_tick(
+    cluster: InMemoryCluster, reader: ScriptedReader, autoscaler: Autoscaler
+) -> None:
+    # The scale and the status are written; the Event that tells of them is refused (a
+    # namespace being deleted): the tick reports no error and the decision is recorded.
+    two_tier(cluster)
+    idle(reader)
+    reader.set(NS, "chat", "l4", waiting=40.0, running=8.0, request_rate_rps=3.0, ready_replicas=1)
+    cluster.inject("create", PermanentApiError("namespace is being terminated", 403), kind="Event")
+    report = autoscaler.run_once(T0)
+    assert report.errors == []
+    assert tk.replicas(cluster, NS, "chat", "l4") > 1
+    assert tk.status(cluster, NS, "chat")["lastScalingDecision"]["applied"] is True
+    assert cluster.events == []

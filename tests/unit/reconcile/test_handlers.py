@@ -332,3 +332,18 @@ def test_a_cache_path_outside_the_allowed_root_is_never_rendered() -> None:
 def _pod_spec(obj: dict[str, Any]) -> dict[str, Any]:
     template = obj.get("spec", {}).get("template", {})
     return dict(template.get("spec", {})) if isinstance(template, dict) else {}
+
+
+def test_a_refused_event_does_not_fail_the_pass() -> None:
+    # A namespace being deleted answers every new Event with 403; the pass has already
+    # applied its objects and written status, so it must end as a success, not a retry loop.
+    control = Control()
+    control.submit(example())
+    control.cluster.inject(
+        "create", PermanentApiError("namespace is being terminated", 403), kind="Event", times=5
+    )
+    control.reconcile()
+    assert control.condition("Planned")["status"] == "True"
+    assert control.status()["plan"]
+    assert control.cluster.events == []
+    assert "Deployment/llama-8b-chat-l4" in owned(control)
