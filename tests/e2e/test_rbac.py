@@ -29,6 +29,8 @@ RBAC_KINDS = {
     "KopfPeering",
     "ClusterKopfPeering",
 }
+# The (empty) webhook configurations the chart holds and kopf fills in.
+WEBHOOK_KINDS = {"ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"}
 # Chart arguments replaced by the suite's own: the webhook is reached on loopback with
 # the suite's certificate instead of the in-cluster Service and cert-manager's secret.
 REPLACED_ARGS = ("--webhook-host", "--webhook-cert-dir")
@@ -70,6 +72,9 @@ def test_operator_with_the_charts_service_account_never_gets_403(
         if obj["kind"].startswith("Cluster"):
             obj["metadata"].setdefault("labels", {})["inferfleet.dev/e2e"] = "true"  # removed at the end
     cluster.apply(rbac, manager="helm")
+    webhook_configurations = [obj for obj in objects if obj["kind"] in WEBHOOK_KINDS]
+    if webhook_configurations:
+        cluster.apply(webhook_configurations, manager="helm")
     (account,) = [obj["metadata"]["name"] for obj in rbac if obj["kind"] == "ServiceAccount"]
     kubeconfig = token_kubeconfig(cluster, namespace, account, tmp_path / "chart-sa.kubeconfig")
     (deployment,) = [obj for obj in objects if obj["kind"] == "Deployment"]
@@ -133,6 +138,15 @@ def test_operator_with_the_charts_service_account_never_gets_403(
         bad["spec"]["tiers"][0]["gpu"] = {"name": "custom", "memoryGiB": -1}
         eventually(lambda: _denied(cluster, bad), 60, what="the webhook (registered by the chart's identity)")
     operator.stop()
+    if webhook:
+        # `helm uninstall` deletes what the release holds: no configuration of the webhook,
+        # validating or mutating, outlives the operator.
+        assert sorted(obj["kind"] for obj in webhook_configurations) == sorted(WEBHOOK_KINDS)
+        for obj in webhook_configurations:
+            cluster.kubectl("delete", obj["kind"].lower(), obj["metadata"]["name"], "--wait=true")
+        for kind in WEBHOOK_KINDS:
+            left = cluster.kubectl("get", kind.lower(), "-o", "name", check=False)
+            assert "validate.inferfleet.dev" not in left.stdout, f"{kind} left behind: {left.stdout}"
 
     # RBAC's own wording ('... is forbidden: User "..." cannot <verb> resource ...'); a 403
     # for another reason (an event in a namespace being deleted) is no RBAC gap.

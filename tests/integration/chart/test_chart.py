@@ -14,6 +14,7 @@ import yaml
 
 from inferfleet.catalog import default_catalogs
 from inferfleet.catalog.gpus import GpuSpec
+from inferfleet.cluster import access
 from inferfleet.config import ENV_PREFIX, OperatorSettings
 from tests.conftest import REPO_ROOT
 from tests.integration.chart.helmchart import (
@@ -301,6 +302,18 @@ def test_webhook_is_served_behind_a_service_with_a_shared_certificate(
     assert one(full_objects, "Issuer")["spec"] == {"selfSigned": {}}
     default_args = operator_container(render())["args"]
     assert not any(a.startswith("--webhook") for a in default_args)
+
+
+def test_release_holds_the_webhook_configurations_kopf_fills_in(full_objects: list[dict[str, Any]]) -> None:
+    # Owned by the release so that uninstall removes them; empty so that neither an install
+    # nor an upgrade touches the webhooks kopf patches in (named as the operator patches).
+    for kind in ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"):
+        configuration = one(full_objects, kind)
+        assert configuration["metadata"]["name"] == access.WEBHOOK_CONFIGURATION
+        assert "webhooks" not in configuration
+        assert configuration["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "Helm"
+    assert not by_kind(render(), "ValidatingWebhookConfiguration")
+    assert not by_kind(render(), "MutatingWebhookConfiguration")
 
 
 def test_metrics_service_and_service_monitor_select_the_operator(full_objects: list[dict[str, Any]]) -> None:
