@@ -193,10 +193,21 @@ def _tally(events: list[dict[str, Any]]) -> dict[str, Any]:
     by_autoscaler = sum(
         1 for e in status if "lastScalingDecision" in json.dumps(e.get("requestObject") or {})
     )
+    # 409s: a write that lost a race (two passes of one service, or a pass and the
+    # autoscaler) and must be redone.
+    conflicts: dict[str, int] = {}
+    for event in events:
+        if (event.get("responseStatus") or {}).get("code") == 409:
+            ref = event.get("objectRef") or {}
+            key = f"{event['verb']} {ref.get('resource', '?')}" + (
+                f"/{ref['subresource']}" if ref.get("subresource") else ""
+            )
+            conflicts[key] = conflicts.get(key, 0) + 1
     return {
         "calls": len(events),
         "reads": len(events) - writes,
         "writes": writes,
+        "conflicts": dict(sorted(conflicts.items(), key=lambda item: -item[1])),
         "statusWrites": {"autoscaler": by_autoscaler, "reconciler": len(status) - by_autoscaler},
         "byCall": dict(sorted(by_call.items(), key=lambda item: -item[1])),
     }
