@@ -203,7 +203,18 @@ def _tally(events: list[dict[str, Any]]) -> dict[str, Any]:
                 f"/{ref['subresource']}" if ref.get("subresource") else ""
             )
             conflicts[key] = conflicts.get(key, 0) + 1
+    # What the reconciler's status writes changed, a few of them: in a steady state each
+    # one is a write that should not have happened.
+    samples = [
+        {
+            "object": f"{(e.get('objectRef') or {}).get('namespace')}/{(e.get('objectRef') or {}).get('name')}",
+            "patch": e.get("requestObject"),
+        }
+        for e in status
+        if "lastScalingDecision" not in json.dumps(e.get("requestObject") or {})
+    ][:3]
     return {
+        "reconcilerStatusSamples": samples,
         "calls": len(events),
         "reads": len(events) - writes,
         "writes": writes,

@@ -174,10 +174,14 @@ def stop_resync(*, memo: Any, **_: Any) -> None:
 Logger = logging.Logger | logging.LoggerAdapter[Any]
 
 
-def _run(memo: Any, namespace: str | None, name: str, retry: int, logger: Logger) -> None:
+def _run(
+    memo: Any, namespace: str | None, name: str, retry: int, logger: Logger, *, may_coalesce: bool = False
+) -> None:
     reconciler: Reconciler = memo["reconciler"]
     try:
-        outcome = run_pass(reconciler, namespace or "default", name, metrics_of(memo))
+        outcome = run_pass(
+            reconciler, namespace or "default", name, metrics_of(memo), may_coalesce=may_coalesce
+        )
     except TransientApiError as error:
         delay = backoff_s(retry)
         message = f"API server error, retrying in {delay:.0f}s: {error}"
@@ -210,7 +214,9 @@ def reconcile_parent(*, type: str | None, body: kopf.Body, memo: Any, logger: Lo
     if not parent or not body.metadata.namespace:
         return
     try:
-        _run(memo, body.metadata.namespace, parent, 0, logger)
+        # A child's event may skip its pass when one is already queued; the resource's
+        # own handlers never do, so kopf retries their failures.
+        _run(memo, body.metadata.namespace, parent, 0, logger, may_coalesce=True)
     except kopf.TemporaryError as error:
         logger.warning("parent %s not reconciled now (the resync loop retries): %s", parent, error)
 

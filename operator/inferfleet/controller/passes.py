@@ -12,10 +12,15 @@ API server; retried with backoff), `internal` for anything else (a bug, logged).
 
 from __future__ import annotations
 
+import logging
+
 from inferfleet.api import labels
 from inferfleet.cluster import TransientApiError
 from inferfleet.controller.reconciler import Outcome, Reconciler
+from inferfleet.controller.single_flight import Coalesced
 from inferfleet.metrics.operator_metrics import OperatorMetrics
+
+logger = logging.getLogger(__name__)
 
 
 def user_error(outcome: Outcome) -> bool:
@@ -27,9 +32,31 @@ def user_error(outcome: Outcome) -> bool:
 
 
 def run_pass(
+    reconciler: Reconciler,
+    namespace: str,
+    name: str,
+    metrics: OperatorMetrics | None,
+    *,
+    may_coalesce: bool = False,
+) -> Outcome | None:
+    """One pass of this service, after any other running one (`single_flight` says why);
+    None when the service is gone or, with `may_coalesce`, when a pass already waiting
+    will do this one's work. Exceptions propagate."""
+    try:
+        return reconciler.in_flight.run(
+            (namespace, name),
+            lambda: _timed_pass(reconciler, namespace, name, metrics),
+            may_coalesce=may_coalesce,
+        )
+    except Coalesced:
+        logger.debug("%s/%s: a pass is already queued; this trigger's is skipped", namespace, name)
+        return None
+
+
+def _timed_pass(
     reconciler: Reconciler, namespace: str, name: str, metrics: OperatorMetrics | None
 ) -> Outcome | None:
-    """`reconciler.reconcile` inside the metrics' reconcile timer; exceptions propagate."""
+    """`reconciler.reconcile` inside the metrics' reconcile timer."""
     if metrics is None:
         return reconciler.reconcile(namespace, name)
     try:

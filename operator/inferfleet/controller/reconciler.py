@@ -26,6 +26,7 @@ from inferfleet.cluster import Cluster, KindNotServed, access
 from inferfleet.cluster.events import post_events
 from inferfleet.config import OperatorSettings
 from inferfleet.controller import executor
+from inferfleet.controller.single_flight import SingleFlight
 from inferfleet.kubedata import ObjectRef, owner_uids
 from inferfleet.precache import coldstart
 from inferfleet.precache import workloads as cache_objects
@@ -47,6 +48,7 @@ class KvCapacitySource(Protocol):
     """Where the engines' allocated KV cache is read (metrics.prometheus.KvCapacityReader)."""
 
     def tiers_of(self, namespace: str, service: str) -> Mapping[str, KvCapacityReading]: ...
+
 
 # Kinds the reconciler owns and prunes; listed by the InferenceService's label.
 OWNED_KINDS: tuple[access.Resource, ...] = (
@@ -109,6 +111,8 @@ class Reconciler:
         self.planner = planner
         self.clock = clock
         self.kv_capacity = kv_capacity
+        # Passes of one service never overlap, whatever triggers them (single_flight).
+        self.in_flight = SingleFlight()
 
     def observe(self, namespace: str, name: str, uid: str) -> list[dict[str, Any]]:
         """Every object this InferenceService owns, by label and owner reference."""

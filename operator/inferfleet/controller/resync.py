@@ -93,7 +93,7 @@ class Resync:
             if self._thread.stopping.is_set():
                 break
             try:
-                run_pass(self.reconciler, namespace, name, self.metrics)
+                run_pass(self.reconciler, namespace, name, self.metrics, may_coalesce=True)
             except TransientApiError as error:
                 failed += 1
                 logger.warning("resync: %s/%s not reconciled now: %s", namespace, name, error)
