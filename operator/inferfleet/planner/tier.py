@@ -392,6 +392,10 @@ def _cheaper_wider(
         return (chosen, None)
     _, base_rps = _capacity(chosen, ev.workload)
     best, best_per_gpu = chosen, base_rps / chosen.gpus
+    # The bar is the best per-GPU figure of every narrower layout that serves, not only
+    # of the one kept: otherwise TP=4 could win against TP=1 by the margin while losing
+    # to TP=2, and more memory (TP=1 fitting) would pick a wider layout than less.
+    bar_per_gpu = best_per_gpu
     for tp in ev.tp_options(chosen.quant):
         if tp <= chosen.tp or not ev.gpu.fast_link(tp):
             continue
@@ -399,8 +403,9 @@ def _cheaper_wider(
         if not candidate.meets(ev.workload.target_concurrency) or not candidate.batching.meets_slo:
             continue
         _, rps = _capacity(candidate, ev.workload)
-        if rps / candidate.gpus > best_per_gpu * WIDER_GAIN_PER_GPU:
+        if rps / candidate.gpus > bar_per_gpu * WIDER_GAIN_PER_GPU:
             best, best_per_gpu = candidate, rps / candidate.gpus
+        bar_per_gpu = max(bar_per_gpu, rps / candidate.gpus)
     if best is chosen:
         return (chosen, None)
     return (
