@@ -293,10 +293,10 @@ def _learn_capacity(
             factor = max(CAPACITY_MIN, factor * CAPACITY_CUT)
             state.capacity_cut_s = now_s
         state.breach_streak = 0
-    elif not breach and signals.running is not None and signals.running / ready >= CAPACITY_MIN_BATCH:
-        # Only under load now: when arrivals stop, the averages drain at their own pace
-        # and their ratio is no hold time (a fleet idle in a traffic gap would learn a
-        # capacity it never measured).
+    elif not breach and signals.request_rate_rps > 0.0:
+        # Only while requests arrive: when arrivals stop (a minute without one), the
+        # averages drain at their own pace and their ratio is no hold time (a fleet idle
+        # in a traffic gap would learn a capacity it never measured).
         measured = _measured_capacity_rps(state, figures, ready, service)
         if measured is not None:
             goal = min(CAPACITY_MAX, max(CAPACITY_MIN, measured / usable))
