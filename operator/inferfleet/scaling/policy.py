@@ -283,12 +283,12 @@ def _learn_capacity(
     elif state.breach_streak >= 2 and CAPACITY_EVIDENCE_LOAD <= load <= 1.0:
         # A sustained breach while carrying about what the estimate says a replica can:
         # the estimate is wrong. (Above it, or for one tick, it is a burst: the
-        # reactive path acts and the estimate stays.) Once per breach that can show in
-        # the fleet: while the replicas the last cut or scale-up asked for are starting,
-        # or the p99 window still remembers the minutes before them, the breach is the
-        # evidence already acted on, and cutting again would compound one burst into
-        # several cuts (a fleet held too large for the ten minutes the factor takes to
-        # rise back).
+        # reactive path acts and the estimate stays.) Once per time a cut can show in
+        # the fleet: while the replicas the last cut asked for are starting, or the p99
+        # window still remembers the minutes before them, the breach is the evidence
+        # already acted on, and cutting again would compound one burst into several
+        # cuts (a fleet held too large for the ten minutes the factor takes to rise
+        # back).
         if _cut_can_show(state, figures, now_s):
             factor = max(CAPACITY_MIN, factor * CAPACITY_CUT)
             state.capacity_cut_s = now_s
@@ -308,7 +308,7 @@ def _learn_capacity(
 
 def _cut_can_show(state: TierState, figures: TierFigures, now_s: float) -> bool:
     """Whether a breach now is fresh evidence about the capacity estimate: the replicas
-    the last cut or scale-up asked for had time to start and the TTFT window to see them."""
+    the last cut asked for had time to start and the TTFT window to see them."""
     settle_s = figures.cold_start_s + TTFT_WINDOW_S
     return state.capacity_cut_s is None or now_s - state.capacity_cut_s >= settle_s
 
