@@ -20,6 +20,9 @@ times shorter than the real ones drowns within minutes) and rises over `MIX_RISE
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from dataclasses import dataclass
+
 from inferfleet.scaling.types import TierFigures, TierSignals, TierState
 
 # Token counters and request rates are averaged over this window: one scrape's ratio of
@@ -71,27 +74,70 @@ def _observed_mean(tokens_avg: float | None, rate_avg: float | None) -> float | 
 
 def evidence(state: TierState) -> float:
     """0 (nothing observed) to 1 (enough requests to trust the observed mix alone)."""
-    return min(1.0, state.mix_requests / MIX_FULL_REQUESTS)
+    return _evidence(state.mix_requests)
 
 
-def mean_prompt_tokens(state: TierState, figures: TierFigures) -> float | None:
-    """The mean prompt: observed, blended with the declared one while evidence is thin."""
-    return _blend(_observed_mean(state.prompt_tokens_avg, state.rate_avg), figures.mean_input_tokens, state)
+def _evidence(requests: float) -> float:
+    return min(1.0, requests / MIX_FULL_REQUESTS)
 
 
-def mean_output_tokens(state: TierState, figures: TierFigures) -> float | None:
-    """The mean output: observed, blended with the declared one while evidence is thin."""
-    return _blend(
-        _observed_mean(state.generation_tokens_avg, state.rate_avg), figures.mean_output_tokens, state
-    )
+@dataclass(frozen=True, slots=True)
+class ServiceMix:
+    """The mix every tier of the service reports together: the prior of a tier that has
+    seen few requests of its own (a spot tier that has just started, say). The tiers of
+    one service get the same traffic unless routing splits it, and whatever splits it,
+    what the service's engines serve is a better guess than the declaration."""
+
+    prompt_tokens: float | None  # mean prompt over the requests of every tier
+    output_tokens: float | None
+    requests: float
 
 
-def _blend(observed: float | None, declared: float | None, state: TierState) -> float | None:
+NO_SERVICE_MIX = ServiceMix(None, None, 0.0)
+
+
+def service_mix(states: Iterable[TierState]) -> ServiceMix:
+    """Pool the tiers' averages: total tokens/s over total requests/s."""
+    rate = prompt = output = requests = 0.0
+    has_prompt = has_output = False
+    for state in states:
+        if state.rate_avg is None or state.rate_avg <= 1e-9:
+            continue
+        rate += state.rate_avg
+        requests += state.mix_requests
+        if state.prompt_tokens_avg is not None:
+            prompt += state.prompt_tokens_avg
+            has_prompt = True
+        if state.generation_tokens_avg is not None:
+            output += state.generation_tokens_avg
+            has_output = True
+    if rate <= 1e-9:
+        return NO_SERVICE_MIX
+    return ServiceMix(prompt / rate if has_prompt else None, output / rate if has_output else None, requests)
+
+
+def mean_prompt_tokens(
+    state: TierState, figures: TierFigures, service: ServiceMix = NO_SERVICE_MIX
+) -> float | None:
+    """The mean prompt: observed, blended with the prior (the service's observed mix,
+    itself blended with the declared one) while the tier's own evidence is thin."""
+    prior = _blend(service.prompt_tokens, figures.mean_input_tokens, _evidence(service.requests))
+    return _blend(_observed_mean(state.prompt_tokens_avg, state.rate_avg), prior, evidence(state))
+
+
+def mean_output_tokens(
+    state: TierState, figures: TierFigures, service: ServiceMix = NO_SERVICE_MIX
+) -> float | None:
+    """The mean output: observed, blended with the prior while evidence is thin."""
+    prior = _blend(service.output_tokens, figures.mean_output_tokens, _evidence(service.requests))
+    return _blend(_observed_mean(state.generation_tokens_avg, state.rate_avg), prior, evidence(state))
+
+
+def _blend(observed: float | None, declared: float | None, share: float) -> float | None:
     if observed is None:
         return declared
     if declared is None:
         return observed
-    share = evidence(state)
     return share * observed + (1.0 - share) * declared
 
 
@@ -109,13 +155,13 @@ def request_cost_s(figures: TierFigures, prompt_tokens: float, output_tokens: fl
     )
 
 
-def mix_goal(state: TierState, figures: TierFigures) -> float | None:
+def mix_goal(state: TierState, figures: TierFigures, service: ServiceMix = NO_SERVICE_MIX) -> float | None:
     """The plan's usable RPS, rescaled to the observed mix (as a factor); None when the
     declared or the observed mix is unknown."""
     if figures.mean_input_tokens is None or figures.mean_output_tokens is None:
         return None
-    prompt = mean_prompt_tokens(state, figures)
-    output = mean_output_tokens(state, figures)
+    prompt = mean_prompt_tokens(state, figures, service)
+    output = mean_output_tokens(state, figures, service)
     if prompt is None or output is None:
         return None
     declared = request_cost_s(figures, figures.mean_input_tokens, figures.mean_output_tokens)
@@ -130,16 +176,18 @@ def mix_goal(state: TierState, figures: TierFigures) -> float | None:
 MIX_SETTLED_RATIO = 1.1
 
 
-def settling(state: TierState, figures: TierFigures) -> bool:
+def settling(state: TierState, figures: TierFigures, service: ServiceMix = NO_SERVICE_MIX) -> bool:
     """Whether the capacity the mix implies is still falling: the factor is still on its
     way down to the observed mix's goal."""
-    goal = mix_goal(state, figures)
+    goal = mix_goal(state, figures, service)
     return goal is not None and state.mix_factor > goal * MIX_SETTLED_RATIO
 
 
-def update_mix_factor(state: TierState, figures: TierFigures, dt_s: float) -> float:
+def update_mix_factor(
+    state: TierState, figures: TierFigures, dt_s: float, service: ServiceMix = NO_SERVICE_MIX
+) -> float:
     """Move the tier's mix factor towards what the observed mix implies; returns it."""
-    goal = mix_goal(state, figures)
+    goal = mix_goal(state, figures, service)
     if goal is not None:
         pace_s = MIX_FALL_S if goal < state.mix_factor else MIX_RISE_S
         state.mix_factor += (goal - state.mix_factor) * min(1.0, dt_s / pace_s)

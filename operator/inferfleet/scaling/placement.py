@@ -129,7 +129,11 @@ def place(demand_rps: float, base_rps: float, tiers: Sequence[TierSlot]) -> Plac
     base = fill(base, spot, "max")
     burst += base  # base that found no room is treated like burst
     burst = fill(burst, free, "paid")
-    burst = fill(burst, spot, "whole")
+    # Spot takes the burst in whole replicas where a request costs no more there than
+    # on the cheapest on-demand tier: spot is for bursts because it is cheap.
+    cheapest_on_demand = min((tier.cost_rank for tier in on_demand), default=math.inf)
+    cheap_spot = [t for t in spot if t.cost_rank <= cheapest_on_demand or t.cost_rank >= UNPRICED_RANK]
+    burst = fill(burst, cheap_spot, "whole")
     burst = _fill_remainder(burst, spot + on_demand, alloc, room)
     burst = fill(burst, spot, "max")
     burst = fill(burst, on_demand, "max")

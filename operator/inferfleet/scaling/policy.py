@@ -200,7 +200,9 @@ def _queue_allowance(config: PolicyConfig, usable_rps: float) -> float:
     return max(1.0, min(config.queue_depth_per_replica, config.ttft_target_ms / 1000.0 * usable_rps))
 
 
-def _measured_capacity_rps(state: TierState, figures: TierFigures, ready: int) -> float | None:
+def _measured_capacity_rps(
+    state: TierState, figures: TierFigures, ready: int, service: mix.ServiceMix = mix.NO_SERVICE_MIX
+) -> float | None:
     """Requests/s one replica takes at its target batch, from Little's law and the
     roofline; None while there is too little load to measure a hold time."""
     running, rate = state.running_avg, state.rate_avg
@@ -218,7 +220,7 @@ def _measured_capacity_rps(state: TierState, figures: TierFigures, ready: int) -
     # evidence, the declared one until then.
     prefill_s = 0.0
     if figures.prefill_tokens_per_s > 0.0:
-        prompt = mix.mean_prompt_tokens(state, figures)
+        prompt = mix.mean_prompt_tokens(state, figures, service)
         if prompt:
             prefill_s = prompt / figures.prefill_tokens_per_s
     if prefill_s <= 0.0:
@@ -239,6 +241,8 @@ def _learn_capacity(
     *,
     dt_s: float,
     prior_rps: float,
+    now_s: float,
+    service: mix.ServiceMix = mix.NO_SERVICE_MIX,
     mix_settling: bool = False,
 ) -> float:
     """Update and return the tier's capacity factor: how far the engines' measured
@@ -279,17 +283,34 @@ def _learn_capacity(
     elif state.breach_streak >= 2 and CAPACITY_EVIDENCE_LOAD <= load <= 1.0:
         # A sustained breach while carrying about what the estimate says a replica can:
         # the estimate is wrong. (Above it, or for one tick, it is a burst: the
-        # reactive path acts and the estimate stays.)
-        factor = max(CAPACITY_MIN, factor * CAPACITY_CUT)
+        # reactive path acts and the estimate stays.) Once per time a cut can show in
+        # the fleet: while the replicas the last cut asked for are starting, or the p99
+        # window still remembers the minutes before them, the breach is the evidence
+        # already acted on, and cutting again would compound one burst into several
+        # cuts (a fleet held too large for the ten minutes the factor takes to rise
+        # back).
+        if _cut_can_show(state, figures, now_s):
+            factor = max(CAPACITY_MIN, factor * CAPACITY_CUT)
+            state.capacity_cut_s = now_s
         state.breach_streak = 0
-    elif not breach:
-        measured = _measured_capacity_rps(state, figures, ready)
+    elif not breach and signals.request_rate_rps > 0.0:
+        # Only while requests arrive: when arrivals stop (a minute without one), the
+        # averages drain at their own pace and their ratio is no hold time (a fleet idle
+        # in a traffic gap would learn a capacity it never measured).
+        measured = _measured_capacity_rps(state, figures, ready, service)
         if measured is not None:
             goal = min(CAPACITY_MAX, max(CAPACITY_MIN, measured / usable))
             pace_s = CAPACITY_RISE_S if goal > factor else CAPACITY_FALL_S
             factor += (goal - factor) * min(1.0, dt_s / pace_s)
     state.capacity_factor = factor
     return factor
+
+
+def _cut_can_show(state: TierState, figures: TierFigures, now_s: float) -> bool:
+    """Whether a breach now is fresh evidence about the capacity estimate: the replicas
+    the last cut asked for had time to start and the TTFT window to see them."""
+    settle_s = figures.cold_start_s + TTFT_WINDOW_S
+    return state.capacity_cut_s is None or now_s - state.capacity_cut_s >= settle_s
 
 
 def _finite_tail(history: Sequence[float], count: int) -> list[float]:
@@ -534,7 +555,12 @@ def decide(ctx: ScalingContext, state: ScalingState | None = None) -> tuple[Reco
     state = ScalingState() if state is None else state.copy()
     now = ctx.now_s
     ctx = _measurements_only(ctx)
-    tiers = [_observe_tier(tier, ctx.policy, state, now) for tier in ctx.tiers]
+    last = state.last_decision_s
+    dt_s = ctx.policy.sync_period_s if last is None else max(0.0, now - last)
+    for tier in ctx.tiers:
+        mix.observe(state.tier(tier.name), tier.signals, dt_s)
+    service = mix.service_mix(state.tier(tier.name) for tier in ctx.tiers)
+    tiers = [_observe_tier(tier, ctx.policy, state, now, dt_s=dt_s, service=service) for tier in ctx.tiers]
     demand = _forecast_demand(ctx, tiers, state)
     placed = _place_demand(ctx, demand, tiers)
     results = [_decide_tier(t, demand, placed, state.tier(t.ctx.name), now) for t in tiers]
@@ -597,9 +623,19 @@ def _measurements_only(ctx: ScalingContext) -> ScalingContext:
     return dataclasses.replace(ctx, tiers=tiers)
 
 
-def _observe_tier(tier: TierContext, config: PolicyConfig, state: ScalingState, now_s: float) -> _TierInputs:
+def _observe_tier(
+    tier: TierContext,
+    config: PolicyConfig,
+    state: ScalingState,
+    now_s: float,
+    *,
+    dt_s: float,
+    service: mix.ServiceMix,
+) -> _TierInputs:
     """One tier's inputs: what it runs, whether it is failing, and its learned capacity.
-    Updates the tier's readiness tracking, observed mix and capacity factor."""
+    Updates the tier's readiness tracking, mix factor and capacity factor (its observed
+    mix is already folded in; `service` is every tier's, the prior of a tier that has
+    seen few requests itself)."""
     policy = tier_policy_of(config, tier.name)
     tier_state = state.tier(tier.name)
     signals = tier.signals
@@ -612,9 +648,7 @@ def _observe_tier(tier: TierContext, config: PolicyConfig, state: ScalingState, 
     lead_s = tier.figures.cold_start_s + config.cold_start_margin_s
     missing = signals.ready_replicas is None or signals.waiting is None
     failing = _track_readiness(tier_state, current, signals.ready_replicas, lead_s, now_s)
-    dt_s = config.sync_period_s if state.last_decision_s is None else max(0.0, now_s - state.last_decision_s)
-    mix.observe(tier_state, signals, dt_s)
-    mix_factor = mix.update_mix_factor(tier_state, tier.figures, dt_s)
+    mix_factor = mix.update_mix_factor(tier_state, tier.figures, dt_s, service)
     prior_rps = tier.figures.usable_rps * mix_factor
     factor = _learn_capacity(
         tier_state,
@@ -623,7 +657,9 @@ def _observe_tier(tier: TierContext, config: PolicyConfig, state: ScalingState, 
         config,
         dt_s=dt_s,
         prior_rps=prior_rps,
-        mix_settling=mix.settling(tier_state, tier.figures),
+        now_s=now_s,
+        service=service,
+        mix_settling=mix.settling(tier_state, tier.figures, service),
     )
     return _TierInputs(
         ctx=tier,
@@ -677,6 +713,17 @@ def _forecast_demand(ctx: ScalingContext, tiers: Sequence[_TierInputs], state: S
     return _Demand(config, demand_now, fc, demand, base_rps, history_gap)
 
 
+def _learned_cost_rank(t: _TierInputs, index: int) -> float:
+    """The plan's cost per served request, at what a replica really serves: the plan
+    priced a request of the declared mix, and a mix that costs one GPU type more than
+    another (long prompts on a prefill-bound tier) changes which tier is cheaper."""
+    rank = cost_rank(t.ctx, t.policy, index)
+    plan_rps = t.ctx.figures.usable_rps
+    if rank >= UNPRICED_RANK or plan_rps <= 0.0 or t.usable_rps <= 0.0:
+        return rank
+    return rank * plan_rps / t.usable_rps
+
+
 def _place_demand(ctx: ScalingContext, demand: _Demand, tiers: Sequence[_TierInputs]) -> _Placed:
     """Place the demand across tiers by cost; the front door's wakes and the pre-warm
     windows."""
@@ -687,7 +734,7 @@ def _place_demand(ctx: ScalingContext, demand: _Demand, tiers: Sequence[_TierInp
             usable_rps=t.usable_rps if t.ctx.figures.feasible else 0.0,
             min_replicas=t.policy.min_replicas,
             max_replicas=t.max_replicas,
-            cost_rank=cost_rank(t.ctx, t.policy, index),
+            cost_rank=_learned_cost_rank(t, index),
             spot=t.policy.capacity_type == "spot",
             share=t.policy.routing_share,
             available=not t.failing and t.ctx.figures.feasible,

@@ -264,6 +264,7 @@ class TierState:
     # (1 = trust the roofline).
     capacity_factor: float = 1.0
     breach_streak: int = 0
+    capacity_cut_s: float | None = None  # when a breach last cut the factor
     # Busy slots / (Ready replicas x concurrency), averaged over a few minutes: one
     # scrape of running requests is too noisy to tell room from saturation.
     slot_use_avg: float | None = None

@@ -83,6 +83,19 @@ def test_placement_puts_a_small_burst_where_its_replicas_cost_least() -> None:
     assert big.rps == pytest.approx({"l4": 3.0, "a100": 8.0})
 
 
+def test_placement_keeps_the_burst_off_a_spot_tier_that_costs_more_per_request() -> None:
+    # The A100 spot tier was cheaper per request for the declared mix; for the one the
+    # engines report it costs 1.5 per request against the L4s' 1.0: the burst goes where
+    # its replicas cost least, not to spot because it is spot.
+    l4 = slot("l4", 1.0, 1.0)
+    a100 = slot("a100", 4.0, 1.5, spot=True)
+    result = place(11.0, 2.0, [l4, a100])
+    assert result.replicas == {"l4": 11, "a100": 0}
+    # At the same cost per request spot still takes whole replicas of the burst.
+    even = place(11.0, 2.0, [l4, slot("a100", 4.0, 1.0, spot=True)])
+    assert even.replicas == {"l4": 3, "a100": 2}
+
+
 def test_placement_without_prices_keeps_spot_for_the_burst() -> None:
     unpriced = 1e12  # cost_rank of a tier without a price
     result = place(3.5, 2.0, [slot("l4", 1.0, unpriced), slot("a100", 4.0, unpriced + 1, spot=True)])

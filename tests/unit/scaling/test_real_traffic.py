@@ -185,6 +185,111 @@ def test_a_breach_the_falling_mix_explains_does_not_cut_capacity_twice() -> None
     assert factors[-1] < 1.0  # cut once the mix had settled and the breach went on
 
 
+def test_one_breach_cuts_the_learned_capacity_once_per_time_it_can_show() -> None:
+    """A breach under the load the estimate says a replica carries cuts the capacity
+    factor, but not again while the replicas that cut asked for are starting or the p99
+    window still remembers the minutes before them: one burst is one correction, not a
+    cut every other tick for as long as the p99 takes to forget it."""
+    # maxReplicas 4: no scale-up can be asked for, only the cuts' own pacing is seen.
+    policy = config(tiers=(TierPolicy("h100", min_replicas=1, max_replicas=4),))
+    state: ScalingState | None = None
+    rate = 4 * FIGURES.usable_rps * 0.72  # 72 % of what four replicas carry
+    cuts: list[float] = []
+    factor = 1.0
+    for tick in range(80):  # twenty minutes of breach, the fleet held at four
+        now = T0 + tick * PERIOD
+        sig = signals(4, rate=rate, waiting=30.0, ttft_ms=5000.0)
+        _, state = decide(ctx(now, policy, sig, [rate] * 60), state)
+        tier = state.tiers["h100"]
+        if tier.capacity_factor < factor - 1e-9:
+            cuts.append(now - T0)
+        factor = tier.capacity_factor
+    settle = FIGURES.cold_start_s + policy_rules.TTFT_WINDOW_S
+    assert len(cuts) >= 3  # a breach that goes on is still acted on ...
+    gaps = [b - a for a, b in itertools.pairwise(cuts)]
+    assert min(gaps) >= settle  # ... once per time a cut can show in the fleet
+    assert max(gaps) <= settle + 3 * PERIOD
+
+
+def test_a_traffic_gap_teaches_the_capacity_nothing() -> None:
+    """Arrivals stop dead: the averages drain at their own pace and their ratio is no
+    hold time. The capacity learned under load stays what it was through the gap."""
+    policy = config()
+    state: ScalingState | None = None
+    rate = 10.0
+    for tick in range(80):  # twenty minutes under load, 32 of 64 slots busy
+        sig = signals(3, rate=rate, running=96.0)
+        _, state = decide(ctx(T0 + tick * PERIOD, policy, sig, [rate] * 60), state)
+    assert state is not None
+    learned = state.tiers["h100"].capacity_factor
+    assert learned != pytest.approx(1.0)  # it did learn something under load
+    for tick in range(80, 120):  # ten minutes without a request
+        sig = signals(3, rate=0.0, running=0.0, ttft_ms=None)
+        _, state = decide(ctx(T0 + tick * PERIOD, policy, sig, [rate] * 60 + [0.0] * 10), state)
+        assert state.tiers["h100"].capacity_factor == pytest.approx(learned)
+
+
+def two_tiers(light: TierSignals, idle: TierSignals) -> tuple[TierContext, ...]:
+    spare = dataclasses.replace(FIGURES, name="spare")
+    return (TierContext(FIGURES, light), TierContext(spare, idle))
+
+
+def test_a_tier_without_requests_of_its_own_takes_the_services_mix() -> None:
+    """Two tiers, the traffic all on the first, prompts seven times the declared ones:
+    the idle tier's capacity follows the mix the service's engines report (a spot tier
+    started for a burst serves the same prompts), not the declaration."""
+    policy = dataclasses.replace(
+        config(),
+        tiers=(TierPolicy("h100", min_replicas=1, max_replicas=40), TierPolicy("spare", min_replicas=0)),
+    )
+    state: ScalingState | None = None
+    idle = TierSignals(ready_replicas=0, desired_replicas=0, waiting=0.0, running=0.0, request_rate_rps=0.0)
+    for tick in range(40):
+        busy = signals(4, rate=20.0, prompt=1400.0)
+        context = ScalingContext(
+            now_s=T0 + tick * PERIOD, policy=policy, tiers=two_tiers(busy, idle), rate_history_rps=[20.0] * 60
+        )
+        _, state = decide(context, state)
+    assert state is not None
+    busy_factor = state.tiers["h100"].mix_factor
+    assert busy_factor < 0.6
+    assert state.tiers["spare"].mix_factor == pytest.approx(busy_factor, rel=0.02)
+
+
+def test_the_burst_goes_to_spot_only_while_spot_is_cheaper_for_the_real_mix() -> None:
+    """The plan priced a request of the declared mix: the spot tier, slow at prefill,
+    was cheaper per request there. Prompts seven times the declared ones make it the
+    dearer one, and the burst above the base load no longer goes to it."""
+    spot = dataclasses.replace(
+        FIGURES, name="spot", prefill_tokens_per_s=3000.0, cost_per_million_tokens_usd=0.8
+    )
+    on_demand = dataclasses.replace(FIGURES, cost_per_million_tokens_usd=1.0)
+    policy = dataclasses.replace(
+        config(),
+        tiers=(
+            TierPolicy("h100", min_replicas=1, max_replicas=40),
+            TierPolicy("spot", min_replicas=0, max_replicas=40, capacity_type="spot"),
+        ),
+    )
+    history = [5.0] * 40 + [20.0] * 20  # a trough of 5 req/s in the last hour, 20 now
+    idle = TierSignals(ready_replicas=0, desired_replicas=0, waiting=0.0, running=0.0, request_rate_rps=0.0)
+
+    def spot_target(prompt: float) -> int:
+        state: ScalingState | None = None
+        rec = None
+        for tick in range(40):
+            busy = signals(8, rate=20.0, prompt=prompt)
+            tiers = (TierContext(on_demand, busy), TierContext(spot, idle))
+            rec, state = decide(ScalingContext(T0 + tick * PERIOD, policy, tiers, history), state)
+        assert rec is not None
+        tier = rec.tier("spot")
+        assert tier is not None
+        return tier.targets.get("predictive", 0)
+
+    assert spot_target(200.0) > 0  # the declared mix: spot takes the burst
+    assert spot_target(1400.0) == 0  # the real one: it costs more there
+
+
 # --- escalation ------------------------------------------------------------------
 
 
