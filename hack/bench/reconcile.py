@@ -174,6 +174,11 @@ def _audit(path: Path, since: int, until: int | None = None) -> list[dict[str, A
     return out
 
 
+def _object_name(event: dict[str, Any]) -> str:
+    ref = event.get("objectRef") or {}
+    return f"{ref.get('namespace')}/{ref.get('name')}"
+
+
 def _tally(events: list[dict[str, Any]]) -> dict[str, Any]:
     by_call: dict[str, int] = {}
     for event in events:
@@ -207,7 +212,7 @@ def _tally(events: list[dict[str, Any]]) -> dict[str, Any]:
     # one is a write that should not have happened.
     samples = [
         {
-            "object": f"{(e.get('objectRef') or {}).get('namespace')}/{(e.get('objectRef') or {}).get('name')}",
+            "object": _object_name(e),
             "patch": e.get("requestObject"),
         }
         for e in status
