@@ -383,10 +383,10 @@ class Autoscaler:
         return report
 
     def _report_failure(self, body: Mapping[str, Any], why: str, now_s: float) -> None:
-        """Degraded=True (AutoscalingFailed) on a service that could not be decided."""
+        """ScalingActive=False (AutoscalingFailed) on a service that could not be decided."""
         status: Mapping[str, Any] = body.get("status") or {}
-        update = failure_condition(status, why)
-        if update is None or any(
+        update = failure_condition(why)
+        if any(
             isinstance(c, Mapping)
             and (c.get("type"), c.get("status"), c.get("reason"), c.get("message"))
             == (update.type, update.status, update.reason, update.message)

@@ -138,8 +138,8 @@ def test_stopping_prometheus_holds_and_reports_metrics_unavailable(
     assert report.metrics_unavailable
     assert tk.replicas(cluster, NS, SERVICE, "l4") == 4  # held, not scaled down
     assert tk.replicas(cluster, NS, SERVICE, "h100") == 1  # warm minimum kept
-    degraded = tk.condition(cluster, NS, SERVICE, labels.CONDITION_DEGRADED)
-    assert degraded is not None
-    assert (degraded["status"], degraded["reason"]) == ("True", labels.REASON_METRICS_UNAVAILABLE)
+    inactive = tk.condition(cluster, NS, SERVICE, labels.CONDITION_SCALING_ACTIVE)
+    assert inactive is not None
+    assert (inactive["status"], inactive["reason"]) == ("False", labels.REASON_METRICS_UNAVAILABLE)
     assert tk.status(cluster, NS, SERVICE)["lastScalingDecision"]["signal"] == "hold"
     assert any(e["type"] == "Warning" for e in cluster.events)

@@ -69,9 +69,9 @@ def test_garbage_metrics_of_one_tenant_never_delay_another(prometheus_binary: st
                 # The victim scales on the first tick; the attacker's garbage is "no data".
                 assert tk.replicas(cluster, NS, VICTIM, "l4") > 1
                 assert tk.replicas(cluster, NS, ATTACKER, "l4") == 1
-                degraded = tk.condition(cluster, NS, ATTACKER, labels.CONDITION_DEGRADED)
-                assert degraded is not None and degraded["status"] == "True"
-                assert "no metrics for tier(s)" in degraded["message"]
+                inactive = tk.condition(cluster, NS, ATTACKER, labels.CONDITION_SCALING_ACTIVE)
+                assert inactive is not None and inactive["status"] == "False"
+                assert "no metrics for tier(s)" in inactive["message"]
                 assert tk.status(cluster, NS, ATTACKER)["lastScalingDecision"]["signal"] == "hold"
 
                 # A lowered maxReplicas applies on the next tick.

@@ -107,8 +107,8 @@ def test_a_changed_decision_or_condition_is_written_at_once(
     reader.down = True
     report = autoscaler.run_once(T0 + 45)
     assert report.status_writes == 1
-    degraded = tk.condition(cluster, NS, "svc-0", labels.CONDITION_DEGRADED)
-    assert degraded is not None and degraded["status"] == "True"
+    active = tk.condition(cluster, NS, "svc-0", labels.CONDITION_SCALING_ACTIVE)
+    assert active is not None and active["status"] == "False"
 
 
 def test_unwritten_state_carries_the_scale_down_window(

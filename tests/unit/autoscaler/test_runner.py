@@ -97,7 +97,7 @@ def test_advisory_mode_reports_without_scaling(cluster: InMemoryCluster, reader:
     assert up == 1.0
 
 
-def test_prometheus_down_holds_and_raises_degraded_then_clears(
+def test_prometheus_down_holds_and_turns_scaling_inactive_then_active(
     cluster: InMemoryCluster, reader: ScriptedReader, autoscaler: Autoscaler
 ) -> None:
     two_tier(cluster)
@@ -108,9 +108,9 @@ def test_prometheus_down_holds_and_raises_degraded_then_clears(
         autoscaler.run_once(T0 + tick * 15)
     assert tk.replicas(cluster, NS, "chat", "l4") == 5  # never scaled down on missing data
     assert tk.replicas(cluster, NS, "chat", "h100") == 1  # never below the warm minimum
-    degraded = tk.condition(cluster, NS, "chat", labels.CONDITION_DEGRADED)
-    assert degraded is not None
-    assert (degraded["status"], degraded["reason"]) == ("True", labels.REASON_METRICS_UNAVAILABLE)
+    active = tk.condition(cluster, NS, "chat", labels.CONDITION_SCALING_ACTIVE)
+    assert active is not None
+    assert (active["status"], active["reason"]) == ("False", labels.REASON_METRICS_UNAVAILABLE)
     assert tk.status(cluster, NS, "chat")["lastScalingDecision"]["signal"] == "hold"
     warnings = [e for e in cluster.events if e["type"] == "Warning"]
     assert len(warnings) == 1  # on the transition, not every tick
@@ -118,8 +118,9 @@ def test_prometheus_down_holds_and_raises_degraded_then_clears(
     reader.down = False
     idle(reader)
     autoscaler.run_once(T0 + 200)
-    degraded = tk.condition(cluster, NS, "chat", labels.CONDITION_DEGRADED)
-    assert degraded is not None and degraded["status"] == "False"
+    active = tk.condition(cluster, NS, "chat", labels.CONDITION_SCALING_ACTIVE)
+    assert active is not None and active["status"] == "True"
+    assert tk.condition(cluster, NS, "chat", labels.CONDITION_DEGRADED) is None  # the reconciler's
 
 
 def test_reconciler_degraded_is_left_alone(
@@ -131,8 +132,9 @@ def test_reconciler_degraded_is_left_alone(
     cluster.patch_status(ref, {"conditions": [theirs]})
     reader.down = True
     autoscaler.run_once(T0)
-    degraded = tk.condition(cluster, NS, "chat", labels.CONDITION_DEGRADED)
-    assert degraded is not None and degraded["reason"] == "ApplyFailed"
+    assert tk.condition(cluster, NS, "chat", labels.CONDITION_DEGRADED) == theirs
+    active = tk.condition(cluster, NS, "chat", labels.CONDITION_SCALING_ACTIVE)
+    assert active is not None and active["status"] == "False"
 
 
 def test_partial_data_holds_only_the_tier_without_data(
@@ -146,8 +148,8 @@ def test_partial_data_holds_only_the_tier_without_data(
         autoscaler.run_once(T0 + tick * 15)
     assert tk.replicas(cluster, NS, "chat", "l4") > 1
     assert tk.replicas(cluster, NS, "chat", "h100") == 3
-    degraded = tk.condition(cluster, NS, "chat", labels.CONDITION_DEGRADED)
-    assert degraded is not None and "h100" in degraded["message"]
+    active = tk.condition(cluster, NS, "chat", labels.CONDITION_SCALING_ACTIVE)
+    assert active is not None and active["status"] == "False" and "h100" in active["message"]
 
 
 def test_scale_down_marks_idle_pods_cheapest(

@@ -48,13 +48,17 @@ def service_input(replicas: int, ready: int, status: dict[str, object] | None = 
 def test_unavailable_metrics_still_restore_the_warm_minimum() -> None:
     result = step(service_input(0, 0), Observation({}, unavailable="down"), OperatorSettings(), T0)
     assert [(s.tier, s.to_replicas) for s in result.scales] == [("l4", 2)]
-    degraded = [c for c in result.conditions if c.type == labels.CONDITION_DEGRADED]
-    assert degraded and degraded[0].reason == labels.REASON_METRICS_UNAVAILABLE
+    [active] = [c for c in result.conditions if c.type == labels.CONDITION_SCALING_ACTIVE]
+    assert (active.status, active.reason) == ("False", labels.REASON_METRICS_UNAVAILABLE)
+    warnings = [e.reason for e in result.events if e.type == "Warning"]
+    assert warnings == [labels.REASON_METRICS_UNAVAILABLE]
 
 
 def test_idle_tier_without_ready_replicas_is_not_a_metrics_fault() -> None:
     result = step(service_input(2, 0), Observation({}), OperatorSettings(), T0)
-    assert not [c for c in result.conditions if c.type == labels.CONDITION_DEGRADED]
+    [active] = [c for c in result.conditions if c.type == labels.CONDITION_SCALING_ACTIVE]
+    assert active.status == "True"
+    assert not [c for c in result.conditions if c.type == labels.CONDITION_DEGRADED]  # never the autoscaler's
     scaling = [c for c in result.conditions if c.type == labels.CONDITION_SCALING]
     assert scaling[0].status == "True"  # 0/2 ready: cold start in progress
 

@@ -46,12 +46,13 @@ def degraded_of(current: dict[str, Any]) -> dict[str, Any]:
     return next(c for c in current["conditions"] if c["type"] == labels.CONDITION_DEGRADED)
 
 
-def autoscaler_degraded() -> dict[str, Any]:
+def legacy_autoscaler_degraded() -> dict[str, Any]:
+    """A Degraded an operator from before ScalingActive let its autoscaler write."""
     return {
         "type": labels.CONDITION_DEGRADED,
         "status": "True",
         "reason": labels.REASON_METRICS_UNAVAILABLE,
-        "message": labels.AUTOSCALER_MESSAGE_PREFIX + "metrics unavailable, holding replica counts",
+        "message": "autoscaler: metrics unavailable, holding replica counts",
         "lastTransitionTime": NOW,
     }
 
@@ -60,37 +61,45 @@ def feasible_plan() -> Plan:
     return Plan(name="chat", tiers=[TierPlan.model_validate(tk.tier_plan("l4"))])
 
 
-def test_reconciler_without_failure_keeps_the_autoscalers_degraded() -> None:
-    previous = {"conditions": [autoscaler_degraded()]}
+def test_the_reconciler_owns_degraded_outright_even_one_the_autoscaler_once_wrote() -> None:
+    previous = {"conditions": [legacy_autoscaler_degraded()]}
     result = PassResult(generation=2, plan=feasible_plan(), plan_hash="h")
     new = status.compute(previous, result, now=LATER)
-    assert degraded_of(new) == autoscaler_degraded()
-    # Nothing changed, so no event is announced either.
-    assert events.condition_transitions(previous["conditions"], new["conditions"]) == []
+    degraded = degraded_of(new)
+    assert (degraded["status"], degraded["reason"]) == ("False", status.REASON_AS_PLANNED)
+    assert degraded["lastTransitionTime"] == LATER
+    [event] = events.condition_transitions(previous["conditions"], new["conditions"])
+    assert (event.type, event.reason) == ("Normal", status.REASON_AS_PLANNED)
 
 
-def test_reconcilers_own_failure_wins_over_the_autoscalers_degraded() -> None:
-    previous = {"conditions": [autoscaler_degraded()]}
+def test_the_reconciler_carries_the_autoscalers_conditions_over_untouched() -> None:
+    theirs = [
+        {
+            "type": labels.CONDITION_SCALING_ACTIVE,
+            "status": "False",
+            "reason": labels.REASON_METRICS_UNAVAILABLE,
+            "message": "metrics unavailable, holding replica counts",
+            "lastTransitionTime": NOW,
+        },
+        {
+            "type": labels.CONDITION_SCALING,
+            "status": "True",
+            "reason": "WaitingForReplicas",
+            "message": "l4: 1/2 ready",
+            "lastTransitionTime": NOW,
+        },
+    ]
     result = PassResult(
         generation=2,
         plan=feasible_plan(),
         plan_hash="h",
         failures=("apply Deployment/team/chat-l4: forbidden",),
     )
-    degraded = degraded_of(status.compute(previous, result, now=LATER))
-    assert (degraded["status"], degraded["reason"]) == ("True", labels.REASON_APPLY_FAILED)
-
-
-def test_a_cleared_autoscaler_degraded_is_the_reconcilers_to_rewrite() -> None:
-    cleared = {**autoscaler_degraded(), "status": "False", "reason": "MetricsAvailable",
-               "message": labels.AUTOSCALER_MESSAGE_PREFIX + "metrics are available again"}
-    previous = {"conditions": [cleared]}
-    result = PassResult(generation=2, plan=feasible_plan(), plan_hash="h")
-    new = status.compute(previous, result, now=LATER)
-    degraded = degraded_of(new)
-    assert (degraded["status"], degraded["reason"]) == ("False", status.REASON_AS_PLANNED)
-    assert degraded["lastTransitionTime"] == NOW  # False stays False: no transition
-    assert events.condition_transitions(previous["conditions"], new["conditions"]) == []
+    new = status.compute({"conditions": theirs}, result, now=LATER)
+    assert [
+        c for c in new["conditions"] if labels.CONDITION_OWNERS[c["type"]] == labels.OWNER_AUTOSCALER
+    ] == theirs
+    assert (degraded_of(new)["status"], degraded_of(new)["reason"]) == ("True", labels.REASON_APPLY_FAILED)
 
 
 def test_slo_at_risk_follows_the_plan_warnings_with_their_numbers() -> None:

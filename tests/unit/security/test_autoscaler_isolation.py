@@ -101,16 +101,17 @@ def test_a_failing_decision_degrades_only_that_service(
     monkeypatch.setattr(runner_module, "step", step)
     autoscaler = Autoscaler(cluster, reader, settings)
     assert run_ticks(autoscaler, 4) == alone(settings)
-    degraded = tk.condition(cluster, NS, ATTACKER, labels.CONDITION_DEGRADED)
-    assert degraded is not None
-    assert (degraded["status"], degraded["reason"]) == ("True", REASON_AUTOSCALING_FAILED)
-    assert "OverflowError" in degraded["message"]
-    assert tk.condition(cluster, NS, VICTIM, labels.CONDITION_DEGRADED) is None
+    inactive = tk.condition(cluster, NS, ATTACKER, labels.CONDITION_SCALING_ACTIVE)
+    assert inactive is not None
+    assert (inactive["status"], inactive["reason"]) == ("False", REASON_AUTOSCALING_FAILED)
+    assert "OverflowError" in inactive["message"]
+    victim = tk.condition(cluster, NS, VICTIM, labels.CONDITION_SCALING_ACTIVE)
+    assert victim is not None and victim["status"] == "True"
 
     monkeypatch.setattr(runner_module, "step", real_step)  # fixed: the condition clears
     autoscaler.run_once(T0 + 100)
-    degraded = tk.condition(cluster, NS, ATTACKER, labels.CONDITION_DEGRADED)
-    assert degraded is not None and degraded["status"] == "False"
+    inactive = tk.condition(cluster, NS, ATTACKER, labels.CONDITION_SCALING_ACTIVE)
+    assert inactive is not None and inactive["status"] == "True"
 
 
 def test_an_api_error_on_one_service_never_stops_the_next(

@@ -130,7 +130,7 @@ def test_a_malformed_answer_is_metrics_unavailable_with_the_condition_set(
         reader.close()
     assert report.metrics_unavailable and report.errors == []
     assert tk.replicas(cluster, NS, "chat", "l4") == 3
-    degraded = tk.condition(cluster, NS, "chat", labels.CONDITION_DEGRADED)
-    assert degraded is not None
-    assert (degraded["status"], degraded["reason"]) == ("True", labels.REASON_METRICS_UNAVAILABLE)
-    assert "malformed answer" in degraded["message"] or "Expecting value" in degraded["message"]
+    inactive = tk.condition(cluster, NS, "chat", labels.CONDITION_SCALING_ACTIVE)
+    assert inactive is not None
+    assert (inactive["status"], inactive["reason"]) == ("False", labels.REASON_METRICS_UNAVAILABLE)
+    assert "malformed answer" in inactive["message"] or "Expecting value" in inactive["message"]
