@@ -30,9 +30,9 @@ from inferfleet.api.spec import TokenPercentiles
 from inferfleet.autoscale import workload as workload_drift
 from inferfleet.autoscale.workload import Replanner
 from inferfleet.config import OperatorSettings
-from inferfleet.kubedata import ObjectRef
+from inferfleet.kubedata import Event, ObjectRef
 from inferfleet.planner.workload import mean_tokens
-from inferfleet.promql.signals import TierSignals as ObservedSignals
+from inferfleet.promql.signals import TierReadings
 from inferfleet.render import frontdoor
 from inferfleet.scaling import (
     DoorPool,
@@ -92,16 +92,14 @@ _VOLATILE_TIER_STATE = frozenset(
     }
 )
 
-EventType = Literal["Normal", "Warning"]
-
-
 def rfc3339(now_s: float) -> str:
     return dt.datetime.fromtimestamp(now_s, tz=dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @dataclass(frozen=True)
-class Workload:
-    """A tier's Deployment or LeaderWorkerSet as the API server reports it."""
+class WorkloadReplicas:
+    """A tier's Deployment or LeaderWorkerSet: its reference and replica counts as the API
+    server reports them."""
 
     ref: ObjectRef
     replicas: int | None
@@ -115,7 +113,7 @@ class ServiceInput:
     spec: InferenceServiceSpec
     plan: Sequence[TierPlan]
     status: Mapping[str, Any]
-    workloads: Mapping[str, Workload]
+    workloads: Mapping[str, WorkloadReplicas]
     generation: int | None = None
     # The operator's own planner for this service with another spec (its images, the
     # model config it fetched): what the drift condition says the observed workload implies.
@@ -126,7 +124,7 @@ class ServiceInput:
 class Observation:
     """The signals one loop read for one service; `unavailable` says why there are none."""
 
-    tiers: Mapping[str, ObservedSignals]
+    tiers: Mapping[str, TierReadings]
     rate_history_rps: Sequence[float] | None = None
     unavailable: str | None = None
     # Requests each front-door pool holds, by pool name; None: the query failed.
@@ -143,13 +141,6 @@ class Scale:
     @property
     def down(self) -> bool:
         return self.to_replicas < self.from_replicas
-
-
-@dataclass(frozen=True)
-class Event:
-    type: EventType
-    reason: str
-    message: str
 
 
 @dataclass(frozen=True)
@@ -268,7 +259,7 @@ def _history_tail(history: Sequence[float] | None, hours: float) -> Sequence[flo
     return history if len(history) <= wanted else history[-wanted:]
 
 
-def _scaling_signals(workload: Workload, observed: ObservedSignals | None) -> TierSignals:
+def _scaling_signals(workload: WorkloadReplicas, observed: TierReadings | None) -> TierSignals:
     if observed is None:
         return TierSignals(ready_replicas=workload.ready, desired_replicas=workload.replicas)
     return TierSignals(
@@ -567,7 +558,7 @@ def _mean(percentiles: TokenPercentiles) -> float:
     return mean_tokens(percentiles.p50, percentiles.p95)
 
 
-def _rate_of(observed: ObservedSignals | None) -> float | None:
+def _rate_of(observed: TierReadings | None) -> float | None:
     return None if observed is None else observed.request_rate_rps
 
 

@@ -31,7 +31,7 @@ from inferfleet.autoscale.step import (
     Observation,
     ServiceInput,
     StepResult,
-    Workload,
+    WorkloadReplicas,
     deletion_costs,
     failure_condition,
     rfc3339,
@@ -286,12 +286,12 @@ class Autoscaler:
         if not plan:
             return "not planned yet"
         uid = meta.get("uid")
-        workloads: dict[str, Workload] = {}
+        workloads: dict[str, WorkloadReplicas] = {}
         for tier, obj in tick.workloads.get((namespace, name), {}).items():
             # A same-named workload someone else owns is not ours to scale.
             if uid is not None and owner_uids(obj) and str(uid) not in owner_uids(obj):
                 continue
-            workloads[tier] = Workload(ref_of(obj), replicas_of(obj), ready_replicas_of(obj))
+            workloads[tier] = WorkloadReplicas(ref_of(obj), replicas_of(obj), ready_replicas_of(obj))
         return ServiceInput(
             namespace=namespace,
             name=name,

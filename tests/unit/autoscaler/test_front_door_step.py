@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from inferfleet.api import TierPlan, parse
-from inferfleet.autoscale.step import Observation, ServiceInput, Workload, front_door_signals, step
+from inferfleet.autoscale.step import Observation, ServiceInput, WorkloadReplicas, front_door_signals, step
 from inferfleet.autoscaler import testkit as tk
 from inferfleet.config import OperatorSettings
 from inferfleet.scaling import SIGNAL_WAKE, DoorPool
@@ -32,7 +32,9 @@ def service(status: dict[str, Any] | None = None, routing: dict[str, float] | No
         spec=parse(body).spec,
         plan=plans,
         status=status or {},
-        workloads={t["name"]: Workload(tk.workload_ref("ns", "chat", t["name"]), 0, 0) for t in TIERS},
+        workloads={
+            t["name"]: WorkloadReplicas(tk.workload_ref("ns", "chat", t["name"]), 0, 0) for t in TIERS
+        },
     )
 
 

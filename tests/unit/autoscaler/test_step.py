@@ -14,7 +14,7 @@ from inferfleet.autoscale.step import (
     Observation,
     ServiceInput,
     StepResult,
-    Workload,
+    WorkloadReplicas,
     deletion_costs,
     is_due,
     material_state,
@@ -25,7 +25,7 @@ from inferfleet.autoscale.step import (
 from inferfleet.autoscale.workload import Replanner
 from inferfleet.autoscaler import testkit as tk
 from inferfleet.config import OperatorSettings
-from inferfleet.promql.signals import TierSignals
+from inferfleet.promql.signals import TierReadings
 from inferfleet.scaling import Recommendation, ScalingContext, ScalingState, TokenQuantiles, decide
 
 T0 = 1_800_000_000.0
@@ -41,7 +41,7 @@ def service_input(replicas: int, ready: int, status: dict[str, object] | None = 
         spec=parse(body).spec,
         plan=[TierPlan.model_validate(tk.tier_plan("l4"))],
         status=status or {},
-        workloads={"l4": Workload(tk.workload_ref("ns", "chat", "l4"), replicas, ready)},
+        workloads={"l4": WorkloadReplicas(tk.workload_ref("ns", "chat", "l4"), replicas, ready)},
     )
 
 
@@ -64,7 +64,7 @@ def test_idle_tier_without_ready_replicas_is_not_a_metrics_fault() -> None:
 
 
 def test_decision_carries_the_signals() -> None:
-    observed = TierSignals(waiting=3.0, running=4.0, ttft_p99_s=0.8, request_rate_rps=1.0, ready_replicas=2)
+    observed = TierReadings(waiting=3.0, running=4.0, ttft_p99_s=0.8, request_rate_rps=1.0, ready_replicas=2)
     result = step(service_input(2, 2), Observation({"l4": observed}), OperatorSettings(), T0)
     decision = result.status["lastScalingDecision"]
     assert decision["queueDepth"] == 3.0
@@ -87,7 +87,7 @@ def _contexts(monkeypatch: pytest.MonkeyPatch) -> list[ScalingContext]:
 
 def test_prompt_tokens_rate_reaches_decide(monkeypatch: pytest.MonkeyPatch) -> None:
     seen = _contexts(monkeypatch)
-    observed = TierSignals(
+    observed = TierReadings(
         waiting=0.0, running=4.0, request_rate_rps=2.0, prompt_tokens_rps=3072.0, ready_replicas=2
     )
     step(service_input(2, 2), Observation({"l4": observed}), OperatorSettings(), T0)
@@ -99,7 +99,7 @@ def test_prompt_tokens_rate_reaches_decide(monkeypatch: pytest.MonkeyPatch) -> N
 
 def test_prompt_tokens_rate_unobserved_reaches_decide_as_none(monkeypatch: pytest.MonkeyPatch) -> None:
     seen = _contexts(monkeypatch)
-    observed = TierSignals(waiting=0.0, running=4.0, request_rate_rps=2.0, ready_replicas=2)
+    observed = TierReadings(waiting=0.0, running=4.0, request_rate_rps=2.0, ready_replicas=2)
     step(service_input(2, 2), Observation({"l4": observed}), OperatorSettings(), T0)
     step(service_input(2, 2), Observation({}), OperatorSettings(), T0 + 60)
     assert [ctx.tiers[0].signals.prompt_tokens_rps for ctx in seen] == [None, None]
@@ -212,7 +212,7 @@ def test_material_state_ignores_what_moves_every_decision() -> None:
 
 
 def _run_steps(
-    observed: TierSignals,
+    observed: TierReadings,
     ticks: int,
     *,
     scaling: dict[str, object] | None = None,
@@ -231,7 +231,7 @@ def _run_steps(
             spec=parse(body).spec,
             plan=[TierPlan.model_validate(tk.tier_plan("l4"))],
             status=status,
-            workloads={"l4": Workload(tk.workload_ref("ns", "chat", "l4"), 2, 2)},
+            workloads={"l4": WorkloadReplicas(tk.workload_ref("ns", "chat", "l4"), 2, 2)},
             generation=1,
             replan=replan,
         )
@@ -249,9 +249,9 @@ def _run_steps(
     return results
 
 
-def rejecting_engines() -> TierSignals:
+def rejecting_engines() -> TierReadings:
     """Engines that serve 2 req/s of prompts up to max-model-len 8,192 and answer 1 req/s 400."""
-    return TierSignals(
+    return TierReadings(
         waiting=0.0, running=4.0, request_rate_rps=2.0, ready_replicas=2,
         prompt_tokens_rps=2.0 * 3000.0, generation_tokens_rps=2.0 * 250.0, rejected_rps=1.0,
         prompt_tokens=TokenQuantiles(2500.0, 7000.0, 8000.0),

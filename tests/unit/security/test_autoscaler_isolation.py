@@ -21,7 +21,7 @@ from inferfleet.config import OperatorSettings
 from inferfleet.kubedata import ObjectRef
 from inferfleet.promql.parse import TierKey, VectorResult
 from inferfleet.promql.queries import Signal
-from inferfleet.promql.signals import TierSignals, assemble
+from inferfleet.promql.signals import TierReadings, assemble
 from tests.unit.autoscaler.conftest import ScriptedReader
 
 NS = "team"
@@ -80,7 +80,7 @@ def test_non_finite_and_negative_values_are_missing_never_demand(value: float) -
     key = TierKey(NS, VICTIM, "l4")
     vectors = {signal: VectorResult(values={key: value}) for signal in Signal}
     signals = assemble(T0, vectors).tiers[key]
-    assert signals == TierSignals()  # every field None: no data, not zero, not infinite demand
+    assert signals == TierReadings()  # every field None: no data, not zero, not infinite demand
     assert not signals.has_load_data
 
 

@@ -31,7 +31,7 @@ from inferfleet.precache.layout import listing_revision_id, ref_name, safe_revis
 from inferfleet.precache.names import check_listing, fold
 from inferfleet.promql.parse import TierKey, VectorResult
 from inferfleet.promql.queries import Signal
-from inferfleet.promql.signals import TierSignals, assemble
+from inferfleet.promql.signals import TierReadings, assemble
 from tests.conftest import EXAMPLES_DIR
 from tests.unit.autoscaler.conftest import ScriptedReader
 
@@ -147,7 +147,7 @@ READINGS = st.one_of(
 def test_assembled_signals_are_finite_non_negative_or_missing(values: dict[Signal, float | None]) -> None:
     key = TierKey("ns", "svc", "l4")
     vectors = {signal: VectorResult(values={key: value}) for signal, value in values.items()}
-    tier = assemble(0.0, vectors).tiers.get(key, TierSignals())
+    tier = assemble(0.0, vectors).tiers.get(key, TierReadings())
     for name in (
         "waiting",
         "running",
