@@ -20,7 +20,7 @@ PACKAGE_DIR = Path(__file__).resolve().parents[2] / "operator" / "inferfleet"
 # Each writer is a pure package that decides and the I/O shell that executes it.
 COMPONENTS = {
     labels.OWNER_RECONCILER: {"reconcile", "controller", "handlers"},
-    labels.OWNER_AUTOSCALER: {"autoscale", "autoscaler"},
+    labels.OWNER_AUTOSCALER: {"scalestep", "autoscaler"},
 }
 CONSTANTS = {name: getattr(labels, name) for name in dir(labels) if name.startswith("CONDITION_")}
 TYPE_CONSTANTS = {name for name, value in CONSTANTS.items() if isinstance(value, str)}

@@ -14,7 +14,7 @@ import pytest
 PACKAGE_DIR = Path(__file__).resolve().parents[2] / "operator" / "inferfleet"
 PURE_CORE = (
     "api",
-    "autoscale",
+    "scalestep",
     "catalog",
     "config.py",
     "kubedata.py",

@@ -67,11 +67,11 @@ PROBES = [
     ("simulate/report.py", "import matplotlib", SIMULATOR),
     ("simulate/setup.py", "import inferfleet.reconcile", LAYERS),  # reconcile | simulate
     # the autoscaler step: no I/O, no loop above it, no peer of its layer
-    ("autoscale/step.py", "import kopf", PURE),
-    ("autoscale/workload.py", "import time", PURE),
-    ("autoscale/step.py", "import inferfleet.metrics.prometheus", LAYERS),
-    ("autoscale/step.py", "import inferfleet.autoscaler.runner", LAYERS),
-    ("autoscale/workload.py", "import inferfleet.simulate", LAYERS),  # autoscale | simulate
+    ("scalestep/step.py", "import kopf", PURE),
+    ("scalestep/workload.py", "import time", PURE),
+    ("scalestep/step.py", "import inferfleet.metrics.prometheus", LAYERS),
+    ("scalestep/step.py", "import inferfleet.autoscaler.runner", LAYERS),
+    ("scalestep/workload.py", "import inferfleet.simulate", LAYERS),  # scalestep | simulate
 ]
 
 

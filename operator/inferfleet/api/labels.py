@@ -66,7 +66,7 @@ CONDITION_TYPES: Final = (
     CONDITION_SCALING_ACTIVE,
 )
 # The one component that writes each condition type: the reconciler (its pure rules in
-# reconcile/, executed by controller/) or the autoscaler (autoscale/ decides, autoscaler/
+# reconcile/, executed by controller/) or the autoscaler (scalestep/ decides, autoscaler/
 # writes). Everyone else only reads.
 OWNER_RECONCILER: Final = "reconciler"
 OWNER_AUTOSCALER: Final = "autoscaler"

@@ -25,20 +25,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from inferfleet.api import InferenceService, Plan, SpecInvalid, TierPlan, labels, parse
-from inferfleet.autoscale.step import (
-    STATUS_HEARTBEAT_S,
-    ConditionUpdate,
-    Observation,
-    ServiceInput,
-    StepResult,
-    WorkloadReplicas,
-    deletion_costs,
-    failure_condition,
-    rfc3339,
-    should_write,
-    step,
-)
-from inferfleet.autoscale.workload import Replanner
 from inferfleet.cluster import ApiError, Cluster, Conflict, KindNotServed, NotFound
 from inferfleet.config import OperatorSettings
 from inferfleet.controller.watched import Watched
@@ -57,6 +43,20 @@ from inferfleet.promql.parse import ServiceKey, TierKey
 from inferfleet.promql.queries import QueryConfig
 from inferfleet.promql.signals import SignalSnapshot, sane
 from inferfleet.reconcile.status import set_condition
+from inferfleet.scalestep.step import (
+    STATUS_HEARTBEAT_S,
+    ConditionUpdate,
+    Observation,
+    ServiceInput,
+    StepResult,
+    WorkloadReplicas,
+    deletion_costs,
+    failure_condition,
+    rfc3339,
+    should_write,
+    step,
+)
+from inferfleet.scalestep.workload import Replanner
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,6 @@ from collections.abc import Iterator
 import pytest
 
 from inferfleet.api import labels
-from inferfleet.autoscale.step import EVENT_SCALED_UP
 from inferfleet.autoscaler import testkit as tk
 from inferfleet.autoscaler.runner import Autoscaler
 from inferfleet.cluster import InMemoryCluster
@@ -16,6 +15,7 @@ from inferfleet.config import OperatorSettings
 from inferfleet.metrics.prometheus import PrometheusClient, PrometheusConfig, SignalReader
 from inferfleet.metrics.testkit import PrometheusServer, VllmEmulator
 from inferfleet.promql.queries import QueryConfig
+from inferfleet.scalestep.step import EVENT_SCALED_UP
 from tests.integration.prometheus.conftest import SCRAPE_INTERVAL_S, eventually
 
 pytestmark = pytest.mark.integration

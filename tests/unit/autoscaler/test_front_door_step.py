@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from inferfleet.api import TierPlan, parse
-from inferfleet.autoscale.step import Observation, ServiceInput, WorkloadReplicas, front_door_signals, step
 from inferfleet.autoscaler import testkit as tk
 from inferfleet.config import OperatorSettings
+from inferfleet.scalestep.step import Observation, ServiceInput, WorkloadReplicas, front_door_signals, step
 from inferfleet.scaling import SIGNAL_WAKE, DoorPool
 
 T0 = 1_800_000_000.0

@@ -6,7 +6,6 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from inferfleet.api import labels
-from inferfleet.autoscale.step import EVENT_SCALED_DOWN, EVENT_SCALED_UP, EVENT_SCALING_ADVISED
 from inferfleet.autoscaler import testkit as tk
 from inferfleet.autoscaler.runner import Autoscaler
 from inferfleet.cluster import Conflict, InMemoryCluster
@@ -15,6 +14,7 @@ from inferfleet.kubedata import ObjectRef
 from inferfleet.metrics.operator_metrics import OperatorMetrics
 from inferfleet.promql.parse import TierKey
 from inferfleet.promql.queries import Signal
+from inferfleet.scalestep.step import EVENT_SCALED_DOWN, EVENT_SCALED_UP, EVENT_SCALING_ADVISED
 from tests.unit.autoscaler.conftest import ScriptedReader
 
 NS = "team"

@@ -8,8 +8,11 @@ import pytest
 
 from inferfleet.api import InferenceServiceSpec, TierPlan, labels, parse
 from inferfleet.api.status import ObservedWorkload
-from inferfleet.autoscale import step as step_module
-from inferfleet.autoscale.step import (
+from inferfleet.autoscaler import testkit as tk
+from inferfleet.config import OperatorSettings
+from inferfleet.promql.signals import TierReadings
+from inferfleet.scalestep import step as step_module
+from inferfleet.scalestep.step import (
     ConditionUpdate,
     Observation,
     ServiceInput,
@@ -22,10 +25,7 @@ from inferfleet.autoscale.step import (
     should_write,
     step,
 )
-from inferfleet.autoscale.workload import Replanner
-from inferfleet.autoscaler import testkit as tk
-from inferfleet.config import OperatorSettings
-from inferfleet.promql.signals import TierReadings
+from inferfleet.scalestep.workload import Replanner
 from inferfleet.scaling import Recommendation, ScalingContext, ScalingState, TokenQuantiles, decide
 
 T0 = 1_800_000_000.0
@@ -132,7 +132,7 @@ def test_pure_modules_import_no_io_libraries() -> None:
 
     code = (
         "import sys\n"
-        "import inferfleet.autoscale.step, inferfleet.promql.queries, inferfleet.promql.parse\n"
+        "import inferfleet.scalestep.step, inferfleet.promql.queries, inferfleet.promql.parse\n"
         "import inferfleet.promql.signals, inferfleet.promql.history\n"
         "bad = [m for m in ('kopf', 'kubernetes', 'prometheus_api_client', 'requests') if m in sys.modules]\n"
         "print(', '.join(bad))\n"

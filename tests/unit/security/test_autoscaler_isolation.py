@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 
 from inferfleet.api import labels
-from inferfleet.autoscale.step import REASON_AUTOSCALING_FAILED, deletion_costs
 from inferfleet.autoscaler import runner as runner_module
 from inferfleet.autoscaler import testkit as tk
 from inferfleet.autoscaler.runner import Autoscaler
@@ -22,6 +21,7 @@ from inferfleet.kubedata import ObjectRef
 from inferfleet.promql.parse import TierKey, VectorResult
 from inferfleet.promql.queries import Signal
 from inferfleet.promql.signals import TierReadings, assemble
+from inferfleet.scalestep.step import REASON_AUTOSCALING_FAILED, deletion_costs
 from tests.unit.autoscaler.conftest import ScriptedReader
 
 NS = "team"

@@ -27,13 +27,13 @@ from inferfleet.api import (
     labels,
 )
 from inferfleet.api.spec import TokenPercentiles
-from inferfleet.autoscale import workload as workload_drift
-from inferfleet.autoscale.workload import Replanner
 from inferfleet.config import OperatorSettings
 from inferfleet.kubedata import Event, ObjectRef
 from inferfleet.planner.workload import mean_tokens
 from inferfleet.promql.signals import TierReadings
 from inferfleet.render import frontdoor
+from inferfleet.scalestep import workload as workload_drift
+from inferfleet.scalestep.workload import Replanner
 from inferfleet.scaling import (
     DoorPool,
     FrontDoorSignals,
