@@ -65,6 +65,7 @@ PROBES = [
     ("simulate/engine.py", "import inferfleet.tracefiles.read", LAYERS),
     ("simulate/traces.py", "import subprocess", SIMULATOR),
     ("simulate/report.py", "import matplotlib", SIMULATOR),
+    ("simulate/engine.py", "import time", SIMULATOR),  # the clock is the caller's
     ("simulate/setup.py", "import inferfleet.reconcile", LAYERS),  # reconcile | simulate
     # the autoscaler step: no I/O, no loop above it, no peer of its layer
     ("scalestep/step.py", "import kopf", PURE),

@@ -61,6 +61,8 @@ def test_json_contract(files: tuple[Path, Path]) -> None:
     assert all(key in document for key in CONTRACT)
     assert document["policy"] == "inferfleet"
     assert document["requests"] == 2400
+    # The replay's run time, by the clock the command (not the pure replay) reads.
+    assert isinstance(document["wallSeconds"], float) and document["wallSeconds"] >= 0.0
     every = CliRunner().invoke(app, [*args, "--policy", "all", "--rate-scale", "2"])
     assert [row["policy"] for row in json.loads(every.stdout)] == [
         "inferfleet", "static-peak", "reactive-util", "queue-only",

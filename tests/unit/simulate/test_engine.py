@@ -77,6 +77,16 @@ class Fixed:
         ), state or ScalingState()
 
 
+def test_the_replay_reads_only_the_clock_it_is_given() -> None:
+    readings = iter([100.0, 102.5])
+    replay = trace([1.0, 2.0], output_tokens=11, span_s=120.0)
+    timed = simulate(replay, sim_config(slots=2), Fixed(1), "f", clock=lambda: next(readings))
+    assert timed.wall_s == 2.5 and summarize(timed)["wallSeconds"] == 2.5
+    untimed = simulate(replay, sim_config(slots=2), Fixed(1), "f")
+    assert untimed.wall_s is None and summarize(untimed)["wallSeconds"] is None
+    assert summarize(dataclasses.replace(untimed, wall_s=2.5)) == summarize(timed)  # the same replay
+
+
 def test_littles_law_in_flight_equals_rate_times_time_in_system() -> None:
     # 2 req/s, evenly spaced; each request decodes 10 steps of 100 ms = 1 s, prefill ~0.
     arrivals = [0.25 + 0.5 * i for i in range(2400)]
