@@ -8,7 +8,6 @@ from collections.abc import Iterator
 import pytest
 
 from inferfleet.api import labels
-from inferfleet.autoscaler import testkit as tk
 from inferfleet.autoscaler.runner import Autoscaler
 from inferfleet.cluster import InMemoryCluster
 from inferfleet.config import OperatorSettings
@@ -17,6 +16,8 @@ from inferfleet.metrics.testkit import PrometheusServer, VllmEmulator
 from inferfleet.promql.queries import QueryConfig
 from inferfleet.scalestep.step import EVENT_SCALED_UP
 from tests.integration.prometheus.conftest import SCRAPE_INTERVAL_S, eventually
+from tests.toolkit import a_scaled_service, a_small_tier_plan
+from tests.toolkit import reconciled as tk
 
 pytestmark = pytest.mark.integration
 
@@ -36,17 +37,12 @@ def make_autoscaler(cluster: InMemoryCluster, url: str) -> Autoscaler:
 @pytest.fixture
 def cluster() -> InMemoryCluster:
     cluster = InMemoryCluster()
-    body = tk.service_body(
-        SERVICE,
-        NS,
-        tiers=[
-            {"name": "l4", "gpu": "L4", "minReplicas": 1, "maxReplicas": 8},
-            {"name": "h100", "gpu": "H100-SXM-80GB", "minReplicas": 1, "maxReplicas": 4},
-        ],
+    service = a_scaled_service(SERVICE, NS).tiers(
+        {"name": "l4", "gpu": "L4", "minReplicas": 1, "maxReplicas": 8},
+        {"name": "h100", "gpu": "H100-SXM-80GB", "minReplicas": 1, "maxReplicas": 4},
     )
-    tk.install(
-        cluster, body, plans=[tk.tier_plan("l4", usable_rps=2.0), tk.tier_plan("h100", usable_rps=6.0)]
-    )
+    l4 = a_small_tier_plan("l4").capacity(usable_rps=2.0)
+    tk.install(cluster, service, plans=[l4, a_small_tier_plan("h100").capacity(usable_rps=6.0)])
     return cluster
 
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from prometheus_client import CollectorRegistry
 
 from inferfleet.api import labels
-from inferfleet.autoscaler import testkit as tk
 from inferfleet.autoscaler.runner import Autoscaler
 from inferfleet.cluster import Conflict, InMemoryCluster
 from inferfleet.config import OperatorSettings
@@ -15,23 +16,20 @@ from inferfleet.metrics.operator_metrics import OperatorMetrics
 from inferfleet.promql.parse import TierKey
 from inferfleet.promql.queries import Signal
 from inferfleet.scalestep.step import EVENT_SCALED_DOWN, EVENT_SCALED_UP, EVENT_SCALING_ADVISED
+from tests.toolkit import a_scaled_service
+from tests.toolkit import reconciled as tk
 from tests.unit.autoscaler.conftest import ScriptedReader
 
 NS = "team"
 T0 = 1_800_000_000.0
 
 
-def two_tier(cluster: InMemoryCluster, name: str = "chat", **kwargs: object) -> None:
-    body = tk.service_body(
-        name,
-        NS,
-        tiers=[
-            {"name": "l4", "gpu": "L4", "minReplicas": 1, "maxReplicas": 8},
-            {"name": "h100", "gpu": "H100-SXM-80GB", "minReplicas": 1, "maxReplicas": 4},
-        ],
-        **kwargs,  # type: ignore[arg-type]
+def two_tier(cluster: InMemoryCluster, name: str = "chat", *, scaling: dict[str, Any] | None = None) -> None:
+    service = a_scaled_service(name, NS).tiers(
+        {"name": "l4", "gpu": "L4", "minReplicas": 1, "maxReplicas": 8},
+        {"name": "h100", "gpu": "H100-SXM-80GB", "minReplicas": 1, "maxReplicas": 4},
     )
-    tk.install(cluster, body)
+    tk.install(cluster, service if scaling is None else service.with_spec(scaling=scaling))
 
 
 def idle(reader: ScriptedReader, name: str = "chat") -> None:
@@ -155,7 +153,7 @@ def test_partial_data_holds_only_the_tier_without_data(
 def test_scale_down_marks_idle_pods_cheapest(
     cluster: InMemoryCluster, reader: ScriptedReader, settings: OperatorSettings
 ) -> None:
-    tk.install(cluster, tk.service_body("chat", NS), replicas={"l4": 3})
+    tk.install(cluster, a_scaled_service("chat", NS), replicas={"l4": 3})
     for index, in_flight in enumerate((5.0, 0.0, 2.0)):
         cluster.user_apply(
             {
@@ -186,7 +184,7 @@ def test_scale_down_marks_idle_pods_cheapest(
 def test_restart_resumes_from_status(
     cluster: InMemoryCluster, reader: ScriptedReader, settings: OperatorSettings
 ) -> None:
-    tk.install(cluster, tk.service_body("chat", NS), replicas={"l4": 4})
+    tk.install(cluster, a_scaled_service("chat", NS), replicas={"l4": 4})
     reader.set(NS, "chat", "l4", waiting=0.0, running=0.0, request_rate_rps=0.0, ready_replicas=4)
     first = Autoscaler(cluster, reader, settings)
     first.run_once(T0)
@@ -205,7 +203,7 @@ def test_restart_resumes_from_status(
 def test_not_due_before_its_sync_period(
     cluster: InMemoryCluster, reader: ScriptedReader, autoscaler: Autoscaler
 ) -> None:
-    tk.install(cluster, tk.service_body("chat", NS, scaling={"syncPeriodSeconds": 60}))
+    tk.install(cluster, a_scaled_service("chat", NS).with_spec(scaling={"syncPeriodSeconds": 60}))
     reader.set(NS, "chat", "l4", waiting=0.0, running=0.0, request_rate_rps=0.0, ready_replicas=1)
     assert autoscaler.run_once(T0).decided == 1
     assert autoscaler.run_once(T0 + 15).decided == 0
@@ -215,8 +213,8 @@ def test_not_due_before_its_sync_period(
 def test_skips_unplanned_invalid_and_workload_less_services(
     cluster: InMemoryCluster, reader: ScriptedReader, autoscaler: Autoscaler
 ) -> None:
-    cluster.user_apply(tk.service_body("unplanned", NS))
-    tk.install(cluster, tk.service_body("gone", NS))
+    cluster.user_apply(a_scaled_service("unplanned", NS).body())
+    tk.install(cluster, a_scaled_service("gone", NS))
     cluster.delete(tk.workload_ref(NS, "gone", "l4"))
     report = autoscaler.run_once(T0)
     skipped = {r.name: r.skipped for r in report.services}
@@ -228,7 +226,7 @@ def test_skips_unplanned_invalid_and_workload_less_services(
 def test_status_conflict_is_retried_with_fresh_conditions(
     cluster: InMemoryCluster, reader: ScriptedReader, autoscaler: Autoscaler
 ) -> None:
-    tk.install(cluster, tk.service_body("chat", NS))
+    tk.install(cluster, a_scaled_service("chat", NS))
     reader.set(NS, "chat", "l4", waiting=0.0, running=0.0, request_rate_rps=0.0, ready_replicas=1)
     cluster.inject("patch_status", Conflict("changed", 409))
     report = autoscaler.run_once(T0)
@@ -243,7 +241,7 @@ def test_query_count_is_independent_of_object_count(
     for batch in range(3):
         for index in range(10 * (batch + 1)):
             name = f"svc-{batch}-{index}"
-            tk.install(cluster, tk.service_body(name, NS))
+            tk.install(cluster, a_scaled_service(name, NS))
             reader.set(NS, name, "l4", waiting=0.0, running=0.0, request_rate_rps=0.0, ready_replicas=1)
         report = autoscaler.run_once(T0 + batch * 100)
         counts.append((report.queries, report.decided))
@@ -253,7 +251,7 @@ def test_query_count_is_independent_of_object_count(
 
 @pytest.mark.parametrize("mode", ["active", "advisory"])
 def test_decision_records_mode(cluster: InMemoryCluster, reader: ScriptedReader, mode: str) -> None:
-    tk.install(cluster, tk.service_body("chat", NS, scaling={"mode": mode}))
+    tk.install(cluster, a_scaled_service("chat", NS).with_spec(scaling={"mode": mode}))
     reader.set(NS, "chat", "l4", waiting=0.0, running=0.0, request_rate_rps=0.0, ready_replicas=1)
     Autoscaler(cluster, reader, OperatorSettings(predictive_enabled=False)).run_once(T0)
     assert tk.status(cluster, NS, "chat")["lastScalingDecision"]["applied"] is (mode == "active")
@@ -263,7 +261,7 @@ def test_pods_are_not_patched_unless_pod_deletion_cost_is_on(
     cluster: InMemoryCluster, reader: ScriptedReader, settings: OperatorSettings
 ) -> None:
     """The default install grants no `patch pods`: the autoscaler makes no such call."""
-    tk.install(cluster, tk.service_body("chat", NS), replicas={"l4": 3})
+    tk.install(cluster, a_scaled_service("chat", NS), replicas={"l4": 3})
     cluster.user_apply(
         {
             "apiVersion": "v1",
@@ -287,7 +285,7 @@ def test_a_new_service_without_history_scales_down_unless_the_history_read_faile
     # is no gap (nothing to forecast from), so a first fleet larger than its light load
     # shrinks once the stabilization window (60 s here) has been observed. When the
     # history query failed, the history is unknown and nothing is taken away.
-    tk.install(cluster, tk.service_body("chat", NS), replicas={"l4": 4})
+    tk.install(cluster, a_scaled_service("chat", NS), replicas={"l4": 4})
     reader.set(NS, "chat", "l4", waiting=0.0, running=1.0, request_rate_rps=0.2, ready_replicas=4)
     reader.history_failed = history_failed
     autoscaler = Autoscaler(cluster, reader, settings.model_copy(update={"predictive_enabled": True}))

@@ -6,9 +6,8 @@ from typing import Any
 
 import pytest
 
-from inferfleet.api import InferenceServiceSpec, TierPlan, labels, parse
+from inferfleet.api import InferenceServiceSpec, TierPlan, labels
 from inferfleet.api.status import ObservedWorkload
-from inferfleet.autoscaler import testkit as tk
 from inferfleet.config import OperatorSettings
 from inferfleet.promql.signals import TierReadings
 from inferfleet.scalestep import step as step_module
@@ -17,7 +16,6 @@ from inferfleet.scalestep.step import (
     Observation,
     ServiceInput,
     StepResult,
-    WorkloadReplicas,
     deletion_costs,
     is_due,
     material_state,
@@ -27,22 +25,17 @@ from inferfleet.scalestep.step import (
 )
 from inferfleet.scalestep.workload import Replanner
 from inferfleet.scaling import Recommendation, ScalingContext, ScalingState, TokenQuantiles, decide
+from tests.toolkit import a_scaled_service, a_small_tier_plan
+from tests.toolkit.step import step_input
 
 T0 = 1_800_000_000.0
 
 
+CHAT = a_scaled_service("chat", "ns").only_tier("l4", "L4", min_replicas=2, max_replicas=6)
+
+
 def service_input(replicas: int, ready: int, status: dict[str, object] | None = None) -> ServiceInput:
-    body = tk.service_body(
-        "chat", "ns", tiers=[{"name": "l4", "gpu": "L4", "minReplicas": 2, "maxReplicas": 6}]
-    )
-    return ServiceInput(
-        namespace="ns",
-        name="chat",
-        spec=parse(body).spec,
-        plan=[TierPlan.model_validate(tk.tier_plan("l4"))],
-        status=status or {},
-        workloads={"l4": WorkloadReplicas(tk.workload_ref("ns", "chat", "l4"), replicas, ready)},
-    )
+    return step_input(CHAT, [a_small_tier_plan("l4")], replicas=replicas, ready=ready, status=status)
 
 
 def test_unavailable_metrics_still_restore_the_warm_minimum() -> None:
@@ -219,21 +212,12 @@ def _run_steps(
     replan: Replanner | None = None,
 ) -> list[StepResult]:
     """Steps with the status carried from one to the next, as the runner writes it."""
-    body = tk.service_body(
-        "chat", "ns", tiers=[{"name": "l4", "gpu": "L4", "minReplicas": 2, "maxReplicas": 6}], scaling=scaling
-    )
+    chat = CHAT if scaling is None else CHAT.with_spec(scaling=scaling)
     status: dict[str, Any] = {}
     results = []
     for tick in range(ticks):
-        service = ServiceInput(
-            namespace="ns",
-            name="chat",
-            spec=parse(body).spec,
-            plan=[TierPlan.model_validate(tk.tier_plan("l4"))],
-            status=status,
-            workloads={"l4": WorkloadReplicas(tk.workload_ref("ns", "chat", "l4"), 2, 2)},
-            generation=1,
-            replan=replan,
+        service = step_input(
+            chat, [a_small_tier_plan("l4")], replicas=2, ready=2, status=status, generation=1, replan=replan
         )
         result = step(service, Observation({"l4": observed}), OperatorSettings(), T0 + 15.0 * tick)
         results.append(result)
@@ -289,8 +273,7 @@ def test_the_implied_plan_comes_from_the_operators_planner() -> None:
 
     def replan(spec: InferenceServiceSpec) -> list[TierPlan]:
         asked.append(spec)
-        wider = {**tk.tier_plan("l4"), "maxModelLen": 20480, "tensorParallelSize": 2}
-        return [TierPlan.model_validate(wider)]
+        return [a_small_tier_plan("l4").with_(maxModelLen=20480, tensorParallelSize=2).build()]
 
     results = _run_steps(rejecting_engines(), 12, replan=replan)
     [condition] = [c for c in results[-1].conditions if c.type == labels.CONDITION_WORKLOAD_DRIFT]

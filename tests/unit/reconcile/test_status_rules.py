@@ -1,14 +1,14 @@
-"""Pure status and event rules: infeasibility reasons and the shared Degraded condition."""
+"""Pure status and event rules: infeasibility reasons, Degraded (the reconciler's own) and SloAtRisk."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from inferfleet.api import Plan, TierPlan, labels
-from inferfleet.autoscaler import testkit as tk
 from inferfleet.controller import admission
 from inferfleet.reconcile import events, status
 from inferfleet.reconcile.status import PassResult
+from tests.toolkit import a_scaled_service, a_small_tier_plan
 
 NOW = "2027-01-01T00:00:00Z"
 LATER = "2027-01-01T00:05:00Z"
@@ -16,17 +16,16 @@ WHY = "70B at BF16 does not fit one L4 node: needs 140 GiB, has 24 GiB"
 
 
 def infeasible(name: str) -> TierPlan:
-    wire = tk.tier_plan(name)
     # The planner puts the reason the tier cannot serve first; later reasons explain
     # the choices it tried on the way.
-    wire.update(feasible=False, reasons=[WHY, "tried fp8 weights", "tried tensor-parallel 4"])
-    return TierPlan.model_validate(wire)
+    reasons = [WHY, "tried fp8 weights", "tried tensor-parallel 4"]
+    return a_small_tier_plan(name).with_(feasible=False, reasons=reasons).build()
 
 
 def test_every_consumer_names_the_first_reason_not_the_last() -> None:
     tier = infeasible("l4")
     assert tier.infeasible_reason == WHY
-    plan = Plan(name="chat", tiers=[TierPlan.model_validate(tk.tier_plan("h100")), tier])
+    plan = Plan(name="chat", tiers=[a_small_tier_plan("h100").build(), tier])
 
     planned = status.compute({}, PassResult(generation=1, plan=plan, plan_hash="h"), now=NOW)
     (condition,) = [c for c in planned["conditions"] if c["type"] == labels.CONDITION_PLANNED]
@@ -36,7 +35,7 @@ def test_every_consumer_names_the_first_reason_not_the_last() -> None:
     def planner(_: Any) -> Plan:
         return plan
 
-    verdict = admission.review(tk.service_body("chat"), planner)
+    verdict = admission.review(a_scaled_service("chat").body(), planner)
     assert verdict.rejection is None and verdict.warnings == (
         f"tier l4 is infeasible and will not be deployed: {WHY}",
     )
@@ -58,7 +57,7 @@ def legacy_autoscaler_degraded() -> dict[str, Any]:
 
 
 def feasible_plan() -> Plan:
-    return Plan(name="chat", tiers=[TierPlan.model_validate(tk.tier_plan("l4"))])
+    return Plan(name="chat", tiers=[a_small_tier_plan("l4").build()])
 
 
 def test_the_reconciler_owns_degraded_outright_even_one_the_autoscaler_once_wrote() -> None:
@@ -103,15 +102,10 @@ def test_the_reconciler_carries_the_autoscalers_conditions_over_untouched() -> N
 
 
 def test_slo_at_risk_follows_the_plan_warnings_with_their_numbers() -> None:
-    calm = Plan(name="chat", tiers=[TierPlan.model_validate(tk.tier_plan("h100"))])
-    warned_wire = tk.tier_plan("l4")
-    warned_wire["warnings"] = [
-        "ITL: steps carrying a 1024-token prefill chunk take ~215 ms, above the 80 ms ITL SLO"
-    ]
-    warned = Plan(
-        name="chat",
-        tiers=[TierPlan.model_validate(tk.tier_plan("h100")), TierPlan.model_validate(warned_wire)],
-    )
+    calm = Plan(name="chat", tiers=[a_small_tier_plan("h100").build()])
+    itl = "ITL: steps carrying a 1024-token prefill chunk take ~215 ms, above the 80 ms ITL SLO"
+    warned_l4 = a_small_tier_plan("l4").with_(warnings=[itl])
+    warned = Plan(name="chat", tiers=[a_small_tier_plan("h100").build(), warned_l4.build()])
     first = status.compute({}, PassResult(generation=1, plan=warned, plan_hash="a"), now=NOW)
     risk = next(c for c in first["conditions"] if c["type"] == labels.CONDITION_SLO_AT_RISK)
     assert risk["status"] == "True" and risk["reason"] == labels.REASON_SLO_UNREACHABLE
