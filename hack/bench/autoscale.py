@@ -164,7 +164,9 @@ def run_case(
         policy = config.policy
         if name == "static-peak":
             policy = dataclasses.replace(policy, static_peak_rps=trace.peak_minute_rps())
-        result = simulate(trace, dataclasses.replace(config, policy=policy), POLICIES[name], name)
+        result = simulate(
+            trace, dataclasses.replace(config, policy=policy), POLICIES[name], name, clock=time.perf_counter
+        )
         row = summarize(result)
         if name == "inferfleet" and result.final_state is not None:
             # What WorkloadDrift would say at the end of the replay.

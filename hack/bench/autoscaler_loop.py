@@ -25,15 +25,21 @@ import statistics
 import sys
 import time
 from multiprocessing.connection import Connection
+from pathlib import Path
 from typing import Any
 
-from inferfleet.autoscaler import testkit as tk
-from inferfleet.autoscaler.runner import Autoscaler
-from inferfleet.cluster import InMemoryCluster
-from inferfleet.config import OperatorSettings
-from inferfleet.metrics.prometheus import PrometheusClient, PrometheusConfig, SignalReader
-from inferfleet.metrics.testkit import EmulatedPod, PrometheusServer, VllmEmulator
-from inferfleet.promql.queries import QueryConfig
+REPO_ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO_ROOT))
+
+from tests.toolkit import a_scaled_service, a_small_tier_plan  # noqa: E402
+from tests.toolkit import reconciled as tk  # noqa: E402
+
+from inferfleet.autoscaler.runner import Autoscaler  # noqa: E402
+from inferfleet.cluster import InMemoryCluster  # noqa: E402
+from inferfleet.config import OperatorSettings  # noqa: E402
+from inferfleet.metrics.prometheus import PrometheusClient, PrometheusConfig, SignalReader  # noqa: E402
+from inferfleet.metrics.testkit import EmulatedPod, PrometheusServer, VllmEmulator  # noqa: E402
+from inferfleet.promql.queries import QueryConfig  # noqa: E402
 
 TIERS = ("l4", "a100", "h100")
 SCRAPE_INTERVAL_S = 2.0
@@ -76,8 +82,8 @@ def serve_emulator(services: int, conn: Connection) -> None:
 def install(cluster: InMemoryCluster, services: int) -> None:
     tiers = [{"name": tier, "gpu": "L4", "minReplicas": 1, "maxReplicas": 8} for tier in TIERS]
     for index in range(services):
-        body = tk.service_body(f"svc-{index}", namespace_of(index), tiers=tiers)
-        tk.install(cluster, body, plans=[tk.tier_plan(tier) for tier in TIERS])
+        service = a_scaled_service(f"svc-{index}", namespace_of(index)).tiers(*tiers)
+        tk.install(cluster, service, plans=[a_small_tier_plan(tier) for tier in TIERS])
 
 
 def measure(url: str, services: int, loops: int) -> dict[str, Any]:

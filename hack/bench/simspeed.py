@@ -53,7 +53,7 @@ def main() -> int:
             output_tokens=spec.workload.output_tokens,
         )
         load_s = time.perf_counter() - load_started
-        result = simulate(trace, config, POLICIES["inferfleet"], "inferfleet")
+        result = simulate(trace, config, POLICIES["inferfleet"], "inferfleet", clock=time.perf_counter)
         rows.append(
             {
                 "case": name,

@@ -58,9 +58,12 @@ def test_argocd_health_follows_the_live_service(
         verdict = health(live)["status"]
         ready = conditions(live).get("Ready", {}).get("status", "-")
         degraded = conditions(live).get("Degraded", {}).get("status")
+        scaling_active = conditions(live).get("ScalingActive", {}).get("status")
         seen.append((verdict, ready))
         # Healthy exactly when the operator says Ready; a valid spec is never Degraded.
-        assert (verdict == "Healthy") == (ready == "True" and degraded != "True"), (
+        assert (verdict == "Healthy") == (
+            ready == "True" and degraded != "True" and scaling_active != "False"
+        ), (
             verdict,
             live.get("status"),
         )

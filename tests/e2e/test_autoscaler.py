@@ -112,11 +112,13 @@ def test_autoscaler_scales_through_the_scale_subresource_and_holds_without_prome
     assert (labels["inferfleet_service"], labels["inferfleet_tier"]) == (NAME, "l4"), labels
     assert labels["pod"].startswith(f"{NAME}-l4-"), labels
 
-    # The autoscaler reads it: not Degraded, a decision recorded.
+    # The autoscaler reads it: ScalingActive, a decision recorded.
     def deciding() -> dict[str, Any]:
         live = cluster.service(namespace, NAME)
         assert (live.get("status") or {}).get("lastScalingDecision"), live.get("status")
-        assert conditions(live).get("Degraded", {}).get("status") != "True", conditions(live).get("Degraded")
+        found = conditions(live)
+        assert found.get("ScalingActive", {}).get("status") == "True", found.get("ScalingActive")
+        assert found.get("Degraded", {}).get("status") != "True", found.get("Degraded")
         return live
 
     eventually(deciding, 60, what="the autoscaler's first decision")
@@ -158,11 +160,11 @@ def test_autoscaler_scales_through_the_scale_subresource_and_holds_without_prome
     held = replicas(cluster, namespace)
     prometheus.stop()
 
-    def degraded() -> None:
-        found = conditions(cluster.service(namespace, NAME)).get("Degraded", {})
-        assert (found.get("status"), found.get("reason")) == ("True", "MetricsUnavailable"), found
+    def scaling_inactive() -> None:
+        found = conditions(cluster.service(namespace, NAME)).get("ScalingActive", {})
+        assert (found.get("status"), found.get("reason")) == ("False", "MetricsUnavailable"), found
 
-    eventually(degraded, 60, what="Degraded=True MetricsUnavailable")
+    eventually(scaling_inactive, 60, what="ScalingActive=False MetricsUnavailable")
 
     def never_below() -> None:
         count = replicas(cluster, namespace)

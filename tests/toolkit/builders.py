@@ -117,6 +117,27 @@ def a_service(name: str = "chat") -> ServiceBuilder:
     return ServiceBuilder().named(name) if name != "chat" else ServiceBuilder()
 
 
+# The service the autoscaler, Prometheus and security tests scale: one L4 tier of 1 to 10
+# replicas, a 2 s TTFT p99 SLO, and no credentials (it is never deployed).
+SCALED_WORKLOAD: dict[str, Any] = {
+    "inputTokens": {"p50": 500, "p95": 1500, "p99": 3000},
+    "outputTokens": {"p50": 200, "p95": 500, "p99": 800},
+    "peakRequestsPerSecond": 10,
+    "slo": {"ttftP99Ms": 2000.0},
+}
+SCALED_TIER: dict[str, Any] = {"name": "l4", "gpu": "L4", "minReplicas": 1, "maxReplicas": 10}
+
+
+def a_scaled_service(name: str = "chat", namespace: str = "default") -> ServiceBuilder:
+    """The autoscaler's test service, as a user applies it (no uid or generation yet)."""
+    spec_doc = {
+        "model": {"name": DEFAULT_MODEL},
+        "workload": copy.deepcopy(SCALED_WORKLOAD),
+        "tiers": [dict(SCALED_TIER)],
+    }
+    return ServiceBuilder(name, namespace, None, None, spec_doc)
+
+
 # A feasible tier's figures as `inferfleet plan -o json` writes them (camelCase wire
 # names): hand-made, so a test never depends on the planner's numbers.
 DEFAULT_TIER_PLAN: dict[str, Any] = {
@@ -151,12 +172,47 @@ class TierPlanBuilder:
     def infeasible(self, reason: str = "70B at BF16 does not fit one L4 node") -> TierPlanBuilder:
         return self.with_(feasible=False, reasons=[reason])
 
+    def capacity(
+        self, *, usable_rps: float | None = None, cold_start_s: float | None = None, peak: int | None = None
+    ) -> TierPlanBuilder:
+        """The figures the autoscaler reads: a replica's usable rate, its cold start, and
+        the replicas the declared peak needs; the ones not given are kept."""
+        changes: dict[str, Any] = {}
+        if usable_rps is not None:
+            changes["usableRps"] = usable_rps
+        if cold_start_s is not None:
+            changes["coldStartSeconds"] = cold_start_s
+        if peak is not None:
+            changes["replicasForPeak"] = peak
+        return self.with_(**changes)
+
+    def wire_dict(self) -> dict[str, Any]:
+        """The tier as status.plan and `plan -o json` hold it (camelCase)."""
+        return copy.deepcopy(self.wire)
+
     def build(self) -> TierPlan:
         return TierPlan.model_validate(self.wire)
 
 
 def a_tier_plan(name: str) -> TierPlanBuilder:
     return TierPlanBuilder({"name": name, **copy.deepcopy(DEFAULT_TIER_PLAN)})
+
+
+# One unquantized L4 replica serving 8 requests at once, 2 rps, 120 s cold start: the tier
+# the autoscaler's tests scale (hand-made figures, like DEFAULT_TIER_PLAN's).
+SMALL_TIER_PLAN: dict[str, Any] = {
+    "gpu": "L4", "feasible": True,
+    "tensorParallelSize": 1, "pipelineParallelSize": 1, "gpusPerReplica": 1,
+    "quantization": "none", "kvCacheDtype": "auto", "gpuMemoryUtilization": 0.9,
+    "maxModelLen": 8192, "maxNumSeqs": 64, "maxNumBatchedTokens": 8192,
+    "memoryGiB": {"weights": 15.0, "activations": 1.0, "overhead": 1.0, "kvCache": 3.0},
+    "kvCacheTokens": 20000, "maxConcurrency": 8.0, "concurrencyAtP95": 8.0,
+    "usableRps": 2.0, "replicasForPeak": 10, "coldStartSeconds": 120.0, "reasons": ["test fixture"],
+}  # fmt: skip
+
+
+def a_small_tier_plan(name: str) -> TierPlanBuilder:
+    return TierPlanBuilder({"name": name, **copy.deepcopy(SMALL_TIER_PLAN)})
 
 
 @dataclass(frozen=True)

@@ -17,12 +17,14 @@ import subprocess
 import sys
 import tomllib
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE_DIR = ROOT / "operator" / "inferfleet"
 PYPROJECT = ROOT / "pyproject.toml"
+README = ROOT / "README.md"
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 
 LAYERS = "Layers: entry points > I/O shells > ports > pure core"
@@ -65,19 +67,46 @@ PROBES = [
     ("simulate/engine.py", "import inferfleet.tracefiles.read", LAYERS),
     ("simulate/traces.py", "import subprocess", SIMULATOR),
     ("simulate/report.py", "import matplotlib", SIMULATOR),
+    ("simulate/engine.py", "import time", SIMULATOR),  # the clock is the caller's
     ("simulate/setup.py", "import inferfleet.reconcile", LAYERS),  # reconcile | simulate
     # the autoscaler step: no I/O, no loop above it, no peer of its layer
-    ("autoscale/step.py", "import kopf", PURE),
-    ("autoscale/workload.py", "import time", PURE),
-    ("autoscale/step.py", "import inferfleet.metrics.prometheus", LAYERS),
-    ("autoscale/step.py", "import inferfleet.autoscaler.runner", LAYERS),
-    ("autoscale/workload.py", "import inferfleet.simulate", LAYERS),  # autoscale | simulate
+    ("scalestep/step.py", "import kopf", PURE),
+    ("scalestep/workload.py", "import time", PURE),
+    ("scalestep/step.py", "import inferfleet.metrics.prometheus", LAYERS),
+    ("scalestep/step.py", "import inferfleet.autoscaler.runner", LAYERS),
+    ("scalestep/workload.py", "import inferfleet.simulate", LAYERS),  # scalestep | simulate
 ]
 
 
-def _contracts() -> list[dict[str, object]]:
+def _contracts() -> list[dict[str, Any]]:
     config = tomllib.loads(PYPROJECT.read_text(encoding="utf-8"))
     return list(config["tool"]["importlinter"]["contracts"])
+
+
+def _names(layer: str) -> list[str]:
+    return [name.strip().removeprefix("inferfleet.") for name in re.split(r"[|:]", layer)]
+
+
+def pure_packages() -> list[str]:
+    """Every package a contract keeps off the network (forbids `socket` to): pure."""
+    return sorted(
+        str(module).removeprefix("inferfleet.")
+        for contract in _contracts()
+        if contract["type"] == "forbidden" and "socket" in contract["forbidden_modules"]
+        for module in contract["source_modules"]
+    )
+
+
+def readme_rows() -> list[tuple[list[str], str]]:
+    """The README's package map: per row, its packages (`cli/` -> cli) and its kind."""
+    text = README.read_text(encoding="utf-8")
+    rows = re.findall(r"^\s*\| \w+ \| (.+?) \| (pure|I/O) \|", text, flags=re.MULTILINE)
+    return [(re.findall(r"`(\w+)(?:/|\.py)`", cell), kind) for cell, kind in rows]
+
+
+def readme_map() -> dict[str, str]:
+    """Package -> "pure" or "I/O", as the README's map says."""
+    return {name: kind for names, kind in readme_rows() for name in names}
 
 
 def _lint(tree: Path) -> subprocess.CompletedProcess[str]:
@@ -103,10 +132,23 @@ def tree(tmp_path: Path) -> Path:
 
 def test_every_package_has_a_place_in_the_layers() -> None:
     layers = next(c for c in _contracts() if c["type"] == "layers")
-    placed = {name.strip() for layer in layers["layers"] for name in re.split(r"[|:]", str(layer))}  # type: ignore[attr-defined]
+    placed = {name.strip() for layer in layers["layers"] for name in re.split(r"[|:]", str(layer))}
     top_level = {f"inferfleet.{module.name}" for module in pkgutil.iter_modules([str(PACKAGE_DIR)])}
     assert top_level - placed == set(), "every package and top-level module needs a layer"
     assert placed - top_level == set(), "a layer names a package that does not exist"
+
+
+def test_the_readme_map_is_the_layers_contract_and_says_which_packages_are_pure() -> None:
+    layers = next(c for c in _contracts() if c["type"] == "layers")
+    # Row by row, the same packages in the same order as the contract's layers ...
+    assert [names for names, _ in readme_rows()] == [_names(layer) for layer in layers["layers"]]
+    # ... and "pure" exactly where a contract forbids the network.
+    assert sorted(name for name, kind in readme_map().items() if kind == "pure") == pure_packages()
+
+
+def test_every_pure_package_is_probed_with_an_io_import() -> None:
+    probed = {module.split("/")[0].removesuffix(".py") for module, _, c in PROBES if c in (PURE, SIMULATOR)}
+    assert probed == set(pure_packages())
 
 
 def test_the_unchanged_tree_keeps_every_contract(tree: Path) -> None:

@@ -38,7 +38,9 @@ SERIES_LABEL_NAMESPACE: Final = "inferfleet_namespace"
 SERIES_LABEL_SERVICE: Final = "inferfleet_service"
 SERIES_LABEL_TIER: Final = "inferfleet_tier"
 
-# Condition types.
+# Condition types. Each has one writer (LeaderWorkerSet's convention), named in
+# CONDITION_OWNERS: nobody reads a message to learn who wrote a condition, and no writer
+# can undo another's. tests/unit/test_condition_owners.py holds the code to it.
 CONDITION_PLANNED: Final = "Planned"
 CONDITION_CACHE_READY: Final = "CacheReady"
 CONDITION_READY: Final = "Ready"
@@ -49,6 +51,10 @@ CONDITION_SLO_AT_RISK: Final = "SloAtRisk"
 # The traffic the engines report departs from the declared workload enough to change
 # the plan (the autoscaler's verdict; scaling.drift).
 CONDITION_WORKLOAD_DRIFT: Final = "WorkloadDrift"
+# The autoscaler can decide this service (HorizontalPodAutoscaler's condition of the same
+# name): False while it holds replicas because the metrics are missing
+# (MetricsUnavailable) or the service cannot be decided (AutoscalingFailed).
+CONDITION_SCALING_ACTIVE: Final = "ScalingActive"
 CONDITION_TYPES: Final = (
     CONDITION_PLANNED,
     CONDITION_CACHE_READY,
@@ -57,7 +63,23 @@ CONDITION_TYPES: Final = (
     CONDITION_DEGRADED,
     CONDITION_SLO_AT_RISK,
     CONDITION_WORKLOAD_DRIFT,
+    CONDITION_SCALING_ACTIVE,
 )
+# The one component that writes each condition type: the reconciler (its pure rules in
+# reconcile/, executed by controller/) or the autoscaler (scalestep/ decides, autoscaler/
+# writes). Everyone else only reads.
+OWNER_RECONCILER: Final = "reconciler"
+OWNER_AUTOSCALER: Final = "autoscaler"
+CONDITION_OWNERS: Final = {
+    CONDITION_PLANNED: OWNER_RECONCILER,
+    CONDITION_CACHE_READY: OWNER_RECONCILER,
+    CONDITION_READY: OWNER_RECONCILER,
+    CONDITION_DEGRADED: OWNER_RECONCILER,
+    CONDITION_SLO_AT_RISK: OWNER_RECONCILER,
+    CONDITION_SCALING: OWNER_AUTOSCALER,
+    CONDITION_WORKLOAD_DRIFT: OWNER_AUTOSCALER,
+    CONDITION_SCALING_ACTIVE: OWNER_AUTOSCALER,
+}
 
 # Condition reasons (CamelCase, as Kubernetes conventions ask).
 REASON_PLANNED: Final = "Planned"
@@ -73,9 +95,3 @@ REASON_SLO_UNREACHABLE: Final = "SloUnreachable"
 REASON_SLOS_REACHABLE: Final = "SlosReachable"
 # The plan follows the observed workload (spec.scaling.replan: auto).
 REASON_REPLANNED: Final = "ReplannedForObservedWorkload"
-
-# Degraded is shared by the reconciler and the autoscaler. A Degraded whose message
-# starts with this prefix is the autoscaler's (metrics unavailable): the reconciler
-# leaves it alone while it has no failure of its own, and the autoscaler clears only
-# the ones it raised.
-AUTOSCALER_MESSAGE_PREFIX: Final = "autoscaler: "

@@ -25,20 +25,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from inferfleet.api import InferenceService, Plan, SpecInvalid, TierPlan, labels, parse
-from inferfleet.autoscale.step import (
-    STATUS_HEARTBEAT_S,
-    ConditionUpdate,
-    Observation,
-    ServiceInput,
-    StepResult,
-    Workload,
-    deletion_costs,
-    failure_condition,
-    rfc3339,
-    should_write,
-    step,
-)
-from inferfleet.autoscale.workload import Replanner
 from inferfleet.cluster import ApiError, Cluster, Conflict, KindNotServed, NotFound
 from inferfleet.cluster.events import post_events
 from inferfleet.config import OperatorSettings
@@ -58,6 +44,20 @@ from inferfleet.promql.parse import ServiceKey, TierKey
 from inferfleet.promql.queries import QueryConfig
 from inferfleet.promql.signals import SignalSnapshot, sane
 from inferfleet.reconcile.status import set_condition
+from inferfleet.scalestep.step import (
+    STATUS_HEARTBEAT_S,
+    ConditionUpdate,
+    Observation,
+    ServiceInput,
+    StepResult,
+    WorkloadReplicas,
+    deletion_costs,
+    failure_condition,
+    rfc3339,
+    should_write,
+    step,
+)
+from inferfleet.scalestep.workload import Replanner
 
 log = logging.getLogger(__name__)
 
@@ -287,12 +287,12 @@ class Autoscaler:
         if not plan:
             return "not planned yet"
         uid = meta.get("uid")
-        workloads: dict[str, Workload] = {}
+        workloads: dict[str, WorkloadReplicas] = {}
         for tier, obj in tick.workloads.get((namespace, name), {}).items():
             # A same-named workload someone else owns is not ours to scale.
             if uid is not None and owner_uids(obj) and str(uid) not in owner_uids(obj):
                 continue
-            workloads[tier] = Workload(ref_of(obj), replicas_of(obj), ready_replicas_of(obj))
+            workloads[tier] = WorkloadReplicas(ref_of(obj), replicas_of(obj), ready_replicas_of(obj))
         return ServiceInput(
             namespace=namespace,
             name=name,
@@ -383,10 +383,10 @@ class Autoscaler:
         return report
 
     def _report_failure(self, body: Mapping[str, Any], why: str, now_s: float) -> None:
-        """Degraded=True (AutoscalingFailed) on a service that could not be decided."""
+        """ScalingActive=False (AutoscalingFailed) on a service that could not be decided."""
         status: Mapping[str, Any] = body.get("status") or {}
-        update = failure_condition(status, why)
-        if update is None or any(
+        update = failure_condition(why)
+        if any(
             isinstance(c, Mapping)
             and (c.get("type"), c.get("status"), c.get("reason"), c.get("message"))
             == (update.type, update.status, update.reason, update.message)

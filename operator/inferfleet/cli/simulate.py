@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import time
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -168,7 +169,11 @@ def simulate(
         if name == "static-peak":
             policy_config = dataclasses.replace(policy_config, static_peak_rps=loaded.peak_minute_rps())
         result = run_simulation(
-            loaded, dataclasses.replace(config, policy=policy_config), POLICIES[name], name
+            loaded,
+            dataclasses.replace(config, policy=policy_config),
+            POLICIES[name],
+            name,
+            clock=time.perf_counter,
         )
         summaries.append(summarize(result))
         if name == "inferfleet":

@@ -13,8 +13,11 @@ from inferfleet.scaling.types import TokenQuantiles
 
 
 @dataclass(frozen=True)
-class TierSignals:
-    """One tier's signals at one instant; None means "no data", never zero."""
+class TierReadings:
+    """One tier's Prometheus readings at one instant; None means "no data", never zero.
+
+    The autoscaler step turns them into `scaling.TierSignals`, what decide() reads.
+    """
 
     waiting: float | None = None
     running: float | None = None
@@ -49,7 +52,7 @@ class SignalSnapshot:
     """
 
     time_s: float
-    tiers: Mapping[TierKey, TierSignals] = field(default_factory=dict)
+    tiers: Mapping[TierKey, TierReadings] = field(default_factory=dict)
     # Per service: request rate per history step, oldest first, NaN for gaps, the last
     # entry being the last completed step (see RateHistoryCache.window).
     rate_history: Mapping[ServiceKey, Sequence[float]] = field(default_factory=dict)
@@ -66,7 +69,7 @@ class SignalSnapshot:
     def unavailable(self) -> bool:
         return len(self.failed) == len(Signal)
 
-    def tier(self, namespace: str, service: str, tier: str) -> TierSignals | None:
+    def tier(self, namespace: str, service: str, tier: str) -> TierReadings | None:
         return self.tiers.get(TierKey(namespace, service, tier))
 
 
@@ -105,14 +108,14 @@ def _ttft(value: float | None) -> float | None:
     return None if value is None else min(value, TTFT_BUCKETS_S[-1])
 
 
-def sane(signals: TierSignals) -> TierSignals:
+def sane(signals: TierReadings) -> TierReadings:
     """The same signals with every unusable reading (non-finite, negative) as None.
 
     `assemble` already reads values this way; this applies the rule to signals that
     reached the autoscaler another way (tests, other readers), at the one place where
     they become a decision."""
     ready = _number(None if signals.ready_replicas is None else float(signals.ready_replicas))
-    return TierSignals(
+    return TierReadings(
         waiting=_number(signals.waiting),
         running=_number(signals.running),
         ttft_p99_s=_ttft(signals.ttft_p99_s),
@@ -155,10 +158,10 @@ def assemble(
         vector = vectors.get(signal)
         return None if vector is None else vector.values.get(key)
 
-    tiers: dict[TierKey, TierSignals] = {}
+    tiers: dict[TierKey, TierReadings] = {}
     for key in sorted(keys):
         ready = _number(value(Signal.ready_replicas, key))
-        tiers[key] = TierSignals(
+        tiers[key] = TierReadings(
             waiting=_number(value(Signal.waiting, key)),
             running=_number(value(Signal.running, key)),
             ttft_p99_s=_ttft(value(Signal.ttft_p99, key)),

@@ -1,14 +1,11 @@
 """Status from what one reconcile pass observed and did (pure).
 
-The reconciler owns the conditions Planned, Ready, SloAtRisk and the plan/replica fields; other
-conditions (CacheReady, Scaling) and fields (the autoscaler's state) are carried over
-untouched, because the status patch replaces the whole conditions list.
-
-Degraded is shared with the autoscaler, under one rule: a failure of the reconciler's
-own always wins; without one, a Degraded=True the autoscaler raised (its message starts
-with `labels.AUTOSCALER_MESSAGE_PREFIX`) is kept as it is. Resetting it to False on
-every pass would flap the condition (and its events) against the autoscaler's next
-decision for as long as metrics stay away.
+The reconciler owns the conditions Planned, Ready, Degraded, SloAtRisk and the plan/replica
+fields (CacheReady is set beside them, in reconcile.compute); the autoscaler's conditions
+(Scaling, ScalingActive, WorkloadDrift) and fields (its state) are carried over untouched,
+because the status patch replaces the whole conditions list. Each condition has one
+writer (`labels.CONDITION_OWNERS`), so Degraded is computed from this pass alone: a
+Degraded an older operator let the autoscaler write is overwritten on the next pass.
 """
 
 from __future__ import annotations
@@ -161,19 +158,6 @@ def _slo_at_risk(result: PassResult) -> tuple[str, str, str] | None:
     return "True", labels.REASON_SLO_UNREACHABLE, words
 
 
-def raised_by_autoscaler(condition: Mapping[str, Any] | None) -> bool:
-    """A Degraded=True the autoscaler set (metrics unavailable), not the reconciler."""
-    return (
-        condition is not None
-        and condition.get("status") == "True"
-        and str(condition.get("message", "")).startswith(labels.AUTOSCALER_MESSAGE_PREFIX)
-    )
-
-
-def _find(conditions: Sequence[Mapping[str, Any]], type_: str) -> Mapping[str, Any] | None:
-    return next((c for c in conditions if c.get("type") == type_), None)
-
-
 def compute(previous: Mapping[str, Any], result: PassResult, *, now: str) -> dict[str, Any]:
     """The whole new status (fields this reconciler owns merged over `previous`)."""
     status = dict(previous)
@@ -190,9 +174,7 @@ def compute(previous: Mapping[str, Any], result: PassResult, *, now: str) -> dic
     planned = _planned(result)
     conditions: list[dict[str, Any]] = list(previous.get("conditions") or [])
     updates = [(labels.CONDITION_PLANNED, planned), (labels.CONDITION_READY, _ready(result, replicas))]
-    degraded = _degraded(result, planned)
-    if degraded[0] == "True" or not raised_by_autoscaler(_find(conditions, labels.CONDITION_DEGRADED)):
-        updates.append((labels.CONDITION_DEGRADED, degraded))
+    updates.append((labels.CONDITION_DEGRADED, _degraded(result, planned)))
     slo = _slo_at_risk(result)
     if slo is not None:
         updates.append((labels.CONDITION_SLO_AT_RISK, slo))

@@ -10,23 +10,22 @@ from __future__ import annotations
 from typing import Literal
 
 from inferfleet.api.plan import TierPlan
-from inferfleet.api.spec import InferenceServiceSpec, TierSpec
-from inferfleet.api.spec import ScaleBehavior as SpecBehavior
+from inferfleet.api.spec import InferenceServiceSpec, ScaleBehavior, TierSpec
 from inferfleet.config import OperatorSettings
 from inferfleet.planner.workload import mean_tokens
-from inferfleet.scaling.types import PolicyConfig, PrewarmRule, ScaleBehavior, TierFigures, TierPolicy
+from inferfleet.scaling.types import PolicyConfig, PrewarmRule, ScalePacing, TierFigures, TierPolicy
 
 
 def _behavior(
-    spec: SpecBehavior | None,
+    spec: ScaleBehavior | None,
     stabilization_s: float,
     cooldown_s: float,
     max_step: int | None,
     max_percent: float | None = None,
-) -> ScaleBehavior:
+) -> ScalePacing:
     if spec is None:
-        return ScaleBehavior(float(stabilization_s), float(cooldown_s), max_step, max_percent)
-    return ScaleBehavior(
+        return ScalePacing(float(stabilization_s), float(cooldown_s), max_step, max_percent)
+    return ScalePacing(
         stabilization_s=float(
             spec.stabilization_seconds if spec.stabilization_seconds is not None else stabilization_s
         ),

@@ -56,7 +56,7 @@ _PERCENTILES = (0.50, 0.95, 0.99)
 
 
 @dataclass(frozen=True)
-class ObservedWorkload:
+class ObservedMix:
     """The request mix the engines report, service-wide."""
 
     input_tokens: TokenPercentiles
@@ -87,7 +87,7 @@ class Drift:
     drifted: bool | None
     reason: str
     message: str
-    observed: ObservedWorkload | None = None
+    observed: ObservedMix | None = None
     # The workload to plan with instead of the declared one (None: keep the declared).
     implied_input_tokens: TokenPercentiles | None = None
     implied_output_tokens: TokenPercentiles | None = None
@@ -103,7 +103,7 @@ def _percentiles(values: Sequence[float]) -> TokenPercentiles:
     return TokenPercentiles(p50=p50, p95=max(p50, p95), p99=max(p50, p95, p99))
 
 
-def observe(state: ScalingState, figures: Mapping[str, TierFigures]) -> ObservedWorkload | None:
+def observe(state: ScalingState, figures: Mapping[str, TierFigures]) -> ObservedMix | None:
     """The service-wide observed mix: means over all tiers, percentiles from the tier that
     served the most; None before there is enough evidence or any histogram."""
     tiers = [(name, state.tiers[name]) for name in figures if name in state.tiers]
@@ -123,7 +123,7 @@ def observe(state: ScalingState, figures: Mapping[str, TierFigures]) -> Observed
     has_prompt = any(tier.prompt_tokens_avg is not None for _, tier in seen)
     has_output = any(tier.generation_tokens_avg is not None for _, tier in seen)
     offered = rate + rejected
-    return ObservedWorkload(
+    return ObservedMix(
         input_tokens=_percentiles(busiest.prompt_quantiles),
         output_tokens=_percentiles(busiest.output_quantiles),
         mean_input_tokens=prompt / rate if has_prompt and rate > 0 else None,
@@ -145,7 +145,7 @@ def _beyond_limit(percentiles: TokenPercentiles, rejected_share: float, limit: i
 
 
 def _describe(
-    observed: ObservedWorkload, declared_in: TokenPercentiles, declared_out: TokenPercentiles
+    observed: ObservedMix, declared_in: TokenPercentiles, declared_out: TokenPercentiles
 ) -> str:
     def fmt(p: TokenPercentiles) -> str:
         return f"{p.p50:,}/{p.p95:,}/{p.p99:,}"
@@ -214,7 +214,7 @@ def assess(
 
 
 def _length_mismatch(
-    observed: ObservedWorkload, declared_in: TokenPercentiles, declared_out: TokenPercentiles, ratio_on: float
+    observed: ObservedMix, declared_in: TokenPercentiles, declared_out: TokenPercentiles, ratio_on: float
 ) -> str | None:
     """The first median or p95 that is `ratio_on` times off the declared one, in words."""
     pairs = (

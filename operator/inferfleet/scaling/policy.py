@@ -52,7 +52,7 @@ from inferfleet.scaling.types import (
     SIGNAL_WARM_MINIMUM,
     PolicyConfig,
     Recommendation,
-    ScaleBehavior,
+    ScalePacing,
     ScalingContext,
     ScalingState,
     TierContext,
@@ -513,8 +513,8 @@ def _pace(
     current: int,
     target: int,
     now_s: float,
-    up: ScaleBehavior,
-    down: ScaleBehavior,
+    up: ScalePacing,
+    down: ScalePacing,
     may_scale_down: bool,
 ) -> tuple[int, str]:
     """Apply stabilization, cooldowns and step limits. Returns (replicas, note)."""

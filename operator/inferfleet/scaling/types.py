@@ -37,7 +37,7 @@ STATE_VERSION = 1
 
 
 @dataclass(frozen=True, slots=True)
-class ScaleBehavior:
+class ScalePacing:
     """Pacing of changes in one direction."""
 
     stabilization_s: float
@@ -100,8 +100,8 @@ class PolicyConfig:
     seasonality: Literal["auto", "daily", "weekly", "none"] = "auto"
     cold_start_margin_s: float = 60.0
     allow_scale_to_zero: bool = False
-    scale_up: ScaleBehavior = ScaleBehavior(0.0, 0.0, None)
-    scale_down: ScaleBehavior = ScaleBehavior(300.0, 120.0, 1, 25.0)
+    scale_up: ScalePacing = ScalePacing(0.0, 0.0, None)
+    scale_down: ScalePacing = ScalePacing(300.0, 120.0, 1, 25.0)
     prewarm: tuple[PrewarmRule, ...] = ()
     # Only the static-peak baseline reads this: the peak request rate it provisions for.
     static_peak_rps: float | None = None

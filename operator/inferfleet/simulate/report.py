@@ -87,7 +87,7 @@ def summarize(result: SimResult) -> dict[str, Any]:
         },
         "peakReplicas": dict(result.peak_replicas),
         "ticks": result.ticks,
-        "wallSeconds": round(result.wall_s, 2),
+        "wallSeconds": None if result.wall_s is None else round(result.wall_s, 2),
     }
 
 

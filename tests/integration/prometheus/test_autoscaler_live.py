@@ -8,15 +8,16 @@ from collections.abc import Iterator
 import pytest
 
 from inferfleet.api import labels
-from inferfleet.autoscale.step import EVENT_SCALED_UP
-from inferfleet.autoscaler import testkit as tk
 from inferfleet.autoscaler.runner import Autoscaler
 from inferfleet.cluster import InMemoryCluster
 from inferfleet.config import OperatorSettings
 from inferfleet.metrics.prometheus import PrometheusClient, PrometheusConfig, SignalReader
 from inferfleet.metrics.testkit import PrometheusServer, VllmEmulator
 from inferfleet.promql.queries import QueryConfig
+from inferfleet.scalestep.step import EVENT_SCALED_UP
 from tests.integration.prometheus.conftest import SCRAPE_INTERVAL_S, eventually
+from tests.toolkit import a_scaled_service, a_small_tier_plan
+from tests.toolkit import reconciled as tk
 
 pytestmark = pytest.mark.integration
 
@@ -36,17 +37,12 @@ def make_autoscaler(cluster: InMemoryCluster, url: str) -> Autoscaler:
 @pytest.fixture
 def cluster() -> InMemoryCluster:
     cluster = InMemoryCluster()
-    body = tk.service_body(
-        SERVICE,
-        NS,
-        tiers=[
-            {"name": "l4", "gpu": "L4", "minReplicas": 1, "maxReplicas": 8},
-            {"name": "h100", "gpu": "H100-SXM-80GB", "minReplicas": 1, "maxReplicas": 4},
-        ],
+    service = a_scaled_service(SERVICE, NS).tiers(
+        {"name": "l4", "gpu": "L4", "minReplicas": 1, "maxReplicas": 8},
+        {"name": "h100", "gpu": "H100-SXM-80GB", "minReplicas": 1, "maxReplicas": 4},
     )
-    tk.install(
-        cluster, body, plans=[tk.tier_plan("l4", usable_rps=2.0), tk.tier_plan("h100", usable_rps=6.0)]
-    )
+    l4 = a_small_tier_plan("l4").capacity(usable_rps=2.0)
+    tk.install(cluster, service, plans=[l4, a_small_tier_plan("h100").capacity(usable_rps=6.0)])
     return cluster
 
 
@@ -138,8 +134,8 @@ def test_stopping_prometheus_holds_and_reports_metrics_unavailable(
     assert report.metrics_unavailable
     assert tk.replicas(cluster, NS, SERVICE, "l4") == 4  # held, not scaled down
     assert tk.replicas(cluster, NS, SERVICE, "h100") == 1  # warm minimum kept
-    degraded = tk.condition(cluster, NS, SERVICE, labels.CONDITION_DEGRADED)
-    assert degraded is not None
-    assert (degraded["status"], degraded["reason"]) == ("True", labels.REASON_METRICS_UNAVAILABLE)
+    inactive = tk.condition(cluster, NS, SERVICE, labels.CONDITION_SCALING_ACTIVE)
+    assert inactive is not None
+    assert (inactive["status"], inactive["reason"]) == ("False", labels.REASON_METRICS_UNAVAILABLE)
     assert tk.status(cluster, NS, SERVICE)["lastScalingDecision"]["signal"] == "hold"
     assert any(e["type"] == "Warning" for e in cluster.events)

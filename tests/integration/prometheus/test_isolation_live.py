@@ -13,7 +13,6 @@ import time
 import pytest
 
 from inferfleet.api import labels
-from inferfleet.autoscaler import testkit as tk
 from inferfleet.autoscaler.runner import Autoscaler
 from inferfleet.cluster import InMemoryCluster
 from inferfleet.config import OperatorSettings
@@ -22,6 +21,8 @@ from inferfleet.metrics.prometheus import PrometheusClient, PrometheusConfig, Si
 from inferfleet.metrics.testkit import EmulatedPod, PrometheusServer, VllmEmulator
 from inferfleet.promql.queries import QueryConfig
 from tests.integration.prometheus.conftest import SCRAPE_INTERVAL_S
+from tests.toolkit import a_scaled_service, a_small_tier_plan
+from tests.toolkit import reconciled as tk
 
 pytestmark = pytest.mark.integration
 
@@ -35,7 +36,9 @@ def test_garbage_metrics_of_one_tenant_never_delay_another(prometheus_binary: st
     for name in (ATTACKER, VICTIM):
         tiers = [{"name": "l4", "gpu": "L4", "minReplicas": 1, "maxReplicas": 8}]
         tk.install(
-            cluster, tk.service_body(name, NS, tiers=tiers), plans=[tk.tier_plan("l4", usable_rps=2.0)]
+            cluster,
+            a_scaled_service(name, NS).tiers(*tiers),
+            plans=[a_small_tier_plan("l4").capacity(usable_rps=2.0)],
         )
     with VllmEmulator() as emulator:
         attacker = emulator.add_pod(EmulatedPod("attacker-l4-0", NS, ATTACKER, "l4"))
@@ -69,9 +72,9 @@ def test_garbage_metrics_of_one_tenant_never_delay_another(prometheus_binary: st
                 # The victim scales on the first tick; the attacker's garbage is "no data".
                 assert tk.replicas(cluster, NS, VICTIM, "l4") > 1
                 assert tk.replicas(cluster, NS, ATTACKER, "l4") == 1
-                degraded = tk.condition(cluster, NS, ATTACKER, labels.CONDITION_DEGRADED)
-                assert degraded is not None and degraded["status"] == "True"
-                assert "no metrics for tier(s)" in degraded["message"]
+                inactive = tk.condition(cluster, NS, ATTACKER, labels.CONDITION_SCALING_ACTIVE)
+                assert inactive is not None and inactive["status"] == "False"
+                assert "no metrics for tier(s)" in inactive["message"]
                 assert tk.status(cluster, NS, ATTACKER)["lastScalingDecision"]["signal"] == "hold"
 
                 # A lowered maxReplicas applies on the next tick.

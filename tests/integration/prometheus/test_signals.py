@@ -15,13 +15,13 @@ from inferfleet.metrics.prometheus import PrometheusClient, PrometheusConfig, Si
 from inferfleet.metrics.testkit import PrometheusServer, VllmEmulator
 from inferfleet.promql.parse import ServiceKey
 from inferfleet.promql.queries import Signal
-from inferfleet.promql.signals import SignalSnapshot, TierSignals
+from inferfleet.promql.signals import SignalSnapshot, TierReadings
 from tests.integration.prometheus.conftest import QUERY_CONFIG, eventually
 
 pytestmark = pytest.mark.integration
 
 
-def tier_of(snapshot: SignalSnapshot, service: str, tier: str) -> TierSignals:
+def tier_of(snapshot: SignalSnapshot, service: str, tier: str) -> TierReadings:
     found = snapshot.tier("sig", service, tier)
     assert found is not None, f"no signals for sig/{service}/{tier}: {snapshot.problems}"
     return found

@@ -108,6 +108,7 @@ def test_any_status_yields_a_valid_health(
     if result["status"] == "Healthy":
         assert first.get(labels.CONDITION_READY) == "True"
         assert first.get(labels.CONDITION_DEGRADED) != "True"
+        assert first.get(labels.CONDITION_SCALING_ACTIVE) != "False"  # the autoscaler decides
         if front is not None and front["mode"] == "gateway":  # a front door that takes requests
             assert front["route"] == "Accepted"
     if front is not None and front["mode"] == "gateway" and front["route"] == "NotAccepted":

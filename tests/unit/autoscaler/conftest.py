@@ -13,7 +13,7 @@ from inferfleet.config import OperatorSettings
 from inferfleet.metrics.prometheus import PrometheusClient, PrometheusConfig, SignalReader
 from inferfleet.promql.parse import ServiceKey, TierKey
 from inferfleet.promql.queries import QueryConfig, Signal
-from inferfleet.promql.signals import SignalSnapshot, TierSignals
+from inferfleet.promql.signals import SignalSnapshot, TierReadings
 
 
 class ScriptedReader(SignalReader):
@@ -21,7 +21,7 @@ class ScriptedReader(SignalReader):
 
     def __init__(self) -> None:
         super().__init__(PrometheusClient(PrometheusConfig("http://127.0.0.1:1")), QueryConfig())
-        self.tiers: dict[TierKey, TierSignals] = {}
+        self.tiers: dict[TierKey, TierReadings] = {}
         self.service_history: dict[ServiceKey, list[float]] = {}
         self.down = False
         self.history_failed: str | None = None
@@ -29,7 +29,7 @@ class ScriptedReader(SignalReader):
         self.reads = 0
 
     def set(self, namespace: str, service: str, tier: str, **values: Any) -> None:
-        self.tiers[TierKey(namespace, service, tier)] = TierSignals(**values)
+        self.tiers[TierKey(namespace, service, tier)] = TierReadings(**values)
 
     def read(self, now_s: float) -> SignalSnapshot:
         self.reads += 1

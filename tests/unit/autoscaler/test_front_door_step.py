@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from inferfleet.api import TierPlan, parse
-from inferfleet.autoscale.step import Observation, ServiceInput, Workload, front_door_signals, step
-from inferfleet.autoscaler import testkit as tk
 from inferfleet.config import OperatorSettings
+from inferfleet.scalestep.step import Observation, ServiceInput, front_door_signals, step
 from inferfleet.scaling import SIGNAL_WAKE, DoorPool
+from tests.toolkit import a_scaled_service, a_small_tier_plan
+from tests.toolkit.step import step_input
 
 T0 = 1_800_000_000.0
 GATEWAY = OperatorSettings(gateway_name="gw", predictive_enabled=False)
@@ -19,21 +19,14 @@ TIERS = [
 
 
 def service(status: dict[str, Any] | None = None, routing: dict[str, float] | None = None) -> ServiceInput:
-    body = tk.service_body("chat", "ns", tiers=TIERS, scaling={"allowScaleToZero": True})
+    chat = a_scaled_service("chat", "ns").tiers(*TIERS).with_spec(scaling={"allowScaleToZero": True})
     if routing:
-        body["spec"]["workload"]["routing"] = routing
+        chat = chat.workload(routing=routing)
     plans = [
-        TierPlan.model_validate({**tk.tier_plan(t["name"]), "costPerMillionTokensUsd": cost})
+        a_small_tier_plan(t["name"]).with_(costPerMillionTokensUsd=cost)
         for t, cost in zip(TIERS, (0.2, 0.8), strict=True)
     ]
-    return ServiceInput(
-        namespace="ns",
-        name="chat",
-        spec=parse(body).spec,
-        plan=plans,
-        status=status or {},
-        workloads={t["name"]: Workload(tk.workload_ref("ns", "chat", t["name"]), 0, 0) for t in TIERS},
-    )
+    return step_input(chat, plans, replicas=0, ready=0, status=status)
 
 
 def test_pools_come_from_the_rendered_front_door_and_the_cache_from_status() -> None:

@@ -9,13 +9,14 @@ import pytest
 
 from inferfleet.api import labels
 from inferfleet.autoscaler import handlers
-from inferfleet.autoscaler import testkit as tk
 from inferfleet.autoscaler.loop import AutoscalerLoop
 from inferfleet.autoscaler.runner import Autoscaler
 from inferfleet.cluster import InMemoryCluster, TransientApiError
 from inferfleet.config import OperatorSettings
 from inferfleet.controller.leader import LeaderElector, LeaseConfig
 from inferfleet.kubedata import ObjectRef
+from tests.toolkit import a_scaled_service
+from tests.toolkit import reconciled as tk
 from tests.unit.autoscaler.conftest import ScriptedReader
 
 NS = "team"
@@ -26,7 +27,7 @@ T0 = 1_800_000_000.0
 def steady(cluster: InMemoryCluster, reader: ScriptedReader, count: int = 1) -> None:
     for index in range(count):
         name = f"svc-{index}"
-        tk.install(cluster, tk.service_body(name, NS), replicas={"l4": 2})
+        tk.install(cluster, a_scaled_service(name, NS), replicas={"l4": 2})
         # No busy-slot reading: the capacity estimate stays at the plan's, so nothing drifts.
         reader.set(NS, name, "l4", waiting=0.0, running=None, request_rate_rps=2.0, ready_replicas=2)
 
@@ -65,7 +66,7 @@ def test_an_unreachable_api_server_skips_the_tick(
 
 def test_loop_lists_only_the_watched_namespaces(cluster: InMemoryCluster, reader: ScriptedReader) -> None:
     steady(cluster, reader)
-    tk.install(cluster, tk.service_body("elsewhere", "other"))
+    tk.install(cluster, a_scaled_service("elsewhere", "other"))
     autoscaler = Autoscaler(cluster, reader, OperatorSettings(predictive_enabled=False), namespaces=(NS,))
     report = autoscaler.run_once(T0)
     assert [(r.namespace, r.name) for r in report.services] == [(NS, "svc-0")]
@@ -107,15 +108,15 @@ def test_a_changed_decision_or_condition_is_written_at_once(
     reader.down = True
     report = autoscaler.run_once(T0 + 45)
     assert report.status_writes == 1
-    degraded = tk.condition(cluster, NS, "svc-0", labels.CONDITION_DEGRADED)
-    assert degraded is not None and degraded["status"] == "True"
+    active = tk.condition(cluster, NS, "svc-0", labels.CONDITION_SCALING_ACTIVE)
+    assert active is not None and active["status"] == "False"
 
 
 def test_unwritten_state_carries_the_scale_down_window(
     cluster: InMemoryCluster, reader: ScriptedReader, autoscaler: Autoscaler
 ) -> None:
     """Decisions kept in memory count towards stabilization exactly as written ones did."""
-    tk.install(cluster, tk.service_body("svc-0", NS), replicas={"l4": 4})
+    tk.install(cluster, a_scaled_service("svc-0", NS), replicas={"l4": 4})
     reader.set(NS, "svc-0", "l4", waiting=0.0, running=0.0, request_rate_rps=0.0, ready_replicas=4)
     replicas = []
     for tick in range(6):

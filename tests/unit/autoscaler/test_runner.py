@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from prometheus_client import CollectorRegistry
 
 from inferfleet.api import labels
-from inferfleet.autoscale.step import EVENT_SCALED_DOWN, EVENT_SCALED_UP, EVENT_SCALING_ADVISED
-from inferfleet.autoscaler import testkit as tk
 from inferfleet.autoscaler.runner import Autoscaler
 from inferfleet.cluster import Conflict, InMemoryCluster, PermanentApiError
 from inferfleet.config import OperatorSettings
@@ -15,23 +15,21 @@ from inferfleet.kubedata import ObjectRef
 from inferfleet.metrics.operator_metrics import OperatorMetrics
 from inferfleet.promql.parse import TierKey
 from inferfleet.promql.queries import Signal
+from inferfleet.scalestep.step import EVENT_SCALED_DOWN, EVENT_SCALED_UP, EVENT_SCALING_ADVISED
+from tests.toolkit import a_scaled_service
+from tests.toolkit import reconciled as tk
 from tests.unit.autoscaler.conftest import ScriptedReader
 
 NS = "team"
 T0 = 1_800_000_000.0
 
 
-def two_tier(cluster: InMemoryCluster, name: str = "chat", **kwargs: object) -> None:
-    body = tk.service_body(
-        name,
-        NS,
-        tiers=[
-            {"name": "l4", "gpu": "L4", "minReplicas": 1, "maxReplicas": 8},
-            {"name": "h100", "gpu": "H100-SXM-80GB", "minReplicas": 1, "maxReplicas": 4},
-        ],
-        **kwargs,  # type: ignore[arg-type]
+def two_tier(cluster: InMemoryCluster, name: str = "chat", *, scaling: dict[str, Any] | None = None) -> None:
+    service = a_scaled_service(name, NS).tiers(
+        {"name": "l4", "gpu": "L4", "minReplicas": 1, "maxReplicas": 8},
+        {"name": "h100", "gpu": "H100-SXM-80GB", "minReplicas": 1, "maxReplicas": 4},
     )
-    tk.install(cluster, body)
+    tk.install(cluster, service if scaling is None else service.with_spec(scaling=scaling))
 
 
 def idle(reader: ScriptedReader, name: str = "chat") -> None:
@@ -97,7 +95,7 @@ def test_advisory_mode_reports_without_scaling(cluster: InMemoryCluster, reader:
     assert up == 1.0
 
 
-def test_prometheus_down_holds_and_raises_degraded_then_clears(
+def test_prometheus_down_holds_and_turns_scaling_inactive_then_active(
     cluster: InMemoryCluster, reader: ScriptedReader, autoscaler: Autoscaler
 ) -> None:
     two_tier(cluster)
@@ -108,9 +106,9 @@ def test_prometheus_down_holds_and_raises_degraded_then_clears(
         autoscaler.run_once(T0 + tick * 15)
     assert tk.replicas(cluster, NS, "chat", "l4") == 5  # never scaled down on missing data
     assert tk.replicas(cluster, NS, "chat", "h100") == 1  # never below the warm minimum
-    degraded = tk.condition(cluster, NS, "chat", labels.CONDITION_DEGRADED)
-    assert degraded is not None
-    assert (degraded["status"], degraded["reason"]) == ("True", labels.REASON_METRICS_UNAVAILABLE)
+    active = tk.condition(cluster, NS, "chat", labels.CONDITION_SCALING_ACTIVE)
+    assert active is not None
+    assert (active["status"], active["reason"]) == ("False", labels.REASON_METRICS_UNAVAILABLE)
     assert tk.status(cluster, NS, "chat")["lastScalingDecision"]["signal"] == "hold"
     warnings = [e for e in cluster.events if e["type"] == "Warning"]
     assert len(warnings) == 1  # on the transition, not every tick
@@ -118,8 +116,9 @@ def test_prometheus_down_holds_and_raises_degraded_then_clears(
     reader.down = False
     idle(reader)
     autoscaler.run_once(T0 + 200)
-    degraded = tk.condition(cluster, NS, "chat", labels.CONDITION_DEGRADED)
-    assert degraded is not None and degraded["status"] == "False"
+    active = tk.condition(cluster, NS, "chat", labels.CONDITION_SCALING_ACTIVE)
+    assert active is not None and active["status"] == "True"
+    assert tk.condition(cluster, NS, "chat", labels.CONDITION_DEGRADED) is None  # the reconciler's
 
 
 def test_reconciler_degraded_is_left_alone(
@@ -131,8 +130,9 @@ def test_reconciler_degraded_is_left_alone(
     cluster.patch_status(ref, {"conditions": [theirs]})
     reader.down = True
     autoscaler.run_once(T0)
-    degraded = tk.condition(cluster, NS, "chat", labels.CONDITION_DEGRADED)
-    assert degraded is not None and degraded["reason"] == "ApplyFailed"
+    assert tk.condition(cluster, NS, "chat", labels.CONDITION_DEGRADED) == theirs
+    active = tk.condition(cluster, NS, "chat", labels.CONDITION_SCALING_ACTIVE)
+    assert active is not None and active["status"] == "False"
 
 
 def test_partial_data_holds_only_the_tier_without_data(
@@ -146,14 +146,14 @@ def test_partial_data_holds_only_the_tier_without_data(
         autoscaler.run_once(T0 + tick * 15)
     assert tk.replicas(cluster, NS, "chat", "l4") > 1
     assert tk.replicas(cluster, NS, "chat", "h100") == 3
-    degraded = tk.condition(cluster, NS, "chat", labels.CONDITION_DEGRADED)
-    assert degraded is not None and "h100" in degraded["message"]
+    active = tk.condition(cluster, NS, "chat", labels.CONDITION_SCALING_ACTIVE)
+    assert active is not None and active["status"] == "False" and "h100" in active["message"]
 
 
 def test_scale_down_marks_idle_pods_cheapest(
     cluster: InMemoryCluster, reader: ScriptedReader, settings: OperatorSettings
 ) -> None:
-    tk.install(cluster, tk.service_body("chat", NS), replicas={"l4": 3})
+    tk.install(cluster, a_scaled_service("chat", NS), replicas={"l4": 3})
     for index, in_flight in enumerate((5.0, 0.0, 2.0)):
         cluster.user_apply(
             {
@@ -184,7 +184,7 @@ def test_scale_down_marks_idle_pods_cheapest(
 def test_restart_resumes_from_status(
     cluster: InMemoryCluster, reader: ScriptedReader, settings: OperatorSettings
 ) -> None:
-    tk.install(cluster, tk.service_body("chat", NS), replicas={"l4": 4})
+    tk.install(cluster, a_scaled_service("chat", NS), replicas={"l4": 4})
     reader.set(NS, "chat", "l4", waiting=0.0, running=0.0, request_rate_rps=0.0, ready_replicas=4)
     first = Autoscaler(cluster, reader, settings)
     first.run_once(T0)
@@ -203,7 +203,7 @@ def test_restart_resumes_from_status(
 def test_not_due_before_its_sync_period(
     cluster: InMemoryCluster, reader: ScriptedReader, autoscaler: Autoscaler
 ) -> None:
-    tk.install(cluster, tk.service_body("chat", NS, scaling={"syncPeriodSeconds": 60}))
+    tk.install(cluster, a_scaled_service("chat", NS).with_spec(scaling={"syncPeriodSeconds": 60}))
     reader.set(NS, "chat", "l4", waiting=0.0, running=0.0, request_rate_rps=0.0, ready_replicas=1)
     assert autoscaler.run_once(T0).decided == 1
     assert autoscaler.run_once(T0 + 15).decided == 0
@@ -213,8 +213,8 @@ def test_not_due_before_its_sync_period(
 def test_skips_unplanned_invalid_and_workload_less_services(
     cluster: InMemoryCluster, reader: ScriptedReader, autoscaler: Autoscaler
 ) -> None:
-    cluster.user_apply(tk.service_body("unplanned", NS))
-    tk.install(cluster, tk.service_body("gone", NS))
+    cluster.user_apply(a_scaled_service("unplanned", NS).body())
+    tk.install(cluster, a_scaled_service("gone", NS))
     cluster.delete(tk.workload_ref(NS, "gone", "l4"))
     report = autoscaler.run_once(T0)
     skipped = {r.name: r.skipped for r in report.services}
@@ -226,7 +226,7 @@ def test_skips_unplanned_invalid_and_workload_less_services(
 def test_status_conflict_is_retried_with_fresh_conditions(
     cluster: InMemoryCluster, reader: ScriptedReader, autoscaler: Autoscaler
 ) -> None:
-    tk.install(cluster, tk.service_body("chat", NS))
+    tk.install(cluster, a_scaled_service("chat", NS))
     reader.set(NS, "chat", "l4", waiting=0.0, running=0.0, request_rate_rps=0.0, ready_replicas=1)
     cluster.inject("patch_status", Conflict("changed", 409))
     report = autoscaler.run_once(T0)
@@ -241,7 +241,7 @@ def test_query_count_is_independent_of_object_count(
     for batch in range(3):
         for index in range(10 * (batch + 1)):
             name = f"svc-{batch}-{index}"
-            tk.install(cluster, tk.service_body(name, NS))
+            tk.install(cluster, a_scaled_service(name, NS))
             reader.set(NS, name, "l4", waiting=0.0, running=0.0, request_rate_rps=0.0, ready_replicas=1)
         report = autoscaler.run_once(T0 + batch * 100)
         counts.append((report.queries, report.decided))
@@ -251,7 +251,7 @@ def test_query_count_is_independent_of_object_count(
 
 @pytest.mark.parametrize("mode", ["active", "advisory"])
 def test_decision_records_mode(cluster: InMemoryCluster, reader: ScriptedReader, mode: str) -> None:
-    tk.install(cluster, tk.service_body("chat", NS, scaling={"mode": mode}))
+    tk.install(cluster, a_scaled_service("chat", NS).with_spec(scaling={"mode": mode}))
     reader.set(NS, "chat", "l4", waiting=0.0, running=0.0, request_rate_rps=0.0, ready_replicas=1)
     Autoscaler(cluster, reader, OperatorSettings(predictive_enabled=False)).run_once(T0)
     assert tk.status(cluster, NS, "chat")["lastScalingDecision"]["applied"] is (mode == "active")
@@ -261,7 +261,7 @@ def test_pods_are_not_patched_unless_pod_deletion_cost_is_on(
     cluster: InMemoryCluster, reader: ScriptedReader, settings: OperatorSettings
 ) -> None:
     """The default install grants no `patch pods`: the autoscaler makes no such call."""
-    tk.install(cluster, tk.service_body("chat", NS), replicas={"l4": 3})
+    tk.install(cluster, a_scaled_service("chat", NS), replicas={"l4": 3})
     cluster.user_apply(
         {
             "apiVersion": "v1",
@@ -285,7 +285,7 @@ def test_a_new_service_without_history_scales_down_unless_the_history_read_faile
     # is no gap (nothing to forecast from), so a first fleet larger than its light load
     # shrinks once the stabilization window (60 s here) has been observed. When the
     # history query failed, the history is unknown and nothing is taken away.
-    tk.install(cluster, tk.service_body("chat", NS), replicas={"l4": 4})
+    tk.install(cluster, a_scaled_service("chat", NS), replicas={"l4": 4})
     reader.set(NS, "chat", "l4", waiting=0.0, running=1.0, request_rate_rps=0.2, ready_replicas=4)
     reader.history_failed = history_failed
     autoscaler = Autoscaler(cluster, reader, settings.model_copy(update={"predictive_enabled": True}))

@@ -6,15 +6,16 @@ from typing import Any
 
 import pytest
 
-from inferfleet.api import InferenceServiceSpec, TierPlan, labels, parse
+from inferfleet.api import InferenceServiceSpec, TierPlan, labels
 from inferfleet.api.status import ObservedWorkload
-from inferfleet.autoscale import step as step_module
-from inferfleet.autoscale.step import (
+from inferfleet.config import OperatorSettings
+from inferfleet.promql.signals import TierReadings
+from inferfleet.scalestep import step as step_module
+from inferfleet.scalestep.step import (
     ConditionUpdate,
     Observation,
     ServiceInput,
     StepResult,
-    Workload,
     deletion_costs,
     is_due,
     material_state,
@@ -22,45 +23,41 @@ from inferfleet.autoscale.step import (
     should_write,
     step,
 )
-from inferfleet.autoscale.workload import Replanner
-from inferfleet.autoscaler import testkit as tk
-from inferfleet.config import OperatorSettings
-from inferfleet.promql.signals import TierSignals
+from inferfleet.scalestep.workload import Replanner
 from inferfleet.scaling import Recommendation, ScalingContext, ScalingState, TokenQuantiles, decide
+from tests.toolkit import a_scaled_service, a_small_tier_plan
+from tests.toolkit.step import step_input
 
 T0 = 1_800_000_000.0
 
 
+CHAT = a_scaled_service("chat", "ns").only_tier("l4", "L4", min_replicas=2, max_replicas=6)
+
+
 def service_input(replicas: int, ready: int, status: dict[str, object] | None = None) -> ServiceInput:
-    body = tk.service_body(
-        "chat", "ns", tiers=[{"name": "l4", "gpu": "L4", "minReplicas": 2, "maxReplicas": 6}]
-    )
-    return ServiceInput(
-        namespace="ns",
-        name="chat",
-        spec=parse(body).spec,
-        plan=[TierPlan.model_validate(tk.tier_plan("l4"))],
-        status=status or {},
-        workloads={"l4": Workload(tk.workload_ref("ns", "chat", "l4"), replicas, ready)},
-    )
+    return step_input(CHAT, [a_small_tier_plan("l4")], replicas=replicas, ready=ready, status=status)
 
 
 def test_unavailable_metrics_still_restore_the_warm_minimum() -> None:
     result = step(service_input(0, 0), Observation({}, unavailable="down"), OperatorSettings(), T0)
     assert [(s.tier, s.to_replicas) for s in result.scales] == [("l4", 2)]
-    degraded = [c for c in result.conditions if c.type == labels.CONDITION_DEGRADED]
-    assert degraded and degraded[0].reason == labels.REASON_METRICS_UNAVAILABLE
+    [active] = [c for c in result.conditions if c.type == labels.CONDITION_SCALING_ACTIVE]
+    assert (active.status, active.reason) == ("False", labels.REASON_METRICS_UNAVAILABLE)
+    warnings = [e.reason for e in result.events if e.type == "Warning"]
+    assert warnings == [labels.REASON_METRICS_UNAVAILABLE]
 
 
 def test_idle_tier_without_ready_replicas_is_not_a_metrics_fault() -> None:
     result = step(service_input(2, 0), Observation({}), OperatorSettings(), T0)
-    assert not [c for c in result.conditions if c.type == labels.CONDITION_DEGRADED]
+    [active] = [c for c in result.conditions if c.type == labels.CONDITION_SCALING_ACTIVE]
+    assert active.status == "True"
+    assert not [c for c in result.conditions if c.type == labels.CONDITION_DEGRADED]  # never the autoscaler's
     scaling = [c for c in result.conditions if c.type == labels.CONDITION_SCALING]
     assert scaling[0].status == "True"  # 0/2 ready: cold start in progress
 
 
 def test_decision_carries_the_signals() -> None:
-    observed = TierSignals(waiting=3.0, running=4.0, ttft_p99_s=0.8, request_rate_rps=1.0, ready_replicas=2)
+    observed = TierReadings(waiting=3.0, running=4.0, ttft_p99_s=0.8, request_rate_rps=1.0, ready_replicas=2)
     result = step(service_input(2, 2), Observation({"l4": observed}), OperatorSettings(), T0)
     decision = result.status["lastScalingDecision"]
     assert decision["queueDepth"] == 3.0
@@ -83,7 +80,7 @@ def _contexts(monkeypatch: pytest.MonkeyPatch) -> list[ScalingContext]:
 
 def test_prompt_tokens_rate_reaches_decide(monkeypatch: pytest.MonkeyPatch) -> None:
     seen = _contexts(monkeypatch)
-    observed = TierSignals(
+    observed = TierReadings(
         waiting=0.0, running=4.0, request_rate_rps=2.0, prompt_tokens_rps=3072.0, ready_replicas=2
     )
     step(service_input(2, 2), Observation({"l4": observed}), OperatorSettings(), T0)
@@ -95,7 +92,7 @@ def test_prompt_tokens_rate_reaches_decide(monkeypatch: pytest.MonkeyPatch) -> N
 
 def test_prompt_tokens_rate_unobserved_reaches_decide_as_none(monkeypatch: pytest.MonkeyPatch) -> None:
     seen = _contexts(monkeypatch)
-    observed = TierSignals(waiting=0.0, running=4.0, request_rate_rps=2.0, ready_replicas=2)
+    observed = TierReadings(waiting=0.0, running=4.0, request_rate_rps=2.0, ready_replicas=2)
     step(service_input(2, 2), Observation({"l4": observed}), OperatorSettings(), T0)
     step(service_input(2, 2), Observation({}), OperatorSettings(), T0 + 60)
     assert [ctx.tiers[0].signals.prompt_tokens_rps for ctx in seen] == [None, None]
@@ -128,7 +125,7 @@ def test_pure_modules_import_no_io_libraries() -> None:
 
     code = (
         "import sys\n"
-        "import inferfleet.autoscale.step, inferfleet.promql.queries, inferfleet.promql.parse\n"
+        "import inferfleet.scalestep.step, inferfleet.promql.queries, inferfleet.promql.parse\n"
         "import inferfleet.promql.signals, inferfleet.promql.history\n"
         "bad = [m for m in ('kopf', 'kubernetes', 'prometheus_api_client', 'requests') if m in sys.modules]\n"
         "print(', '.join(bad))\n"
@@ -208,28 +205,19 @@ def test_material_state_ignores_what_moves_every_decision() -> None:
 
 
 def _run_steps(
-    observed: TierSignals,
+    observed: TierReadings,
     ticks: int,
     *,
     scaling: dict[str, object] | None = None,
     replan: Replanner | None = None,
 ) -> list[StepResult]:
     """Steps with the status carried from one to the next, as the runner writes it."""
-    body = tk.service_body(
-        "chat", "ns", tiers=[{"name": "l4", "gpu": "L4", "minReplicas": 2, "maxReplicas": 6}], scaling=scaling
-    )
+    chat = CHAT if scaling is None else CHAT.with_spec(scaling=scaling)
     status: dict[str, Any] = {}
     results = []
     for tick in range(ticks):
-        service = ServiceInput(
-            namespace="ns",
-            name="chat",
-            spec=parse(body).spec,
-            plan=[TierPlan.model_validate(tk.tier_plan("l4"))],
-            status=status,
-            workloads={"l4": Workload(tk.workload_ref("ns", "chat", "l4"), 2, 2)},
-            generation=1,
-            replan=replan,
+        service = step_input(
+            chat, [a_small_tier_plan("l4")], replicas=2, ready=2, status=status, generation=1, replan=replan
         )
         result = step(service, Observation({"l4": observed}), OperatorSettings(), T0 + 15.0 * tick)
         results.append(result)
@@ -245,9 +233,9 @@ def _run_steps(
     return results
 
 
-def rejecting_engines() -> TierSignals:
+def rejecting_engines() -> TierReadings:
     """Engines that serve 2 req/s of prompts up to max-model-len 8,192 and answer 1 req/s 400."""
-    return TierSignals(
+    return TierReadings(
         waiting=0.0, running=4.0, request_rate_rps=2.0, ready_replicas=2,
         prompt_tokens_rps=2.0 * 3000.0, generation_tokens_rps=2.0 * 250.0, rejected_rps=1.0,
         prompt_tokens=TokenQuantiles(2500.0, 7000.0, 8000.0),
@@ -285,8 +273,7 @@ def test_the_implied_plan_comes_from_the_operators_planner() -> None:
 
     def replan(spec: InferenceServiceSpec) -> list[TierPlan]:
         asked.append(spec)
-        wider = {**tk.tier_plan("l4"), "maxModelLen": 20480, "tensorParallelSize": 2}
-        return [TierPlan.model_validate(wider)]
+        return [a_small_tier_plan("l4").with_(maxModelLen=20480, tensorParallelSize=2).build()]
 
     results = _run_steps(rejecting_engines(), 12, replan=replan)
     [condition] = [c for c in results[-1].conditions if c.type == labels.CONDITION_WORKLOAD_DRIFT]

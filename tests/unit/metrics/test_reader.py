@@ -11,8 +11,7 @@ from inferfleet.metrics.prometheus import PrometheusClient, PrometheusConfig, Qu
 from inferfleet.promql.history import FetchRange
 from inferfleet.promql.parse import ServiceKey
 from inferfleet.promql.queries import MIX_SIGNALS, QueryConfig, Signal, signal_queries
-
-LABELS = {"inferfleet_namespace": "ns", "inferfleet_service": "svc", "inferfleet_tier": "h100"}
+from tests.toolkit.prometheus import a_range, a_sample, service_labels
 
 
 class FakeClient(PrometheusClient):
@@ -26,7 +25,7 @@ class FakeClient(PrometheusClient):
         self.queries_made += 1
         if self.down or query in self.failing:
             raise QueryFailed("connection refused", "connection")
-        return [{"metric": LABELS, "value": [time_s, "3"]}]
+        return [a_sample("3", at_s=time_s)]
 
     def range(self, query: str, fetch: FetchRange) -> list[Any]:
         self.queries_made += 1
@@ -34,8 +33,7 @@ class FakeClient(PrometheusClient):
             raise QueryFailed("connection refused", "connection")
         self.ranges.append(fetch)
         times = range(int(fetch.start_s), int(fetch.end_s) + 1, fetch.step_s)
-        service = {k: v for k, v in LABELS.items() if k != "inferfleet_tier"}
-        return [{"metric": service, "values": [[t, "2"] for t in times]}]
+        return [a_range([(t, "2") for t in times], labels=service_labels())]
 
 
 def test_constant_query_count_and_history_fetched_once_per_step() -> None:
@@ -62,7 +60,7 @@ class PromptTokensClient(FakeClient):
         if query != signal_queries(QueryConfig())[Signal.prompt_tokens_rate]:
             return super().instant(query, time_s)
         self.queries_made += 1
-        return [{"metric": LABELS, "value": [time_s, "4096.5"]}]
+        return [a_sample("4096.5", at_s=time_s)]
 
 
 def test_prompt_tokens_rate_is_read_in_the_same_batch_and_parsed_to_the_tier() -> None:

@@ -6,6 +6,7 @@ from typing import Any
 
 from inferfleet.promql.parse import KvCapacityReading, TierKey, parse_kv_capacity
 from inferfleet.promql.queries import QueryConfig, kv_capacity_query
+from tests.toolkit.prometheus import a_sample
 
 
 def test_the_query_counts_replicas_per_tier_and_block_count_in_both_name_forms() -> None:
@@ -16,20 +17,21 @@ def test_the_query_counts_replicas_per_tier_and_block_count_in_both_name_forms()
     assert '{__name__=~"vllm:cache_config_info|vllm_cache_config_info"}' in query
 
 
-def series(tier: str, blocks: Any, block_size: Any = "16", pods: str = "1") -> dict[str, Any]:
-    metric = {"inferfleet_namespace": "ns", "inferfleet_service": "svc", "inferfleet_tier": tier,
-              "num_gpu_blocks": blocks, "block_size": block_size}  # fmt: skip
-    return {"metric": metric, "value": [1_700_000_000, pods]}
+def replicas(tier: str, blocks: Any, block_size: Any = "16", pods: str = "1") -> dict[str, Any]:
+    """The query's answer for one tier: `pods` replicas report this block count and size."""
+    return a_sample(
+        pods, at_s=1_700_000_000, inferfleet_tier=tier, num_gpu_blocks=blocks, block_size=block_size
+    )
 
 
 def test_each_tier_takes_its_smallest_replica_and_counts_all_of_them() -> None:
     parsed = parse_kv_capacity(
         [
-            series("h100", "30000", pods="2"),
-            series("h100", "29500"),  # one replica allocated less: it sets the tier's figure
-            series("l4", "4000", block_size="32"),
-            series("l4", "None"),  # not allocated yet (starting up)
-            {"metric": {"num_gpu_blocks": "5"}, "value": [0, "1"]},  # no tier labels
+            replicas("h100", "30000", pods="2"),
+            replicas("h100", "29500"),  # one replica allocated less: it sets the tier's figure
+            replicas("l4", "4000", block_size="32"),
+            replicas("l4", "None"),  # not allocated yet (starting up)
+            a_sample("1", at_s=0, labels={"num_gpu_blocks": "5"}),  # no tier labels
         ]
     )
     assert parsed.tiers == {

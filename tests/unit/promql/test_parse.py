@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from typing import Any
 
 from inferfleet.promql.parse import (
     ServiceKey,
@@ -14,13 +13,9 @@ from inferfleet.promql.parse import (
     service_key,
     tier_key,
 )
+from tests.toolkit.prometheus import a_range, a_sample, service_labels, tier_labels
 
-LABELS = {"inferfleet_namespace": "ns", "inferfleet_service": "svc", "inferfleet_tier": "h100"}
 KEY = TierKey("ns", "svc", "h100")
-
-
-def series(value: str, ts: float = 1000.0, **labels: str) -> dict[str, Any]:
-    return {"metric": {**LABELS, **labels}, "value": [ts, value]}
 
 
 def test_empty_result_is_empty_not_zero() -> None:
@@ -30,23 +25,23 @@ def test_empty_result_is_empty_not_zero() -> None:
 
 
 def test_value_strings_become_floats() -> None:
-    parsed = parse_vector([series("3"), series("0.25", inferfleet_tier="l4")])
+    parsed = parse_vector([a_sample("3"), a_sample("0.25", inferfleet_tier="l4")])
     assert parsed.values == {KEY: 3.0, TierKey("ns", "svc", "l4"): 0.25}
 
 
 def test_nan_means_present_without_a_value() -> None:
-    parsed = parse_vector([series("NaN")])
+    parsed = parse_vector([a_sample("NaN")])
     assert KEY in parsed.values
     assert parsed.values[KEY] is None
 
 
 def test_infinities_are_kept_for_the_caller_to_judge() -> None:
-    assert parse_vector([series("+Inf")]).values[KEY] == math.inf
+    assert parse_vector([a_sample("+Inf")]).values[KEY] == math.inf
 
 
 def test_series_missing_a_grouping_label_is_dropped_with_a_problem() -> None:
-    item = {"metric": {"inferfleet_namespace": "ns", "inferfleet_service": "svc"}, "value": [1, "2"]}
-    empty_tier = series("2", inferfleet_tier="")
+    item = a_sample("2", at_s=1, labels=service_labels())
+    empty_tier = a_sample("2", inferfleet_tier="")
     parsed = parse_vector([item, empty_tier])
     assert parsed.values == {}
     assert len(parsed.problems) == 2
@@ -54,9 +49,9 @@ def test_series_missing_a_grouping_label_is_dropped_with_a_problem() -> None:
 
 def test_malformed_samples_are_dropped() -> None:
     bad = [
-        {"metric": LABELS, "value": ["x", "1"]},
-        {"metric": LABELS, "value": [1, "one"]},
-        {"metric": LABELS},
+        a_sample("1", at_s="x"),
+        a_sample("one", at_s=1),
+        {"metric": tier_labels()},
         "not a dict",
     ]
     parsed = parse_vector(bad)
@@ -66,14 +61,16 @@ def test_malformed_samples_are_dropped() -> None:
 
 def test_stale_sample_is_dropped_when_older_than_max_age() -> None:
     parsed = parse_vector(
-        [series("5", ts=900.0), series("7", ts=995.0, inferfleet_tier="l4")], eval_time_s=1000.0, max_age_s=30
+        [a_sample("5", at_s=900.0), a_sample("7", at_s=995.0, inferfleet_tier="l4")],
+        eval_time_s=1000.0,
+        max_age_s=30,
     )
     assert parsed.values == {TierKey("ns", "svc", "l4"): 7.0}
     assert any("stale" in problem for problem in parsed.problems)
 
 
 def test_duplicate_key_keeps_first() -> None:
-    parsed = parse_vector([series("1"), series("2")])
+    parsed = parse_vector([a_sample("1"), a_sample("2")])
     assert parsed.values == {KEY: 1.0}
     assert parsed.problems
 
@@ -86,11 +83,8 @@ def test_parse_sample_edge_cases() -> None:
 
 def test_matrix_drops_nan_and_inf_points_and_sorts() -> None:
     result = [
-        {
-            "metric": LABELS,
-            "values": [[30, "3"], [10, "1"], [20, "NaN"], [25, "+Inf"], [40, "bad"]],
-        },
-        {"metric": {**LABELS, "inferfleet_tier": "l4"}, "values": []},
+        a_range([(30, "3"), (10, "1"), (20, "NaN"), (25, "+Inf"), (40, "bad")]),
+        a_range([], inferfleet_tier="l4"),
     ]
     parsed = parse_matrix(result, tier_key)
     assert parsed.series[KEY] == [(10.0, 1.0), (30.0, 3.0)]
@@ -99,13 +93,13 @@ def test_matrix_drops_nan_and_inf_points_and_sorts() -> None:
 
 
 def test_matrix_by_service_needs_only_namespace_and_service() -> None:
-    result = [{"metric": {"inferfleet_namespace": "ns", "inferfleet_service": "svc"}, "values": [[60, "2"]]}]
+    result = [a_range([(60, "2")], labels=service_labels())]
     assert parse_matrix(result, service_key).series == {ServiceKey("ns", "svc"): [(60.0, 2.0)]}
     assert parse_matrix(result, tier_key).series == {}
 
 
 def test_matrix_empty_and_unlabelled() -> None:
     assert parse_matrix([], tier_key).series == {}
-    parsed = parse_matrix([{"metric": {}, "values": [[1, "1"]]}], tier_key)
+    parsed = parse_matrix([a_range([(1, "1")], labels={})], tier_key)
     assert parsed.series == {}
     assert parsed.problems

@@ -4,27 +4,24 @@ from __future__ import annotations
 
 import json
 
-from inferfleet.promql.parse import TierKey, VectorResult
+from inferfleet.promql.parse import TierKey
 from inferfleet.promql.queries import TTFT_BUCKETS_S, Signal
 from inferfleet.promql.signals import assemble, to_document
+from tests.toolkit.prometheus import a_vector
 
 H100 = TierKey("ns", "svc", "h100")
 L4 = TierKey("ns", "svc", "l4")
-
-
-def vector(values: dict[TierKey, float | None]) -> VectorResult:
-    return VectorResult(values=dict(values))
 
 
 def test_join_on_tier_key_with_missing_signals_as_none() -> None:
     snapshot = assemble(
         100.0,
         {
-            Signal.waiting: vector({H100: 4.0, L4: 0.0}),
-            Signal.running: vector({H100: 8.0}),
-            Signal.ttft_p99: vector({H100: 0.75, L4: None}),
-            Signal.request_rate: vector({H100: -1e-9}),
-            Signal.ready_replicas: vector({H100: 2.0}),
+            Signal.waiting: a_vector({H100: 4.0, L4: 0.0}),
+            Signal.running: a_vector({H100: 8.0}),
+            Signal.ttft_p99: a_vector({H100: 0.75, L4: None}),
+            Signal.request_rate: a_vector({H100: -1e-9}),
+            Signal.ready_replicas: a_vector({H100: 2.0}),
         },
     )
     h100 = snapshot.tiers[H100]
@@ -43,9 +40,9 @@ def test_prompt_tokens_rate_maps_to_its_tier_and_missing_is_none() -> None:
     snapshot = assemble(
         100.0,
         {
-            Signal.waiting: vector({H100: 1.0, L4: 0.0}),
-            Signal.running: vector({H100: 2.0, L4: 0.0}),
-            Signal.prompt_tokens_rate: vector({H100: 5120.0}),
+            Signal.waiting: a_vector({H100: 1.0, L4: 0.0}),
+            Signal.running: a_vector({H100: 2.0, L4: 0.0}),
+            Signal.prompt_tokens_rate: a_vector({H100: 5120.0}),
         },
     )
     assert snapshot.tiers[H100].prompt_tokens_rps == 5120.0
@@ -54,7 +51,7 @@ def test_prompt_tokens_rate_maps_to_its_tier_and_missing_is_none() -> None:
 
 
 def test_prompt_tokens_rate_nan_is_none_and_negative_is_clamped() -> None:
-    snapshot = assemble(0.0, {Signal.prompt_tokens_rate: vector({H100: None, L4: -1e-6})})
+    snapshot = assemble(0.0, {Signal.prompt_tokens_rate: a_vector({H100: None, L4: -1e-6})})
     assert snapshot.tiers[H100].prompt_tokens_rps is None
     assert snapshot.tiers[L4].prompt_tokens_rps == 0.0
 
@@ -62,7 +59,7 @@ def test_prompt_tokens_rate_nan_is_none_and_negative_is_clamped() -> None:
 def test_prompt_tokens_rate_failed_query_is_none() -> None:
     snapshot = assemble(
         0.0,
-        {Signal.waiting: vector({H100: 1.0})},
+        {Signal.waiting: a_vector({H100: 1.0})},
         failed={Signal.prompt_tokens_rate: "timeout"},
     )
     assert snapshot.tiers[H100].prompt_tokens_rps is None
@@ -72,7 +69,7 @@ def test_prompt_tokens_rate_failed_query_is_none() -> None:
 def test_infinite_ttft_is_no_data_and_a_huge_finite_one_is_capped() -> None:
     # +Inf means p99 above the largest bucket (42 minutes): garbage, read as missing
     # (issue 14: non-finite values are never demand). A finite value is capped there.
-    snapshot = assemble(0.0, {Signal.ttft_p99: vector({H100: float("inf"), L4: 1e9})})
+    snapshot = assemble(0.0, {Signal.ttft_p99: a_vector({H100: float("inf"), L4: 1e9})})
     assert snapshot.tiers[H100].ttft_p99_s is None
     assert snapshot.tiers[L4].ttft_p99_s == TTFT_BUCKETS_S[-1]
 
@@ -87,8 +84,8 @@ def test_document_shape_is_the_cli_contract() -> None:
     snapshot = assemble(
         0.0,
         {
-            Signal.waiting: vector({H100: 1.0, L4: 2.0, TierKey("other", "x", "a"): 0.0}),
-            Signal.ttft_p99: vector({H100: 0.1234567}),
+            Signal.waiting: a_vector({H100: 1.0, L4: 2.0, TierKey("other", "x", "a"): 0.0}),
+            Signal.ttft_p99: a_vector({H100: 0.1234567}),
         },
     )
     document = to_document(snapshot)

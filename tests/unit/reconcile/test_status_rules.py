@@ -1,14 +1,14 @@
-"""Pure status and event rules: infeasibility reasons and the shared Degraded condition."""
+"""Pure status and event rules: infeasibility reasons, Degraded (the reconciler's own) and SloAtRisk."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from inferfleet.api import Plan, TierPlan, labels
-from inferfleet.autoscaler import testkit as tk
 from inferfleet.controller import admission
 from inferfleet.reconcile import events, status
 from inferfleet.reconcile.status import PassResult
+from tests.toolkit import a_scaled_service, a_small_tier_plan
 
 NOW = "2027-01-01T00:00:00Z"
 LATER = "2027-01-01T00:05:00Z"
@@ -16,17 +16,16 @@ WHY = "70B at BF16 does not fit one L4 node: needs 140 GiB, has 24 GiB"
 
 
 def infeasible(name: str) -> TierPlan:
-    wire = tk.tier_plan(name)
     # The planner puts the reason the tier cannot serve first; later reasons explain
     # the choices it tried on the way.
-    wire.update(feasible=False, reasons=[WHY, "tried fp8 weights", "tried tensor-parallel 4"])
-    return TierPlan.model_validate(wire)
+    reasons = [WHY, "tried fp8 weights", "tried tensor-parallel 4"]
+    return a_small_tier_plan(name).with_(feasible=False, reasons=reasons).build()
 
 
 def test_every_consumer_names_the_first_reason_not_the_last() -> None:
     tier = infeasible("l4")
     assert tier.infeasible_reason == WHY
-    plan = Plan(name="chat", tiers=[TierPlan.model_validate(tk.tier_plan("h100")), tier])
+    plan = Plan(name="chat", tiers=[a_small_tier_plan("h100").build(), tier])
 
     planned = status.compute({}, PassResult(generation=1, plan=plan, plan_hash="h"), now=NOW)
     (condition,) = [c for c in planned["conditions"] if c["type"] == labels.CONDITION_PLANNED]
@@ -36,7 +35,7 @@ def test_every_consumer_names_the_first_reason_not_the_last() -> None:
     def planner(_: Any) -> Plan:
         return plan
 
-    verdict = admission.review(tk.service_body("chat"), planner)
+    verdict = admission.review(a_scaled_service("chat").body(), planner)
     assert verdict.rejection is None and verdict.warnings == (
         f"tier l4 is infeasible and will not be deployed: {WHY}",
     )
@@ -46,63 +45,67 @@ def degraded_of(current: dict[str, Any]) -> dict[str, Any]:
     return next(c for c in current["conditions"] if c["type"] == labels.CONDITION_DEGRADED)
 
 
-def autoscaler_degraded() -> dict[str, Any]:
+def legacy_autoscaler_degraded() -> dict[str, Any]:
+    """A Degraded an operator from before ScalingActive let its autoscaler write."""
     return {
         "type": labels.CONDITION_DEGRADED,
         "status": "True",
         "reason": labels.REASON_METRICS_UNAVAILABLE,
-        "message": labels.AUTOSCALER_MESSAGE_PREFIX + "metrics unavailable, holding replica counts",
+        "message": "autoscaler: metrics unavailable, holding replica counts",
         "lastTransitionTime": NOW,
     }
 
 
 def feasible_plan() -> Plan:
-    return Plan(name="chat", tiers=[TierPlan.model_validate(tk.tier_plan("l4"))])
+    return Plan(name="chat", tiers=[a_small_tier_plan("l4").build()])
 
 
-def test_reconciler_without_failure_keeps_the_autoscalers_degraded() -> None:
-    previous = {"conditions": [autoscaler_degraded()]}
+def test_the_reconciler_owns_degraded_outright_even_one_the_autoscaler_once_wrote() -> None:
+    previous = {"conditions": [legacy_autoscaler_degraded()]}
     result = PassResult(generation=2, plan=feasible_plan(), plan_hash="h")
     new = status.compute(previous, result, now=LATER)
-    assert degraded_of(new) == autoscaler_degraded()
-    # Nothing changed, so no event is announced either.
-    assert events.condition_transitions(previous["conditions"], new["conditions"]) == []
+    degraded = degraded_of(new)
+    assert (degraded["status"], degraded["reason"]) == ("False", status.REASON_AS_PLANNED)
+    assert degraded["lastTransitionTime"] == LATER
+    [event] = events.condition_transitions(previous["conditions"], new["conditions"])
+    assert (event.type, event.reason) == ("Normal", status.REASON_AS_PLANNED)
 
 
-def test_reconcilers_own_failure_wins_over_the_autoscalers_degraded() -> None:
-    previous = {"conditions": [autoscaler_degraded()]}
+def test_the_reconciler_carries_the_autoscalers_conditions_over_untouched() -> None:
+    theirs = [
+        {
+            "type": labels.CONDITION_SCALING_ACTIVE,
+            "status": "False",
+            "reason": labels.REASON_METRICS_UNAVAILABLE,
+            "message": "metrics unavailable, holding replica counts",
+            "lastTransitionTime": NOW,
+        },
+        {
+            "type": labels.CONDITION_SCALING,
+            "status": "True",
+            "reason": "WaitingForReplicas",
+            "message": "l4: 1/2 ready",
+            "lastTransitionTime": NOW,
+        },
+    ]
     result = PassResult(
         generation=2,
         plan=feasible_plan(),
         plan_hash="h",
         failures=("apply Deployment/team/chat-l4: forbidden",),
     )
-    degraded = degraded_of(status.compute(previous, result, now=LATER))
-    assert (degraded["status"], degraded["reason"]) == ("True", labels.REASON_APPLY_FAILED)
-
-
-def test_a_cleared_autoscaler_degraded_is_the_reconcilers_to_rewrite() -> None:
-    cleared = {**autoscaler_degraded(), "status": "False", "reason": "MetricsAvailable",
-               "message": labels.AUTOSCALER_MESSAGE_PREFIX + "metrics are available again"}
-    previous = {"conditions": [cleared]}
-    result = PassResult(generation=2, plan=feasible_plan(), plan_hash="h")
-    new = status.compute(previous, result, now=LATER)
-    degraded = degraded_of(new)
-    assert (degraded["status"], degraded["reason"]) == ("False", status.REASON_AS_PLANNED)
-    assert degraded["lastTransitionTime"] == NOW  # False stays False: no transition
-    assert events.condition_transitions(previous["conditions"], new["conditions"]) == []
+    new = status.compute({"conditions": theirs}, result, now=LATER)
+    assert [
+        c for c in new["conditions"] if labels.CONDITION_OWNERS[c["type"]] == labels.OWNER_AUTOSCALER
+    ] == theirs
+    assert (degraded_of(new)["status"], degraded_of(new)["reason"]) == ("True", labels.REASON_APPLY_FAILED)
 
 
 def test_slo_at_risk_follows_the_plan_warnings_with_their_numbers() -> None:
-    calm = Plan(name="chat", tiers=[TierPlan.model_validate(tk.tier_plan("h100"))])
-    warned_wire = tk.tier_plan("l4")
-    warned_wire["warnings"] = [
-        "ITL: steps carrying a 1024-token prefill chunk take ~215 ms, above the 80 ms ITL SLO"
-    ]
-    warned = Plan(
-        name="chat",
-        tiers=[TierPlan.model_validate(tk.tier_plan("h100")), TierPlan.model_validate(warned_wire)],
-    )
+    calm = Plan(name="chat", tiers=[a_small_tier_plan("h100").build()])
+    itl = "ITL: steps carrying a 1024-token prefill chunk take ~215 ms, above the 80 ms ITL SLO"
+    warned_l4 = a_small_tier_plan("l4").with_(warnings=[itl])
+    warned = Plan(name="chat", tiers=[a_small_tier_plan("h100").build(), warned_l4.build()])
     first = status.compute({}, PassResult(generation=1, plan=warned, plan_hash="a"), now=NOW)
     risk = next(c for c in first["conditions"] if c["type"] == labels.CONDITION_SLO_AT_RISK)
     assert risk["status"] == "True" and risk["reason"] == labels.REASON_SLO_UNREACHABLE

@@ -19,7 +19,7 @@ from inferfleet.scaling import (
     PolicyConfig,
     PrewarmRule,
     Recommendation,
-    ScaleBehavior,
+    ScalePacing,
     ScalingContext,
     ScalingState,
     TierContext,
@@ -47,7 +47,7 @@ def figures(
 def config(
     *tiers: TierPolicy,
     headroom: float = 0.0,
-    down: ScaleBehavior | None = None,
+    down: ScalePacing | None = None,
     prewarm: tuple[PrewarmRule, ...] = (),
     predictive: bool = True,
 ) -> PolicyConfig:
@@ -60,7 +60,7 @@ def config(
         headroom_mode="fixed",
         queue_depth_per_replica=4.0,
         cold_start_margin_s=60.0,
-        scale_down=down or ScaleBehavior(300.0, 0.0, 1),
+        scale_down=down or ScalePacing(300.0, 0.0, 1),
         prewarm=prewarm,
         predictive_enabled=predictive,
     )
@@ -127,7 +127,7 @@ def test_predictive_target_is_demand_over_usable_with_headroom() -> None:
 
 
 def test_scale_down_waits_for_the_stabilization_window_then_steps() -> None:
-    policy = config(down=ScaleBehavior(300.0, 0.0, 1))
+    policy = config(down=ScalePacing(300.0, 0.0, 1))
     state = ScalingState()
     replicas = 10
     history = flat(20.0)
@@ -154,7 +154,7 @@ def test_scale_down_waits_for_the_stabilization_window_then_steps() -> None:
 
 
 def test_scale_down_never_while_requests_wait() -> None:
-    policy = config(down=ScaleBehavior(0.0, 0.0, 5))
+    policy = config(down=ScalePacing(0.0, 0.0, 5))
     state = ScalingState(tiers={})
     # Establish the window, then ask with a queue below the breach threshold.
     rec, state = decide(ctx(T0, policy, signals(8, rate=2.0, waiting=3.0), flat(2.0)), state)
@@ -202,7 +202,7 @@ def test_reactive_target_does_not_compound_during_a_cold_start() -> None:
 
 
 def test_missing_signals_hold_and_never_scale_down() -> None:
-    policy = config(down=ScaleBehavior(0.0, 0.0, 5))
+    policy = config(down=ScalePacing(0.0, 0.0, 5))
     state = None
     missing = TierSignals(desired_replicas=7)
     for tick in range(40):
@@ -212,7 +212,7 @@ def test_missing_signals_hold_and_never_scale_down() -> None:
 
 
 def test_missing_history_blocks_scale_down_but_not_scale_up() -> None:
-    policy = config(down=ScaleBehavior(0.0, 0.0, 5))
+    policy = config(down=ScalePacing(0.0, 0.0, 5))
     state = None
     for tick in range(40):
         rec, state = decide(ctx(T0 + tick * PERIOD, policy, signals(7, rate=1.0), None), state)
@@ -244,7 +244,7 @@ def test_restart_from_persisted_state_gives_the_same_decision() -> None:
 
 
 def test_lost_state_never_causes_an_immediate_scale_down() -> None:
-    policy = config(down=ScaleBehavior(300.0, 0.0, 5))
+    policy = config(down=ScalePacing(300.0, 0.0, 5))
     rec, state = decide(ctx(T0, policy, signals(10, rate=1.0), flat(1.0)), None)
     assert rec.replicas["h100"] == 10  # a fresh state has not seen a whole window yet
     rec, _ = decide(ctx(T0 + 150, policy, signals(10, rate=1.0), flat(1.0)), state)
@@ -432,7 +432,7 @@ def test_a_backlog_the_ready_replicas_drain_before_a_cold_start_adds_nothing() -
 
 def test_scale_down_steps_may_take_a_share_of_the_fleet() -> None:
     # HPA-style: one replica or a quarter of the fleet per step, whichever is more.
-    policy = config(down=ScaleBehavior(60.0, 0.0, 1, 25.0))
+    policy = config(down=ScalePacing(60.0, 0.0, 1, 25.0))
     state = None
     replicas = 20
     sizes = []
@@ -448,7 +448,7 @@ def test_scale_down_steps_may_take_a_share_of_the_fleet() -> None:
 def test_a_new_service_scales_down_once_the_window_is_observed() -> None:
     # Five minutes of history is too little for a forecast, but it is no gap: after a
     # whole stabilization window at a low rate the fleet shrinks.
-    policy = config(down=ScaleBehavior(120.0, 0.0, 5))
+    policy = config(down=ScalePacing(120.0, 0.0, 5))
     state = None
     replicas = 8
     seen = []
@@ -467,7 +467,7 @@ def test_a_new_service_padded_with_gaps_is_no_gap() -> None:
     # minutes are before the service existed, not holes in what it recorded: the fleet
     # shrinks after one stabilization window (it held the first peak for the half hour a
     # forecast needs before), and a forecast comes as soon as ten minutes are recorded.
-    policy = config(down=ScaleBehavior(120.0, 0.0, 5))
+    policy = config(down=ScalePacing(120.0, 0.0, 5))
     padding = [math.nan] * (14 * 1440)
     state = None
     replicas = 8
@@ -491,17 +491,17 @@ def test_a_new_service_padded_with_gaps_is_no_gap() -> None:
 
 def test_a_percent_step_limit_applies_on_its_own() -> None:
     # scaleUp.maxPercentPerStep without maxReplicasPerStep still limits the step.
-    assert ScaleBehavior(0.0, 0.0, None, 50.0).step_limit(10) == 5
-    assert ScaleBehavior(0.0, 0.0, None, 50.0).step_limit(0) == 1  # an empty fleet can grow
-    assert ScaleBehavior(0.0, 0.0, 2, 10.0).step_limit(10) == 2  # the larger of the two
-    assert ScaleBehavior(0.0, 0.0, None, None).step_limit(10) is None
+    assert ScalePacing(0.0, 0.0, None, 50.0).step_limit(10) == 5
+    assert ScalePacing(0.0, 0.0, None, 50.0).step_limit(0) == 1  # an empty fleet can grow
+    assert ScalePacing(0.0, 0.0, 2, 10.0).step_limit(10) == 2  # the larger of the two
+    assert ScalePacing(0.0, 0.0, None, None).step_limit(10) is None
 
 
 def test_traffic_that_stops_dead_keeps_the_fleet_until_the_hold_runs_out() -> None:
     # 20 req/s needs 10 replicas; then nothing at all arrives. An upstream outage comes
     # back all at once, so the fleet stays for the forecaster's 30-minute hold, and only
     # then does the usual slow scale-down start.
-    policy = config(down=ScaleBehavior(300.0, 0.0, 1))
+    policy = config(down=ScalePacing(300.0, 0.0, 1))
     state = ScalingState()
     replicas = 10
     busy = flat(20.0, 120)

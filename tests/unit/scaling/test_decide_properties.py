@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from inferfleet.scaling import (
     PolicyConfig,
-    ScaleBehavior,
+    ScalePacing,
     ScalingContext,
     ScalingState,
     TierContext,
@@ -71,7 +71,7 @@ def _service(draw: st.DrawFn) -> tuple[PolicyConfig, tuple[TierFigures, ...]]:
         headroom_mode=draw(st.sampled_from(["fixed", "measured"])),
         queue_depth_per_replica=draw(st.floats(1.0, 32.0)),
         predictive_enabled=draw(st.booleans()),
-        scale_down=ScaleBehavior(draw(st.sampled_from([0.0, 60.0, 300.0])), 0.0, None),
+        scale_down=ScalePacing(draw(st.sampled_from([0.0, 60.0, 300.0])), 0.0, None),
     )
     return config, tuple(figures for _, figures in tiers)
 

@@ -16,7 +16,7 @@ from inferfleet.scaling import (
     SIGNAL_ESCALATION,
     PolicyConfig,
     Recommendation,
-    ScaleBehavior,
+    ScalePacing,
     ScalingContext,
     ScalingState,
     TierContext,
@@ -58,7 +58,7 @@ def config(**changes: object) -> PolicyConfig:
         headroom=0.0,
         headroom_mode="fixed",
         cold_start_margin_s=60.0,
-        scale_down=ScaleBehavior(300.0, 0.0, 1),
+        scale_down=ScalePacing(300.0, 0.0, 1),
     )
     return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
 

@@ -9,7 +9,7 @@ from inferfleet.scaling import (
     DoorPool,
     FrontDoorSignals,
     PolicyConfig,
-    ScaleBehavior,
+    ScalePacing,
     ScalingContext,
     ScalingState,
     TierContext,
@@ -36,7 +36,7 @@ def config(allow_zero: bool = True) -> PolicyConfig:
         headroom_mode="fixed",
         cold_start_margin_s=60.0,
         allow_scale_to_zero=allow_zero,
-        scale_down=ScaleBehavior(300.0, 0.0, 1),
+        scale_down=ScalePacing(300.0, 0.0, 1),
     )
 
 

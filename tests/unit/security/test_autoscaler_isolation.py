@@ -12,16 +12,18 @@ from typing import Any
 import pytest
 
 from inferfleet.api import labels
-from inferfleet.autoscale.step import REASON_AUTOSCALING_FAILED, deletion_costs
 from inferfleet.autoscaler import runner as runner_module
-from inferfleet.autoscaler import testkit as tk
 from inferfleet.autoscaler.runner import Autoscaler
 from inferfleet.cluster import InMemoryCluster, PermanentApiError
 from inferfleet.config import OperatorSettings
 from inferfleet.kubedata import ObjectRef
-from inferfleet.promql.parse import TierKey, VectorResult
+from inferfleet.promql.parse import TierKey
 from inferfleet.promql.queries import Signal
-from inferfleet.promql.signals import TierSignals, assemble
+from inferfleet.promql.signals import TierReadings, assemble
+from inferfleet.scalestep.step import REASON_AUTOSCALING_FAILED, deletion_costs
+from tests.toolkit import a_scaled_service
+from tests.toolkit import reconciled as tk
+from tests.toolkit.prometheus import a_vector
 from tests.unit.autoscaler.conftest import ScriptedReader
 
 NS = "team"
@@ -33,7 +35,7 @@ BAD_VALUES = [math.inf, -math.inf, math.nan, -5.0]
 
 def two_services(cluster: InMemoryCluster, reader: ScriptedReader) -> None:
     for name in (ATTACKER, VICTIM):
-        tk.install(cluster, tk.service_body(name, NS))
+        tk.install(cluster, a_scaled_service(name, NS))
         reader.set(NS, name, "l4", **IDLE)
     reader.set(NS, VICTIM, "l4", waiting=60.0, running=8.0, request_rate_rps=3.0, ready_replicas=1)
 
@@ -51,7 +53,7 @@ def run_ticks(autoscaler: Autoscaler, ticks: int) -> list[int]:
 def alone(settings: OperatorSettings) -> list[int]:
     """The victim's replicas, tick by tick, with no attacker at all."""
     cluster, reader = InMemoryCluster(), ScriptedReader()
-    tk.install(cluster, tk.service_body(VICTIM, NS))
+    tk.install(cluster, a_scaled_service(VICTIM, NS))
     reader.set(NS, VICTIM, "l4", waiting=60.0, running=8.0, request_rate_rps=3.0, ready_replicas=1)
     try:
         return run_ticks(Autoscaler(cluster, reader, settings), 4)
@@ -78,9 +80,9 @@ def test_a_bad_metric_value_never_delays_another_service(
 @pytest.mark.parametrize("value", BAD_VALUES, ids=str)
 def test_non_finite_and_negative_values_are_missing_never_demand(value: float) -> None:
     key = TierKey(NS, VICTIM, "l4")
-    vectors = {signal: VectorResult(values={key: value}) for signal in Signal}
+    vectors = {signal: a_vector({key: value}) for signal in Signal}
     signals = assemble(T0, vectors).tiers[key]
-    assert signals == TierSignals()  # every field None: no data, not zero, not infinite demand
+    assert signals == TierReadings()  # every field None: no data, not zero, not infinite demand
     assert not signals.has_load_data
 
 
@@ -101,16 +103,17 @@ def test_a_failing_decision_degrades_only_that_service(
     monkeypatch.setattr(runner_module, "step", step)
     autoscaler = Autoscaler(cluster, reader, settings)
     assert run_ticks(autoscaler, 4) == alone(settings)
-    degraded = tk.condition(cluster, NS, ATTACKER, labels.CONDITION_DEGRADED)
-    assert degraded is not None
-    assert (degraded["status"], degraded["reason"]) == ("True", REASON_AUTOSCALING_FAILED)
-    assert "OverflowError" in degraded["message"]
-    assert tk.condition(cluster, NS, VICTIM, labels.CONDITION_DEGRADED) is None
+    inactive = tk.condition(cluster, NS, ATTACKER, labels.CONDITION_SCALING_ACTIVE)
+    assert inactive is not None
+    assert (inactive["status"], inactive["reason"]) == ("False", REASON_AUTOSCALING_FAILED)
+    assert "OverflowError" in inactive["message"]
+    victim = tk.condition(cluster, NS, VICTIM, labels.CONDITION_SCALING_ACTIVE)
+    assert victim is not None and victim["status"] == "True"
 
     monkeypatch.setattr(runner_module, "step", real_step)  # fixed: the condition clears
     autoscaler.run_once(T0 + 100)
-    degraded = tk.condition(cluster, NS, ATTACKER, labels.CONDITION_DEGRADED)
-    assert degraded is not None and degraded["status"] == "False"
+    inactive = tk.condition(cluster, NS, ATTACKER, labels.CONDITION_SCALING_ACTIVE)
+    assert inactive is not None and inactive["status"] == "True"
 
 
 def test_an_api_error_on_one_service_never_stops_the_next(
@@ -134,8 +137,8 @@ def test_a_stored_spec_with_a_bad_schedule_is_skipped_and_the_rest_decided(
             {"schedule": "99 99 99 99 99", "durationMinutes": 5, "replicas": 2, "timeZone": "Mars/Olympus"}
         ]
     }
-    tk.install(cluster, tk.service_body(ATTACKER, NS, scaling=bad))
-    tk.install(cluster, tk.service_body(VICTIM, NS))
+    tk.install(cluster, a_scaled_service(ATTACKER, NS).with_spec(scaling=bad))
+    tk.install(cluster, a_scaled_service(VICTIM, NS))
     reader.set(NS, VICTIM, "l4", waiting=60.0, running=8.0, request_rate_rps=3.0, ready_replicas=1)
     report = Autoscaler(cluster, reader, settings).run_once(T0)
     skipped = {r.name: r.skipped for r in report.services}
@@ -154,10 +157,8 @@ def test_a_lowered_max_replicas_applies_on_the_next_tick(
     lowered: int,
     metrics: str,
 ) -> None:
-    body = tk.service_body(
-        VICTIM, NS, tiers=[{"name": "l4", "gpu": "L4", "minReplicas": 1, "maxReplicas": running}]
-    )
-    tk.install(cluster, body, replicas={"l4": running})
+    victim = a_scaled_service(VICTIM, NS).only_tier("l4", "L4", min_replicas=1, max_replicas=running)
+    tk.install(cluster, victim, replicas={"l4": running})
     reader.set(NS, VICTIM, "l4", waiting=30.0, running=64.0, request_rate_rps=20.0, ready_replicas=running)
     autoscaler = Autoscaler(cluster, reader, settings)
     autoscaler.run_once(T0)
@@ -175,7 +176,7 @@ def test_a_lowered_max_replicas_applies_on_the_next_tick(
 def test_a_raised_min_replicas_applies_on_the_next_tick_without_metrics(
     cluster: InMemoryCluster, reader: ScriptedReader, settings: OperatorSettings
 ) -> None:
-    tk.install(cluster, tk.service_body(VICTIM, NS), replicas={"l4": 1})
+    tk.install(cluster, a_scaled_service(VICTIM, NS), replicas={"l4": 1})
     reader.down = True
     autoscaler = Autoscaler(cluster, reader, settings)
     autoscaler.run_once(T0)

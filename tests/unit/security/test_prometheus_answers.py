@@ -15,12 +15,13 @@ from typing import Any
 import pytest
 
 from inferfleet.api import labels
-from inferfleet.autoscaler import testkit as tk
 from inferfleet.autoscaler.runner import Autoscaler
 from inferfleet.cluster import InMemoryCluster
 from inferfleet.config import OperatorSettings
 from inferfleet.metrics.prometheus import PrometheusClient, PrometheusConfig, SignalReader
 from inferfleet.promql.queries import QueryConfig
+from tests.toolkit import a_scaled_service
+from tests.toolkit import reconciled as tk
 
 NS = "team"
 T0 = 1_800_000_000.0
@@ -122,7 +123,7 @@ def test_a_malformed_answer_is_metrics_unavailable_with_the_condition_set(
 ) -> None:
     prometheus.body = body
     cluster = InMemoryCluster()
-    tk.install(cluster, tk.service_body("chat", NS), replicas={"l4": 3})
+    tk.install(cluster, a_scaled_service("chat", NS), replicas={"l4": 3})
     reader = reader_for(prometheus.url)
     try:
         report = Autoscaler(cluster, reader, OperatorSettings(predictive_enabled=False)).run_once(T0)
@@ -130,7 +131,7 @@ def test_a_malformed_answer_is_metrics_unavailable_with_the_condition_set(
         reader.close()
     assert report.metrics_unavailable and report.errors == []
     assert tk.replicas(cluster, NS, "chat", "l4") == 3
-    degraded = tk.condition(cluster, NS, "chat", labels.CONDITION_DEGRADED)
-    assert degraded is not None
-    assert (degraded["status"], degraded["reason"]) == ("True", labels.REASON_METRICS_UNAVAILABLE)
-    assert "malformed answer" in degraded["message"] or "Expecting value" in degraded["message"]
+    inactive = tk.condition(cluster, NS, "chat", labels.CONDITION_SCALING_ACTIVE)
+    assert inactive is not None
+    assert (inactive["status"], inactive["reason"]) == ("False", labels.REASON_METRICS_UNAVAILABLE)
+    assert "malformed answer" in inactive["message"] or "Expecting value" in inactive["message"]

@@ -22,17 +22,19 @@ from hypothesis import strategies as st
 from inferfleet import planner, render
 from inferfleet.api import SpecInvalid, parse
 from inferfleet.api.source_paths import revision_problem, source_problem
-from inferfleet.autoscaler import testkit as tk
 from inferfleet.autoscaler.runner import Autoscaler
 from inferfleet.cluster import InMemoryCluster
 from inferfleet.config import OperatorSettings
 from inferfleet.precache.errors import UnsafeSource
 from inferfleet.precache.layout import listing_revision_id, ref_name, safe_revision_id
 from inferfleet.precache.names import check_listing, fold
-from inferfleet.promql.parse import TierKey, VectorResult
+from inferfleet.promql.parse import TierKey
 from inferfleet.promql.queries import Signal
-from inferfleet.promql.signals import TierSignals, assemble
+from inferfleet.promql.signals import TierReadings, assemble
 from tests.conftest import EXAMPLES_DIR
+from tests.toolkit import a_scaled_service
+from tests.toolkit import reconciled as tk
+from tests.toolkit.prometheus import a_vector
 from tests.unit.autoscaler.conftest import ScriptedReader
 
 SETTINGS = OperatorSettings()
@@ -146,8 +148,8 @@ READINGS = st.one_of(
 @given(values=st.dictionaries(st.sampled_from(list(Signal)), READINGS, max_size=len(Signal)))
 def test_assembled_signals_are_finite_non_negative_or_missing(values: dict[Signal, float | None]) -> None:
     key = TierKey("ns", "svc", "l4")
-    vectors = {signal: VectorResult(values={key: value}) for signal, value in values.items()}
-    tier = assemble(0.0, vectors).tiers.get(key, TierSignals())
+    vectors = {signal: a_vector({key: value}) for signal, value in values.items()}
+    tier = assemble(0.0, vectors).tiers.get(key, TierReadings())
     for name in (
         "waiting",
         "running",
@@ -182,10 +184,8 @@ def test_any_metric_values_keep_replicas_within_the_specs_bounds(
     low, high = bounds
     cluster, reader = InMemoryCluster(), ScriptedReader()
     try:
-        body = tk.service_body(
-            "svc", "ns", tiers=[{"name": "l4", "gpu": "L4", "minReplicas": low, "maxReplicas": high}]
-        )
-        tk.install(cluster, body, replicas={"l4": current}, ready={"l4": min(ready, current)})
+        service = a_scaled_service("svc", "ns").only_tier("l4", "L4", min_replicas=low, max_replicas=high)
+        tk.install(cluster, service, replicas={"l4": current}, ready={"l4": min(ready, current)})
         reader.set("ns", "svc", "l4", ready_replicas=min(ready, current), **readings)
         reader.down = metrics_down
         autoscaler = Autoscaler(cluster, reader, OperatorSettings(predictive_enabled=False))

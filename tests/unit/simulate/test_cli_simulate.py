@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 
 from inferfleet.cli import COMMAND_MODULES, app
 from tests.conftest import EXAMPLES_DIR
+from tests.toolkit import a_tier_plan
 
 for _module in COMMAND_MODULES:  # register every subcommand, as main() does
     importlib.import_module(_module)
@@ -29,17 +30,20 @@ CONTRACT = (
 )
 
 
-def tier(name: str, usable: float) -> dict[str, object]:
-    return {
-        "name": name, "gpu": "X", "feasible": True, "tensorParallelSize": 2, "pipelineParallelSize": 1,
-        "gpusPerReplica": 2, "quantization": "fp8", "kvCacheDtype": "fp8", "gpuMemoryUtilization": 0.9,
-        "maxModelLen": 16384, "maxNumSeqs": 64, "maxNumBatchedTokens": 8192,
-        "memoryGiB": {"weights": 1, "activations": 1, "overhead": 1, "kvCache": 1},
-        "kvCacheTokens": 400000, "maxConcurrency": 24.0, "concurrencyAtP95": 64.0, "usableRps": usable,
-        "replicasForPeak": 10, "coldStartSeconds": 90.0,
-        "performance": {"prefillTokensPerSecond": 12000, "decodeStepBaseMs": 15, "decodeStepPerSeqMs": 0.2},
-        "reasons": ["test"],
-    }  # fmt: skip
+def tier(name: str, usable_rps: float) -> dict[str, object]:
+    """A plan tier with the serving figures the replay reads, on a GPU no catalog knows."""
+    return (
+        a_tier_plan(name)
+        .on("X")
+        .with_(
+            maxModelLen=16384, maxNumSeqs=64, maxNumBatchedTokens=8192,
+            memoryGiB={"weights": 1, "activations": 1, "overhead": 1, "kvCache": 1},
+            kvCacheTokens=400000, maxConcurrency=24.0, concurrencyAtP95=64.0, reasons=["test"],
+            performance={"prefillTokensPerSecond": 12000, "decodeStepBaseMs": 15, "decodeStepPerSeqMs": 0.2},
+        )
+        .capacity(usable_rps=usable_rps, cold_start_s=90.0, peak=10)
+        .wire_dict()
+    )  # fmt: skip
 
 
 @pytest.fixture
@@ -61,6 +65,8 @@ def test_json_contract(files: tuple[Path, Path]) -> None:
     assert all(key in document for key in CONTRACT)
     assert document["policy"] == "inferfleet"
     assert document["requests"] == 2400
+    # The replay's run time, by the clock the command (not the pure replay) reads.
+    assert isinstance(document["wallSeconds"], float) and document["wallSeconds"] >= 0.0
     every = CliRunner().invoke(app, [*args, "--policy", "all", "--rate-scale", "2"])
     assert [row["policy"] for row in json.loads(every.stdout)] == [
         "inferfleet", "static-peak", "reactive-util", "queue-only",

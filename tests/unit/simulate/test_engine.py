@@ -25,22 +25,7 @@ from inferfleet.simulate.engine import (
     token_buckets,
 )
 from inferfleet.simulate.report import summarize
-from inferfleet.simulate.traces import Trace
-
-EPOCH = 1_704_067_200.0
-
-
-def trace(arrivals: list[float], output_tokens: int, span_s: float, input_tokens: int = 1) -> Trace:
-    n = len(arrivals)
-    return Trace(
-        name="synthetic",
-        format="test",
-        arrival_s=np.asarray(arrivals, dtype=np.float64),
-        input_tokens=np.full(n, input_tokens, dtype=np.int64),
-        output_tokens=np.full(n, output_tokens, dtype=np.int64),
-        span_s=span_s,
-        epoch_s=EPOCH,
-    )
+from tests.toolkit.traces import EPOCH_S, a_trace
 
 
 def sim_config(
@@ -77,11 +62,22 @@ class Fixed:
         ), state or ScalingState()
 
 
+def test_the_replay_reads_only_the_clock_it_is_given() -> None:
+    readings = iter([100.0, 102.5])
+    replay = a_trace([1.0, 2.0], output_tokens=11, span_s=120.0)
+    timed = simulate(replay, sim_config(slots=2), Fixed(1), "f", clock=lambda: next(readings))
+    assert timed.wall_s == 2.5 and summarize(timed)["wallSeconds"] == 2.5
+    untimed = simulate(replay, sim_config(slots=2), Fixed(1), "f")
+    assert untimed.wall_s is None and summarize(untimed)["wallSeconds"] is None
+    assert summarize(dataclasses.replace(untimed, wall_s=2.5)) == summarize(timed)  # the same replay
+
+
 def test_littles_law_in_flight_equals_rate_times_time_in_system() -> None:
     # 2 req/s, evenly spaced; each request decodes 10 steps of 100 ms = 1 s, prefill ~0.
     arrivals = [0.25 + 0.5 * i for i in range(2400)]
     policy = Fixed(1)
-    result = simulate(trace(arrivals, output_tokens=11, span_s=1200.0), sim_config(slots=8), policy, "fixed")
+    replay = a_trace(arrivals, output_tokens=11, span_s=1200.0)
+    result = simulate(replay, sim_config(slots=8), policy, "fixed")
     running = [ctx.tiers[0].signals.running or 0.0 for ctx in policy.seen[2:70]]
     assert np.mean(running) == pytest.approx(2.0 * 1.0, rel=0.01)  # L = lambda x W
     summary = summarize(result)
@@ -95,7 +91,7 @@ def test_single_burst_queues_in_fifo_order(slots: int, within: int) -> None:
     # Ten requests at once on one replica, each holding a slot for 1 s: with one slot
     # the k-th waits k seconds (TTFT 0..9 s), with two slots k // 2 seconds.
     result = simulate(
-        trace([100.0] * 10, output_tokens=11, span_s=200.0), sim_config(slots=slots), Fixed(1), "f"
+        a_trace([100.0] * 10, output_tokens=11, span_s=200.0), sim_config(slots=slots), Fixed(1), "f"
     )
     waits = np.sort(result.ttft_s)
     expected = np.asarray([k // slots for k in range(10)], dtype=np.float64)
@@ -111,11 +107,11 @@ def test_a_new_replica_serves_only_after_its_cold_start() -> None:
         def __call__(
             self, ctx: ScalingContext, state: ScalingState | None
         ) -> tuple[Recommendation, ScalingState]:
-            self.replicas = 1 if ctx.now_s == EPOCH else 2  # the initial fleet is one replica
+            self.replicas = 1 if ctx.now_s == EPOCH_S else 2  # the initial fleet is one replica
             return super().__call__(ctx, state)
 
     config = sim_config(slots=1, cold_start_s=60.0, step_ms=1000.0)
-    result = simulate(trace([70.0, 71.0, 90.0, 90.0], output_tokens=11, span_s=300.0), config, Grow(1), "f")
+    result = simulate(a_trace([70.0, 71.0, 90.0, 90.0], output_tokens=11, span_s=300.0), config, Grow(1), "f")
     assert result.ttft_s.tolist() == pytest.approx([0.0, 4.0, 0.0, 0.0], abs=1e-6)
     # Paid for from the moment it was asked for, not from Ready.
     assert result.gpu_hours == pytest.approx((300.0 + (300.0 - 15.0)) / 3600.0)
@@ -127,14 +123,14 @@ def test_a_removed_replica_finishes_its_work_and_is_paid_until_then() -> None:
         def __call__(
             self, ctx: ScalingContext, state: ScalingState | None
         ) -> tuple[Recommendation, ScalingState]:
-            self.replicas = 2 if ctx.now_s - EPOCH < 60 else 1
+            self.replicas = 2 if ctx.now_s - EPOCH_S < 60 else 1
             return super().__call__(ctx, state)
 
     # Two replicas Ready at 0 (the initial fleet asks the policy first); a 100 s request on
     # each at t=50; at t=60 one replica goes, but finishes its request at t=150.
     config = sim_config(slots=1, step_ms=10_000.0)
     policy = Down(2)
-    result = simulate(trace([50.0, 50.0], output_tokens=11, span_s=400.0), config, policy, "f")
+    result = simulate(a_trace([50.0, 50.0], output_tokens=11, span_s=400.0), config, policy, "f")
     assert result.ttft_s.tolist() == pytest.approx([0.0, 0.0], abs=1e-6)
     assert result.gpu_hours == pytest.approx((400.0 + 150.0) / 3600.0)
     assert result.scale_downs == 1
@@ -142,8 +138,8 @@ def test_a_removed_replica_finishes_its_work_and_is_paid_until_then() -> None:
 
 def test_waiting_signal_counts_the_queue() -> None:
     policy = Fixed(1)
-    simulate(trace([20.0] * 12, output_tokens=101, span_s=60.0), sim_config(slots=2), policy, "f")
-    at_30 = next(ctx for ctx in policy.seen if ctx.now_s - EPOCH == 30.0)
+    simulate(a_trace([20.0] * 12, output_tokens=101, span_s=60.0), sim_config(slots=2), policy, "f")
+    at_30 = next(ctx for ctx in policy.seen if ctx.now_s - EPOCH_S == 30.0)
     assert at_30.tiers[0].signals.waiting == 10.0
     assert at_30.tiers[0].signals.running == 2.0
 
@@ -165,11 +161,8 @@ def with_max_model_len(config: SimConfig, limit: int) -> SimConfig:
 def test_prompts_at_or_beyond_max_model_len_are_answered_4xx_and_never_served() -> None:
     # 1 req/s: even seconds carry 100-token prompts, odd seconds 1,500-token ones.
     arrivals = [0.5 + i for i in range(600)]
-    base = trace(arrivals, output_tokens=11, span_s=600.0)
-    inputs = np.where(np.arange(600) % 2 == 0, 100, 1500).astype(np.int64)
-    mixed = Trace(
-        base.name, base.format, base.arrival_s, inputs, base.output_tokens, base.span_s, base.epoch_s
-    )
+    inputs = [100 if i % 2 == 0 else 1500 for i in range(600)]
+    mixed = a_trace(arrivals, input_tokens=inputs, output_tokens=11, span_s=600.0)
     policy = Fixed(2)
     result = simulate(mixed, with_max_model_len(sim_config(slots=8), 1024), policy, "fixed")
     assert result.rejected == 300
@@ -189,7 +182,7 @@ def test_outputs_stop_where_the_context_is_full() -> None:
     # default max_tokens leaves room for 124, so decode takes 123 steps of 100 ms, not 499.
     policy = Fixed(1)
     result = simulate(
-        trace([1.0], output_tokens=500, span_s=120.0, input_tokens=900),
+        a_trace([1.0], output_tokens=500, span_s=120.0, input_tokens=900),
         with_max_model_len(sim_config(slots=1, step_ms=100.0), 1024),
         policy,
         "fixed",
@@ -208,7 +201,7 @@ def test_token_histograms_report_vllm_buckets_as_percentiles() -> None:
     arrivals = [0.5 + 0.5 * i for i in range(240)]
     policy = Fixed(1)
     simulate(
-        trace(arrivals, output_tokens=11, span_s=120.0, input_tokens=300),
+        a_trace(arrivals, output_tokens=11, span_s=120.0, input_tokens=300),
         sim_config(slots=8),
         policy,
         "fixed",

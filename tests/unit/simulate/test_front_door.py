@@ -4,97 +4,58 @@ wake, the length filter, route weights, and KV taken per request length."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
 import numpy as np
 
-from inferfleet.api import parse
 from inferfleet.config import OperatorSettings
 from inferfleet.planner import plan_service
 from inferfleet.scaling import decide
 from inferfleet.simulate.engine import SimConfig, SimResult, simulate
 from inferfleet.simulate.setup import build_config
 from inferfleet.simulate.traces import Trace
+from tests.toolkit import ServiceBuilder, a_service
+from tests.toolkit.traces import a_trace, bursts
 
-EPOCH = 1_704_067_200.0  # a Monday, 00:00 UTC
 SETTINGS = OperatorSettings(gateway_name="inference-gateway")
+# Two tiers that may scale to zero behind the front door.
+CHAT = (
+    a_service("chat")
+    .model("meta-llama/Llama-3.1-8B-Instruct")
+    .workload(
+        inputTokens={"p50": 500, "p95": 1500, "p99": 3000},
+        outputTokens={"p50": 100, "p95": 200, "p99": 300},
+        peakRequestsPerSecond=4,
+    )
+    .tiers(
+        {"name": "l4", "gpu": "L4", "minReplicas": 0, "maxReplicas": 4, "costPerGpuHour": 0.8},
+        {"name": "a100", "gpu": "A100-SXM-80GB", "minReplicas": 0, "maxReplicas": 2, "costPerGpuHour": 1.6},
+    )
+    .with_spec(scaling={"allowScaleToZero": True})
+)
 
 
-def spec_body(**changes: Any) -> dict[str, Any]:
-    body: dict[str, Any] = {
-        "apiVersion": "inferfleet.dev/v1alpha1",
-        "kind": "InferenceService",
-        "metadata": {"name": "chat", "namespace": "serving"},
-        "spec": {
-            "model": {"name": "meta-llama/Llama-3.1-8B-Instruct"},
-            "workload": {
-                "inputTokens": {"p50": 500, "p95": 1500, "p99": 3000},
-                "outputTokens": {"p50": 100, "p95": 200, "p99": 300},
-                "peakRequestsPerSecond": 4,
-            },
-            "tiers": [
-                {"name": "l4", "gpu": "L4", "minReplicas": 0, "maxReplicas": 4, "costPerGpuHour": 0.8},
-                {
-                    "name": "a100",
-                    "gpu": "A100-SXM-80GB",
-                    "minReplicas": 0,
-                    "maxReplicas": 2,
-                    "costPerGpuHour": 1.6,
-                },
-            ],
-            "scaling": {"allowScaleToZero": True},
-        },
-    }
-    body["spec"].update(changes)
-    return body
-
-
-def config(body: dict[str, Any], settings: OperatorSettings = SETTINGS) -> SimConfig:
-    service = parse(body)
+def config(chat: ServiceBuilder, settings: OperatorSettings = SETTINGS) -> SimConfig:
+    service = chat.service()
     return build_config(service.spec, plan_service(service), settings=settings)
 
 
-def bursty(
-    bursts: list[float],
-    *,
-    per_burst: int = 12,
-    gap_s: float = 0.5,
-    prompt: int = 800,
-    span_s: float | None = None,
-    prompts: list[int] | None = None,
-) -> Trace:
-    """Bursts of requests separated by long silences (the fleet scales to zero between)."""
-    arrivals = [start + j * gap_s for start in bursts for j in range(per_burst)]
-    n = len(arrivals)
-    inputs = np.asarray(prompts if prompts is not None else [prompt] * n, dtype=np.int64)
-    return Trace(
-        name="bursty",
-        format="test",
-        arrival_s=np.asarray(arrivals, dtype=np.float64),
-        input_tokens=inputs,
-        output_tokens=np.full(n, 100, dtype=np.int64),
-        span_s=span_s or bursts[-1] + 3600.0,
-        epoch_s=EPOCH,
-    )
-
-
-def first_after_idle(result: SimResult, trace: Trace, bursts: list[float]) -> list[float]:
-    index = np.searchsorted(trace.arrival_s, bursts)
+def first_after_idle(result: SimResult, trace: Trace, starts: list[float]) -> list[float]:
+    index = np.searchsorted(trace.arrival_s, starts)
     return [float(result.ttft_s[i]) for i in index]
 
 
 def test_the_first_request_after_idle_is_held_and_served_within_cold_start_plus_margin() -> None:
-    cfg = config(spec_body())
+    cfg = config(CHAT)
     assert cfg.front_door is not None and len(cfg.front_door.pools) == 1
     # Hours apart (the fleet is at zero before each), and off the autoscaler's tick grid.
-    bursts = [7207.3, 14_411.9, 21_603.1]
-    trace = bursty(bursts)
+    starts = [7207.3, 14_411.9, 21_603.1]
+    trace = bursts(starts)
     result = simulate(trace, cfg, decide, "inferfleet")
     assert result.held > 0 and result.held_expired == 0
     assert np.isfinite(result.ttft_s).all()  # none dropped while the hold lasted
     cold = {tier.figures.name: tier.figures.cold_start_s for tier in cfg.tiers}
     margin = cfg.policy.cold_start_margin_s
-    for ttft in first_after_idle(result, trace, bursts):
+    for ttft in first_after_idle(result, trace, starts):
         # Held until the woken tier is Ready: its cold start, plus at most one sync period to
         # notice the queue, well within the hold margin.
         assert max(cold.values()) + margin >= ttft >= min(cold.values())
@@ -103,10 +64,9 @@ def test_the_first_request_after_idle_is_held_and_served_within_cold_start_plus_
 
 
 def test_a_hold_shorter_than_the_cold_start_drops_what_it_held() -> None:
-    body = spec_body(frontDoor={"holdSeconds": 30})
-    cfg = config(body)
+    cfg = config(CHAT.with_spec(frontDoor={"holdSeconds": 30}))
     assert all(tier.figures.cold_start_s > 45 for tier in cfg.tiers)
-    result = simulate(bursty([7200.0], per_burst=5), cfg, decide, "inferfleet")
+    result = simulate(bursts([7200.0], per_burst=5), cfg, decide, "inferfleet")
     assert result.held == 5 and result.held_expired == 5  # counted as failures
     assert not np.isfinite(result.ttft_s).any()
 
@@ -115,30 +75,18 @@ def test_without_a_front_door_the_requests_after_idle_are_refused() -> None:
     # The same spec behind plain Services (validation refuses scale to zero there; this is
     # why): the Service has no endpoint, every request of the burst is refused at once, and
     # with no pod to report a queue nothing wakes a tier.
-    cfg = config(spec_body(), OperatorSettings())
+    cfg = config(CHAT, OperatorSettings())
     assert cfg.front_door is None
-    result = simulate(bursty([7207.3], per_burst=5, span_s=7800.0), cfg, decide, "inferfleet")
+    result = simulate(bursts([7207.3], per_burst=5, span_s=7800.0), cfg, decide, "inferfleet")
     assert result.held == 0 and result.unroutable == 5
     assert not np.isfinite(result.ttft_s).any()
 
 
 def test_prompts_no_tier_can_take_get_vllms_400_and_are_counted() -> None:
-    cfg = config(
-        spec_body(
-            tiers=[
-                {
-                    "name": "l4",
-                    "gpu": "L4",
-                    "minReplicas": 1,
-                    "maxReplicas": 4,
-                    "overrides": {"maxModelLen": 4096},
-                }
-            ],
-            scaling={"allowScaleToZero": False},
-        )
-    )
+    l4 = {"name": "l4", "gpu": "L4", "minReplicas": 1, "maxReplicas": 4, "overrides": {"maxModelLen": 4096}}
+    cfg = config(CHAT.tiers(l4).with_spec(scaling={"allowScaleToZero": False}))
     prompts = [800, 5000, 800, 4096, 4095]
-    result = simulate(bursty([60.0], per_burst=5, prompts=prompts), cfg, decide, "inferfleet")
+    result = simulate(bursts([60.0], per_burst=5, prompt_tokens=prompts), cfg, decide, "inferfleet")
     assert result.rejected == 2  # 5000 and 4096 tokens (vLLM refuses max-model-len and more)
     assert np.isfinite(result.ttft_s[[0, 2, 4]]).all() and not np.isfinite(result.ttft_s[[1, 3]]).any()
 
@@ -148,14 +96,13 @@ def test_in_a_share_pool_a_long_prompt_overflows_to_a_tier_that_can_take_it() ->
         {"name": "l4", "gpu": "L4", "minReplicas": 1, "maxReplicas": 4, "overrides": {"maxModelLen": 2048}},
         {"name": "a100", "gpu": "A100-SXM-80GB", "minReplicas": 1, "maxReplicas": 2},
     ]
-    body = spec_body(tiers=tiers, scaling={"allowScaleToZero": False})
-    body["spec"]["workload"]["routing"] = {"l4": 1.0}
-    cfg = config(body)
+    chat = CHAT.tiers(*tiers).with_spec(scaling={"allowScaleToZero": False})
+    cfg = config(chat.workload(routing={"l4": 1.0}))
     assert cfg.front_door is not None
     weights = {pool.name: pool.weight for pool in cfg.front_door.pools}
     assert weights == {"chat-l4": 1000.0, "chat-a100": 0.0}
     prompts = [500] * 6 + [3000] * 6
-    result = simulate(bursty([60.0], per_burst=12, prompts=prompts), cfg, decide, "inferfleet")
+    result = simulate(bursts([60.0], per_burst=12, prompt_tokens=prompts), cfg, decide, "inferfleet")
     assert result.rejected == 0 and np.isfinite(result.ttft_s).all()
 
 
@@ -164,32 +111,21 @@ def test_without_a_front_door_a_long_prompt_sent_to_a_short_tier_gets_vllms_400(
         {"name": "l4", "gpu": "L4", "minReplicas": 2, "maxReplicas": 2, "overrides": {"maxModelLen": 2048}},
         {"name": "a100", "gpu": "A100-SXM-80GB", "minReplicas": 2, "maxReplicas": 2},
     ]
-    cfg = config(spec_body(tiers=tiers, scaling={"allowScaleToZero": False}), OperatorSettings())
-    result = simulate(bursty([60.0], per_burst=200, gap_s=0.05, prompt=3000), cfg, decide, "inferfleet")
+    cfg = config(CHAT.tiers(*tiers).with_spec(scaling={"allowScaleToZero": False}), OperatorSettings())
+    long_prompts = bursts([60.0], per_burst=200, gap_s=0.05, prompt_tokens=3000)
+    result = simulate(long_prompts, cfg, decide, "inferfleet")
     # kube-proxy spreads over the four pods: about half the long prompts land on L4.
     assert 60 <= result.rejected <= 140
 
 
 def test_a_long_context_takes_more_of_a_replicas_kv_cache() -> None:
-    base = config(
-        spec_body(
-            tiers=[{"name": "l4", "gpu": "L4", "minReplicas": 1, "maxReplicas": 1}],
-            scaling={"allowScaleToZero": False},
-        )
-    )
+    one_l4 = CHAT.only_tier("l4", "L4", min_replicas=1, max_replicas=1)
+    base = config(one_l4.with_spec(scaling={"allowScaleToZero": False}))
     (tier,) = base.tiers
     assert tier.kv_tokens_per_slot > 0
     slots, share = tier.slots, tier.kv_tokens_per_slot
     arrivals = [1.0] * slots
-    short = Trace(
-        "kv",
-        "test",
-        np.asarray(arrivals),
-        np.full(slots, 100, dtype=np.int64),
-        np.full(slots, 50, dtype=np.int64),
-        600.0,
-        EPOCH,
-    )
+    short = a_trace(arrivals, input_tokens=100, output_tokens=50, span_s=600.0, name="kv")
     long_prompt = int(share * 2)  # each needs about three slots' share of the KV cache
     long = dataclasses.replace(short, input_tokens=np.full(slots, long_prompt, dtype=np.int64))
     fits = simulate(short, base, decide, "inferfleet")

@@ -1,12 +1,13 @@
 -- Argo CD health check for inferfleet.dev/InferenceService.
--- Maps the operator's status conditions (Planned, CacheReady, Ready, Scaling, Degraded,
--- Maps the operator's status conditions (Planned, CacheReady, Ready, Scaling, Degraded,
--- SloAtRisk, WorkloadDrift) to Argo CD health: Progressing while the operator plans,
--- pre-caches and rolls out; Healthy once every tier serves and the front door (the
--- HTTPRoute on the Gateway, the InferencePool's endpoints) can take requests (noting when
--- a tier's plan cannot meet the latency SLOs, or when the traffic has drifted from the
--- declared workload); Degraded when the spec cannot be planned, the operator reports a
--- failure or the Gateway refuses the route. Plain Lua 5.1 (Argo CD runs gopher-lua).
+-- Maps the operator's status conditions (Planned, CacheReady, Ready, Degraded, SloAtRisk
+-- from the reconciler; Scaling, ScalingActive, WorkloadDrift from the autoscaler) to Argo
+-- CD health: Progressing while the operator plans, pre-caches and rolls out; Healthy once
+-- every tier serves and the front door (the HTTPRoute on the Gateway, the InferencePool's
+-- endpoints) can take requests (noting when a tier's plan cannot meet the latency SLOs,
+-- or when the traffic has drifted from the declared workload); Degraded when the spec
+-- cannot be planned, the reconciler reports a failure, the autoscaler cannot decide
+-- (ScalingActive=False: replicas held) or the Gateway refuses the route. Plain Lua 5.1
+-- (Argo CD runs gopher-lua).
 local hs = {}
 
 local function condition(ctype)
@@ -54,6 +55,13 @@ local degraded = condition("Degraded")
 if degraded ~= nil and degraded.status == "True" then
   hs.status = "Degraded"
   hs.message = describe(degraded, "Degraded")
+  return hs
+end
+
+local scaling_active = condition("ScalingActive")
+if scaling_active ~= nil and scaling_active.status == "False" then
+  hs.status = "Degraded"
+  hs.message = "Autoscaler: " .. describe(scaling_active, "ScalingInactive")
   return hs
 end
 

@@ -2,8 +2,9 @@
 
     (spec, plan, workloads, previous status, signals, clock) → decide() → StepResult
 
-`StepResult` says what to write (status fields, the two conditions the autoscaler
-owns), which workloads to scale and which events to record. The runner executes it.
+`StepResult` says what to write (status fields, the conditions the autoscaler owns:
+Scaling, ScalingActive, WorkloadDrift), which workloads to scale and which events to
+record. The runner executes it.
 Nothing here imports kopf, kubernetes or prometheus_api_client; the same `decide()`
 runs in the simulator.
 """
@@ -26,13 +27,13 @@ from inferfleet.api import (
     labels,
 )
 from inferfleet.api.spec import TokenPercentiles
-from inferfleet.autoscale import workload as workload_drift
-from inferfleet.autoscale.workload import Replanner
 from inferfleet.config import OperatorSettings
-from inferfleet.kubedata import ObjectRef
+from inferfleet.kubedata import Event, ObjectRef
 from inferfleet.planner.workload import mean_tokens
-from inferfleet.promql.signals import TierSignals as ObservedSignals
+from inferfleet.promql.signals import TierReadings
 from inferfleet.render import frontdoor
+from inferfleet.scalestep import workload as workload_drift
+from inferfleet.scalestep.workload import Replanner
 from inferfleet.scaling import (
     DoorPool,
     FrontDoorSignals,
@@ -58,9 +59,8 @@ EVENT_SCALED_UP = "ScaledUp"
 EVENT_SCALED_DOWN = "ScaledDown"
 EVENT_SCALING_ADVISED = "ScalingAdvised"
 EVENT_WORKLOAD_DRIFT = "WorkloadDrift"
-# Degraded is shared with the reconciler; the autoscaler only clears a Degraded it set,
-# recognised by this message prefix (the reconciler also uses MetricsUnavailable).
-DEGRADED_PREFIX = labels.AUTOSCALER_MESSAGE_PREFIX
+# ScalingActive=True says the same thing every decision, so it never forces a status write.
+SCALING_ACTIVE_MESSAGE = "deciding from the metrics of every tier with ready replicas"
 # A loop tick a little early still counts as due: ticks jitter by a fraction of a second.
 DUE_SLACK = 0.9
 REASON_MAX_CHARS = 1024
@@ -92,16 +92,14 @@ _VOLATILE_TIER_STATE = frozenset(
     }
 )
 
-EventType = Literal["Normal", "Warning"]
-
-
 def rfc3339(now_s: float) -> str:
     return dt.datetime.fromtimestamp(now_s, tz=dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @dataclass(frozen=True)
-class Workload:
-    """A tier's Deployment or LeaderWorkerSet as the API server reports it."""
+class WorkloadReplicas:
+    """A tier's Deployment or LeaderWorkerSet: its reference and replica counts as the API
+    server reports them."""
 
     ref: ObjectRef
     replicas: int | None
@@ -115,7 +113,7 @@ class ServiceInput:
     spec: InferenceServiceSpec
     plan: Sequence[TierPlan]
     status: Mapping[str, Any]
-    workloads: Mapping[str, Workload]
+    workloads: Mapping[str, WorkloadReplicas]
     generation: int | None = None
     # The operator's own planner for this service with another spec (its images, the
     # model config it fetched): what the drift condition says the observed workload implies.
@@ -126,7 +124,7 @@ class ServiceInput:
 class Observation:
     """The signals one loop read for one service; `unavailable` says why there are none."""
 
-    tiers: Mapping[str, ObservedSignals]
+    tiers: Mapping[str, TierReadings]
     rate_history_rps: Sequence[float] | None = None
     unavailable: str | None = None
     # Requests each front-door pool holds, by pool name; None: the query failed.
@@ -143,13 +141,6 @@ class Scale:
     @property
     def down(self) -> bool:
         return self.to_replicas < self.from_replicas
-
-
-@dataclass(frozen=True)
-class Event:
-    type: EventType
-    reason: str
-    message: str
 
 
 @dataclass(frozen=True)
@@ -268,7 +259,7 @@ def _history_tail(history: Sequence[float] | None, hours: float) -> Sequence[flo
     return history if len(history) <= wanted else history[-wanted:]
 
 
-def _scaling_signals(workload: Workload, observed: ObservedSignals | None) -> TierSignals:
+def _scaling_signals(workload: WorkloadReplicas, observed: TierReadings | None) -> TierSignals:
     if observed is None:
         return TierSignals(ready_replicas=workload.ready, desired_replicas=workload.replicas)
     return TierSignals(
@@ -315,48 +306,33 @@ def _conditions(
             )
         )
 
-    degraded = _find_condition(service.status, labels.CONDITION_DEGRADED)
-    ours = degraded is not None and str(degraded.get("message", "")).startswith(DEGRADED_PREFIX)
+    updates.append(_scaling_active(observation, missing_tiers))
+    return tuple(updates)
+
+
+def _scaling_active(observation: Observation, missing_tiers: Sequence[str]) -> ConditionUpdate:
+    """ScalingActive: False while replicas are held for want of metrics."""
     if observation.unavailable is not None:
         message = f"metrics unavailable, holding replica counts: {observation.unavailable}"
     elif missing_tiers:
         message = "no metrics for tier(s) with ready replicas, holding them: " + ", ".join(missing_tiers)
     else:
-        message = ""
-    if message:
-        # Never overwrite a Degraded the reconciler raised for its own reasons.
-        if degraded is None or degraded.get("status") != "True" or ours:
-            updates.append(
-                ConditionUpdate(
-                    labels.CONDITION_DEGRADED,
-                    "True",
-                    labels.REASON_METRICS_UNAVAILABLE,
-                    (DEGRADED_PREFIX + message)[:REASON_MAX_CHARS],
-                )
-            )
-    elif ours and degraded is not None and degraded.get("status") == "True":
-        recovered = degraded.get("reason") == REASON_AUTOSCALING_FAILED
-        updates.append(
-            ConditionUpdate(
-                labels.CONDITION_DEGRADED,
-                "False",
-                REASON_METRICS_AVAILABLE,
-                DEGRADED_PREFIX + ("deciding again" if recovered else "metrics are available again"),
-            )
+        return ConditionUpdate(
+            labels.CONDITION_SCALING_ACTIVE, "True", REASON_METRICS_AVAILABLE, SCALING_ACTIVE_MESSAGE
         )
-    return tuple(updates)
-
-
-def failure_condition(status: Mapping[str, Any], why: str) -> ConditionUpdate | None:
-    """Degraded for a service the autoscaler could not decide, unless the reconciler
-    already reports a Degraded of its own (that one wins, as everywhere)."""
-    degraded = _find_condition(status, labels.CONDITION_DEGRADED)
-    ours = degraded is not None and str(degraded.get("message", "")).startswith(DEGRADED_PREFIX)
-    if degraded is not None and degraded.get("status") == "True" and not ours:
-        return None
-    message = f"{DEGRADED_PREFIX}cannot decide this service, replicas held: {why}"
     return ConditionUpdate(
-        labels.CONDITION_DEGRADED, "True", REASON_AUTOSCALING_FAILED, message[:REASON_MAX_CHARS]
+        labels.CONDITION_SCALING_ACTIVE,
+        "False",
+        labels.REASON_METRICS_UNAVAILABLE,
+        message[:REASON_MAX_CHARS],
+    )
+
+
+def failure_condition(why: str) -> ConditionUpdate:
+    """ScalingActive=False for a service the autoscaler could not decide."""
+    message = f"cannot decide this service, replicas held: {why}"
+    return ConditionUpdate(
+        labels.CONDITION_SCALING_ACTIVE, "False", REASON_AUTOSCALING_FAILED, message[:REASON_MAX_CHARS]
     )
 
 
@@ -421,7 +397,7 @@ def step(
         conditions += (ConditionUpdate(labels.CONDITION_WORKLOAD_DRIFT, value, reason, message),)
     if verdict.warning is not None:
         events.append(Event("Warning", EVENT_WORKLOAD_DRIFT, verdict.warning[:REASON_MAX_CHARS]))
-    events.extend(_degraded_events(service.status, conditions))
+    events.extend(_scaling_inactive_events(service.status, conditions))
     status = _decision_status(recommendation, new_state, observation, tiers, now_s, applied=active)
     if verdict.observed is not None:
         status["observedWorkload"] = dict(verdict.observed)
@@ -504,15 +480,15 @@ def _scale_actions(
     return scales, events, desired_after
 
 
-def _degraded_events(status: Mapping[str, Any], conditions: Sequence[ConditionUpdate]) -> list[Event]:
-    """A Warning when Degraded turns True (not on every tick it stays True)."""
-    previous_degraded = _find_condition(status, labels.CONDITION_DEGRADED)
+def _scaling_inactive_events(status: Mapping[str, Any], conditions: Sequence[ConditionUpdate]) -> list[Event]:
+    """A Warning when ScalingActive turns False (not on every tick it stays False)."""
+    previous = _find_condition(status, labels.CONDITION_SCALING_ACTIVE)
     return [
-        Event("Warning", labels.REASON_METRICS_UNAVAILABLE, update.message)
+        Event("Warning", update.reason, update.message)
         for update in conditions
-        if update.type == labels.CONDITION_DEGRADED
-        and update.status == "True"
-        and (previous_degraded is None or previous_degraded.get("status") != "True")
+        if update.type == labels.CONDITION_SCALING_ACTIVE
+        and update.status == "False"
+        and (previous is None or previous.get("status") != "False")
     ]
 
 
@@ -582,7 +558,7 @@ def _mean(percentiles: TokenPercentiles) -> float:
     return mean_tokens(percentiles.p50, percentiles.p95)
 
 
-def _rate_of(observed: ObservedSignals | None) -> float | None:
+def _rate_of(observed: TierReadings | None) -> float | None:
     return None if observed is None else observed.request_rate_rps
 
 

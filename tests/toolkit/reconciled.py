@@ -1,9 +1,12 @@
-"""Builders for InferenceServices as the reconciler leaves them, for tests and benchmarks.
+"""InferenceServices as the reconciler leaves them, in an in-memory cluster.
 
 The autoscaler reads what the reconciler wrote: the CR with `status.plan`, and one
-labelled, owned workload per tier. These helpers put exactly that into a cluster
-(usually `InMemoryCluster`) without running the planner or the renderer, so autoscaler
-tests stay independent of plan arithmetic.
+labelled, owned workload per tier. `install` puts exactly that into an
+`InMemoryCluster` without running the planner or the renderer, so autoscaler tests
+(and hack/bench/autoscaler_loop.py) stay independent of plan arithmetic; the readers
+below look at what the autoscaler then wrote.
+
+    tk.install(cluster, a_scaled_service("chat", "team"), replicas={"l4": 3})
 """
 
 from __future__ import annotations
@@ -15,77 +18,26 @@ from typing import Any
 from inferfleet.api import labels
 from inferfleet.cluster import InMemoryCluster
 from inferfleet.kubedata import DEPLOYMENT, ObjectRef
-
-
-def tier_plan(
-    name: str, *, usable_rps: float = 2.0, cold_start_s: float = 120.0, peak: int = 10
-) -> dict[str, Any]:
-    """A feasible TierPlan in wire form with the figures scaling reads."""
-    return {
-        "name": name,
-        "gpu": "L4",
-        "feasible": True,
-        "tensorParallelSize": 1,
-        "pipelineParallelSize": 1,
-        "gpusPerReplica": 1,
-        "quantization": "none",
-        "kvCacheDtype": "auto",
-        "gpuMemoryUtilization": 0.9,
-        "maxModelLen": 8192,
-        "maxNumSeqs": 64,
-        "maxNumBatchedTokens": 8192,
-        "memoryGiB": {"weights": 15.0, "activations": 1.0, "overhead": 1.0, "kvCache": 3.0},
-        "kvCacheTokens": 20000,
-        "maxConcurrency": 8.0,
-        "concurrencyAtP95": 8.0,
-        "usableRps": usable_rps,
-        "replicasForPeak": peak,
-        "coldStartSeconds": cold_start_s,
-        "reasons": ["test fixture"],
-    }
-
-
-def service_body(
-    name: str,
-    namespace: str = "default",
-    *,
-    tiers: Sequence[Mapping[str, Any]] = ({"name": "l4", "gpu": "L4", "minReplicas": 1, "maxReplicas": 10},),
-    scaling: Mapping[str, Any] | None = None,
-    ttft_slo_ms: float = 2000.0,
-) -> dict[str, Any]:
-    spec: dict[str, Any] = {
-        "model": {"name": "meta-llama/Llama-3.1-8B-Instruct"},
-        "workload": {
-            "inputTokens": {"p50": 500, "p95": 1500, "p99": 3000},
-            "outputTokens": {"p50": 200, "p95": 500, "p99": 800},
-            "peakRequestsPerSecond": 10,
-            "slo": {"ttftP99Ms": ttft_slo_ms},
-        },
-        "tiers": [dict(tier) for tier in tiers],
-    }
-    if scaling is not None:
-        spec["scaling"] = dict(scaling)
-    return {
-        "apiVersion": labels.API_VERSION,
-        "kind": labels.KIND,
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": spec,
-    }
+from tests.toolkit.builders import ServiceBuilder, TierPlanBuilder, a_small_tier_plan
 
 
 def install(
     cluster: InMemoryCluster,
-    body: Mapping[str, Any],
+    service: ServiceBuilder | Mapping[str, Any],
     *,
-    plans: Sequence[Mapping[str, Any]] | None = None,
+    plans: Sequence[TierPlanBuilder | Mapping[str, Any]] | None = None,
     replicas: Mapping[str, int] | None = None,
     ready: Mapping[str, int] | None = None,
 ) -> dict[str, Any]:
-    """Create the CR with `status.plan` and a Deployment per tier, as after a reconcile."""
+    """Create the CR with `status.plan` (each tier `a_small_tier_plan` unless `plans` are
+    given) and a Deployment per tier, as after a reconcile."""
+    body = service.body() if isinstance(service, ServiceBuilder) else service
     stored = cluster.user_apply(body, manager="kubectl")
     tiers = [str(tier["name"]) for tier in body["spec"]["tiers"]]
     ref = ObjectRef(labels.API_VERSION, labels.KIND, body["metadata"]["namespace"], body["metadata"]["name"])
-    cluster.set_status(ref, {"plan": list(plans) if plans is not None else [tier_plan(t) for t in tiers]})
+    wanted = plans if plans is not None else [a_small_tier_plan(tier) for tier in tiers]
+    wire = [plan.wire_dict() if isinstance(plan, TierPlanBuilder) else plan for plan in wanted]
+    cluster.set_status(ref, {"plan": wire})
     for tier in tiers:
         count = (replicas or {}).get(tier, 1)
         workload = deployment(stored, tier, count)

@@ -1,0 +1,44 @@
+"""The pure autoscaler step's input for one service, from the toolkit's builders.
+
+    step_input(a_scaled_service("chat", "ns"), [a_small_tier_plan("l4")], replicas=2, ready=2)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from inferfleet.kubedata import DEPLOYMENT, ObjectRef
+from inferfleet.scalestep.step import ServiceInput, WorkloadReplicas
+from inferfleet.scalestep.workload import Replanner
+from tests.toolkit.builders import ServiceBuilder, TierPlanBuilder
+
+
+def step_input(
+    service: ServiceBuilder,
+    plans: Sequence[TierPlanBuilder],
+    *,
+    replicas: int,
+    ready: int,
+    status: Mapping[str, Any] | None = None,
+    generation: int | None = None,
+    replan: Replanner | None = None,
+) -> ServiceInput:
+    """The service with its plan and one Deployment per planned tier, each at `replicas`
+    with `ready` of them Ready."""
+    namespace = service.namespace or "default"
+    return ServiceInput(
+        namespace=namespace,
+        name=service.name,
+        spec=service.service().spec,
+        plan=[plan.build() for plan in plans],
+        status=status or {},
+        workloads={
+            plan.wire["name"]: WorkloadReplicas(
+                ObjectRef(*DEPLOYMENT, namespace, f"{service.name}-{plan.wire['name']}"), replicas, ready
+            )
+            for plan in plans
+        },
+        generation=generation,
+        replan=replan,
+    )
