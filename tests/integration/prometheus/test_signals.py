@@ -20,6 +20,10 @@ from tests.integration.prometheus.conftest import QUERY_CONFIG, eventually
 
 pytestmark = pytest.mark.integration
 
+# Rates are Prometheus's rate() over a 4 s window of counters the exporter moves with the
+# wall clock: on a loaded machine a late scrape moves the estimate by 5-6 % (seen in CI
+# runs). 10 % still tells a sum of both name forms from one form alone (20 % or more off).
+RATE_REL = 0.10
 
 def tier_of(snapshot: SignalSnapshot, service: str, tier: str) -> TierReadings:
     found = snapshot.tier("sig", service, tier)
@@ -44,7 +48,7 @@ def test_ttft_p99_and_request_rate(reader: SignalReader) -> None:
     snapshot = reader.read(time.time())
     h100 = tier_of(snapshot, "chat", "h100")
     assert h100.ttft_p99_ms == pytest.approx(2350.0, rel=0.02)
-    assert h100.request_rate_rps == pytest.approx(6.0, rel=0.05)
+    assert h100.request_rate_rps == pytest.approx(6.0, rel=RATE_REL)
     l4 = tier_of(snapshot, "chat", "l4")
     # No request finished on the idle tier: no TTFT (not zero), and a zero rate.
     assert l4.ttft_p99_ms is None
@@ -54,9 +58,9 @@ def test_ttft_p99_and_request_rate(reader: SignalReader) -> None:
 def test_prompt_tokens_rate_sums_both_name_forms(reader: SignalReader) -> None:
     snapshot = reader.read(time.time())
     # chat-h100-0 (`vllm:`) 4 req/s x 1000 tokens + chat-h100-1 (`vllm_`) 2 req/s x 500 tokens.
-    assert tier_of(snapshot, "chat", "h100").prompt_tokens_rps == pytest.approx(5000.0, rel=0.05)
+    assert tier_of(snapshot, "chat", "h100").prompt_tokens_rps == pytest.approx(5000.0, rel=RATE_REL)
     # The default prompt length (512 tokens) at 1 req/s on each A100 pod.
-    assert tier_of(snapshot, "batch", "a100").prompt_tokens_rps == pytest.approx(1024.0, rel=0.05)
+    assert tier_of(snapshot, "batch", "a100").prompt_tokens_rps == pytest.approx(1024.0, rel=RATE_REL)
     # An idle tier prefills nothing: a measured zero, not a missing value.
     assert tier_of(snapshot, "chat", "l4").prompt_tokens_rps == 0.0
 
@@ -65,8 +69,8 @@ def test_request_mix_output_tokens_rejections_and_token_percentiles(reader: Sign
     snapshot = reader.read(time.time())
     a100 = tier_of(snapshot, "batch", "a100")
     # 2 req/s x 600 output tokens, and 2 x 0.5 req/s answered 4xx.
-    assert a100.generation_tokens_rps == pytest.approx(1200.0, rel=0.05)
-    assert a100.rejected_rps == pytest.approx(1.0, rel=0.05)
+    assert a100.generation_tokens_rps == pytest.approx(1200.0, rel=RATE_REL)
+    assert a100.rejected_rps == pytest.approx(1.0, rel=RATE_REL)
     # 512-token prompts fall in vLLM's (500, 1000] bucket, 600-token outputs too.
     assert a100.prompt_tokens is not None and 500.0 < a100.prompt_tokens.p50 <= 1000.0
     assert a100.generation_tokens is not None and 500.0 < a100.generation_tokens.p99 <= 1000.0
@@ -161,7 +165,7 @@ def test_cli_json_document(prometheus: PrometheusServer) -> None:
         "readyReplicas",
     }
     assert (h100["waiting"], h100["running"], h100["readyReplicas"]) == (5.0, 6.0, 2)
-    assert h100["promptTokensRps"] == pytest.approx(5000.0, rel=0.05)
+    assert h100["promptTokensRps"] == pytest.approx(5000.0, rel=RATE_REL)
     assert h100["ttftP99Ms"] == pytest.approx(2350.0, rel=0.02)
     assert tiers["l4"]["ttftP99Ms"] is None
 
