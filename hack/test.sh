@@ -34,6 +34,7 @@ if [ $# -eq 0 ] && [ "$e2e" != 0 ] && ! hack/controlplane/build.sh --print >/dev
 fi
 
 echo "== ruff"; ruff check operator tests hack
+ruff format --check operator tests hack
 echo "== mypy --strict"; mypy
 echo "== import contract"; lint-imports
 if [ $# -gt 0 ]; then

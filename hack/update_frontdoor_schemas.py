@@ -27,10 +27,18 @@ MODULE_DIR = REPO / "hack" / "controlplane" / "crds"
 SCHEMAS = REPO / "tests" / "schemas"
 # (module, CRD file inside it, served version, output file)
 CRDS: tuple[tuple[str, str, str, str], ...] = (
-    ("sigs.k8s.io/gateway-api-inference-extension",
-     "config/crd/bases/inference.networking.k8s.io_inferencepools.yaml", "v1", "inferencepool-v1.yaml"),
-    ("sigs.k8s.io/gateway-api",
-     "config/crd/standard/gateway.networking.k8s.io_httproutes.yaml", "v1", "httproute-v1.yaml"),
+    (
+        "sigs.k8s.io/gateway-api-inference-extension",
+        "config/crd/bases/inference.networking.k8s.io_inferencepools.yaml",
+        "v1",
+        "inferencepool-v1.yaml",
+    ),
+    (
+        "sigs.k8s.io/gateway-api",
+        "config/crd/standard/gateway.networking.k8s.io_httproutes.yaml",
+        "v1",
+        "httproute-v1.yaml",
+    ),
 )
 
 

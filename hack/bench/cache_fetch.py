@@ -100,8 +100,14 @@ def timed(command: list[str]) -> tuple[float, float]:
 def start_hub(src: Path, work: Path) -> tuple[subprocess.Popen[bytes], str]:
     port_file = work / "hub-endpoint"
     process = subprocess.Popen(
-        [sys.executable, "-m", "tests.integration.fetcher.hub_server", str(src), "bench/model",
-         str(port_file)],
+        [
+            sys.executable,
+            "-m",
+            "tests.integration.fetcher.hub_server",
+            str(src),
+            "bench/model",
+            str(port_file),
+        ],
         cwd=REPO_ROOT,
         env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
     )

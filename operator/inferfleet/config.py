@@ -199,8 +199,10 @@ class OperatorSettings(BaseModel):
 
     @model_validator(mode="after")
     def _cache_paths(self) -> OperatorSettings:
-        for name, path in (("cache_allowed_root", self.cache_allowed_root),
-                           ("cache_node_path", self.cache_node_path)):
+        for name, path in (
+            ("cache_allowed_root", self.cache_allowed_root),
+            ("cache_node_path", self.cache_node_path),
+        ):
             reason = host_paths.unsafe_reason(path) if path is not None else None
             if reason is not None:
                 raise ValueError(f"{ENV_PREFIX}{name.upper()} {path!r}: {reason}")

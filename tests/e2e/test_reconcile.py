@@ -107,7 +107,16 @@ def test_example_is_reconciled_into_owned_objects(
     # The printer columns, as an SRE sees them.
     table = cluster.kubectl("get", "ifs", "-n", namespace).stdout.splitlines()
     assert table[0].split() == [
-        "NAME", "MODEL", "TIERS", "READY", "DESIRED", "ENDPOINTS", "ROUTE", "TTFT-P99-MS", "STATUS", "AGE"
+        "NAME",
+        "MODEL",
+        "TIERS",
+        "READY",
+        "DESIRED",
+        "ENDPOINTS",
+        "ROUTE",
+        "TTFT-P99-MS",
+        "STATUS",
+        "AGE",
     ]
     row = table[1].split()
     assert row[:5] == [name, "meta-llama/Llama-3.1-8B-Instruct", "l4:2/2,a100-burst:0/0", "2", "2"], table

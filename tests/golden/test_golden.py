@@ -38,8 +38,11 @@ def test_matches_golden(example: Path) -> None:
     assert golden.exists(), f"no golden file for {example.name}; run hack/update-golden.sh"
     expected = golden.read_text(encoding="utf-8")
     if text != expected:
-        diff = "".join(difflib.unified_diff(expected.splitlines(True), text.splitlines(True),
-                                            str(golden), "rendered", n=2))
+        diff = "".join(
+            difflib.unified_diff(
+                expected.splitlines(True), text.splitlines(True), str(golden), "rendered", n=2
+            )
+        )
         pytest.fail(f"{golden.name} is stale (hack/update-golden.sh rewrites it):\n{diff[:6000]}")
 
 

@@ -1,8 +1,8 @@
 """Prometheus answers as its HTTP API gives them (`data.result` items), and parsed vectors.
 
-    a_sample("3")                                  # h100 of ns/svc, at 1000 s
-    a_sample("0.25", inferfleet_tier="l4")         # a label replaced or added
-    a_range([(60, "2")], labels=service_labels())  # a matrix item (range query)
+a_sample("3")                                  # h100 of ns/svc, at 1000 s
+a_sample("0.25", inferfleet_tier="l4")         # a label replaced or added
+a_range([(60, "2")], labels=service_labels())  # a matrix item (range query)
 """
 
 from __future__ import annotations

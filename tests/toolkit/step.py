@@ -1,6 +1,6 @@
 """The pure autoscaler step's input for one service, from the toolkit's builders.
 
-    step_input(a_scaled_service("chat", "ns"), [a_small_tier_plan("l4")], replicas=2, ready=2)
+step_input(a_scaled_service("chat", "ns"), [a_small_tier_plan("l4")], replicas=2, ready=2)
 """
 
 from __future__ import annotations

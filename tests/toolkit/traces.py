@@ -1,7 +1,7 @@
 """Synthetic traces for the simulator: arrivals and token lengths given outright.
 
-    a_trace([0.0, 1.0, 1.5], output_tokens=11, span_s=60.0)
-    a_trace(arrivals, input_tokens=[800, 3000, 800], output_tokens=100, span_s=3600.0)
+a_trace([0.0, 1.0, 1.5], output_tokens=11, span_s=60.0)
+a_trace(arrivals, input_tokens=[800, 3000, 800], output_tokens=100, span_s=3600.0)
 """
 
 from __future__ import annotations

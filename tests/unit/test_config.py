@@ -49,8 +49,10 @@ def test_cache_paths_stay_under_the_allowed_root_and_off_system_directories() ->
 
 def test_vendor_images_and_amd_groups() -> None:
     settings = OperatorSettings.from_env(
-        {"INFERFLEET_VLLM_IMAGE_AMD": "registry.local/rocm/vllm:1",
-         "INFERFLEET_AMD_SUPPLEMENTAL_GROUPS": "44, 992"}
+        {
+            "INFERFLEET_VLLM_IMAGE_AMD": "registry.local/rocm/vllm:1",
+            "INFERFLEET_AMD_SUPPLEMENTAL_GROUPS": "44, 992",
+        }
     )
     assert settings.vllm_image_amd == "registry.local/rocm/vllm:1"
     assert settings.amd_supplemental_groups == (44, 992)
@@ -66,7 +68,7 @@ def test_readme_settings_table_names_every_setting() -> None:
     from tests.conftest import REPO_ROOT
 
     readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
-    table = readme[readme.index("| Helm value | Environment variable |"):]
+    table = readme[readme.index("| Helm value | Environment variable |") :]
     table = table[: table.index("\n\n")]
     documented = set(re.findall(r"`(INFERFLEET_[A-Z0-9_]+)`", table))
     assert documented == {ENV_PREFIX + name.upper() for name in OperatorSettings.model_fields}

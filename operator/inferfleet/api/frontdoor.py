@@ -22,7 +22,8 @@ FrontDoorMode = Literal["gateway", "service"]
 GatewayName = Annotated[
     str,
     StringConstraints(
-        min_length=1, max_length=253,
+        min_length=1,
+        max_length=253,
         pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
     ),
 ]
@@ -70,8 +71,11 @@ class FrontDoorSpec(ApiModel):
 
     model_config = ApiModel.model_config | {
         "json_schema_extra": schema_extra(
-            cel("!has(self.mode) || self.mode != 'service' || !has(self.gateway)",
-                SERVICE_MODE_GATEWAY_MESSAGE, ".gateway"),
+            cel(
+                "!has(self.mode) || self.mode != 'service' || !has(self.gateway)",
+                SERVICE_MODE_GATEWAY_MESSAGE,
+                ".gateway",
+            ),
         )
     }
 

@@ -15,9 +15,25 @@ import re
 # kernel's virtual filesystems, devices, boot files, the kubelet's and the container
 # runtimes' state, system binaries and libraries, runtime sockets.
 SYSTEM_PREFIXES: tuple[str, ...] = (
-    "/etc", "/proc", "/sys", "/dev", "/boot", "/root", "/run", "/var/run", "/usr", "/bin", "/sbin",
-    "/lib", "/lib32", "/lib64", "/var/lib/kubelet", "/var/lib/containerd", "/var/lib/docker",
-    "/var/lib/cri-o", "/var/log",
+    "/etc",
+    "/proc",
+    "/sys",
+    "/dev",
+    "/boot",
+    "/root",
+    "/run",
+    "/var/run",
+    "/usr",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/var/lib/kubelet",
+    "/var/lib/containerd",
+    "/var/lib/docker",
+    "/var/lib/cri-o",
+    "/var/log",
 )
 # An absolute path of plain components: no `.`/`..`, no empty components, no trailing slash.
 NORMALIZED_PATTERN = r"^(/[^/\x00]+)+$"

@@ -693,8 +693,10 @@ class EnvVar(ApiModel):
     model_config = ApiModel.model_config | {
         "json_schema_extra": schema_extra(
             cel("has(self.value) != has(self.valueFrom)", ENV_ONE_SOURCE_MESSAGE),
-            cel(f"!(self.name in {_secret_names_cel()}) || !has(self.value)",
-                "this variable " + SECRET_LITERAL_MESSAGE),
+            cel(
+                f"!(self.name in {_secret_names_cel()}) || !has(self.value)",
+                "this variable " + SECRET_LITERAL_MESSAGE,
+            ),
             cel(f"!(self.name in {_reserved_names_cel()})", RESERVED_ENV_MESSAGE),
         )
     }

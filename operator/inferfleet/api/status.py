@@ -77,6 +77,8 @@ class FrontDoorStatus(ApiModel):
     route_message: str | None = None
     endpoints: int = Field(default=0, description="Ready serving pods behind the front door.")
     pools: list[PoolStatus] | None = None
+
+
 class ObservedWorkload(ApiModel):
     """The request mix the vLLM engines report (the autoscaler's reading; WorkloadDrift
     compares it with the workload the plan was made for)."""

@@ -55,8 +55,9 @@ SHORT_ALIASES: dict[str, str] = {
 }
 # Secrets on the command line are visible in the pod spec, in `ps` and in /proc.
 SECRET_FLAGS = frozenset({"--api-key"})
-SECRET_ENV = frozenset({"VLLM_API_KEY", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "AWS_SECRET_ACCESS_KEY",
-                        "AWS_SESSION_TOKEN"})
+SECRET_ENV = frozenset(
+    {"VLLM_API_KEY", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"}
+)
 # The hardening owns these: the hub token is a mounted file (spec.model.credentialsSecretRef).
 RESERVED_ENV = frozenset({"HF_TOKEN", "HF_TOKEN_PATH"})
 

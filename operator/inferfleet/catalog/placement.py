@@ -56,10 +56,13 @@ SPOT_LABELS: tuple[tuple[str, str, str], ...] = (
 # GKE when node auto-provisioning or the pool asks for it (cloud.google.com/gke-spot=true:NoSchedule).
 SPOT_TOLERATIONS: tuple[dict[str, str], ...] = (
     {"key": "cloud.google.com/gke-spot", "operator": "Equal", "value": "true", "effect": "NoSchedule"},
-    {"key": "cloud.google.com/gke-preemptible", "operator": "Equal", "value": "true",
-     "effect": "NoSchedule"},
-    {"key": "kubernetes.azure.com/scalesetpriority", "operator": "Equal", "value": "spot",
-     "effect": "NoSchedule"},
+    {"key": "cloud.google.com/gke-preemptible", "operator": "Equal", "value": "true", "effect": "NoSchedule"},
+    {
+        "key": "kubernetes.azure.com/scalesetpriority",
+        "operator": "Equal",
+        "value": "spot",
+        "effect": "NoSchedule",
+    },
 )
 # Label domains that only one cloud's nodes carry; a GPU label of one cloud is never
 # paired with another cloud's spot label (no node has both).
@@ -126,8 +129,9 @@ def default_terms(tier: TierSpec, gpu: GpuSpec | None) -> list[dict[str, Any]]:
         return []
     gpu_alternatives: list[tuple[str, list[dict[str, Any]]]] = []
     if gpu is not None and resource_name(tier, gpu) != NO_ACCELERATOR:
-        gpu_alternatives = [(_cloud(key), [_requirement(key, values)])
-                            for key, values in alternatives(gpu.node_labels)]
+        gpu_alternatives = [
+            (_cloud(key), [_requirement(key, values)]) for key, values in alternatives(gpu.node_labels)
+        ]
     spot_alternatives: list[tuple[str, list[dict[str, Any]]]] = []
     if tier.capacity_type == "spot":
         spot_alternatives = [(cloud, [_requirement(key, (value,))]) for key, value, cloud in SPOT_LABELS]

@@ -20,6 +20,7 @@ class _BlockDumper(yaml.SafeDumper):
     def ignore_aliases(self, data: Any) -> bool:
         return True  # every object spelled out: no &id001 anchors in manifests
 
+
 def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
     style = "|" if "\n" in value else None
     return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)

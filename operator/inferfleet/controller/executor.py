@@ -21,13 +21,15 @@ from inferfleet.reconcile.actions import Action, Apply, Delete
 logger = logging.getLogger(__name__)
 
 # Kinds whose absence (CRD not installed) degrades the service instead of failing it.
-OPTIONAL_KINDS = frozenset({
-    ("monitoring.coreos.com/v1", "PodMonitor"),
-    # Without the Gateway API and Inference Extension CRDs the service is still served
-    # through its Services; Degraded says the front door is missing.
-    ("inference.networking.k8s.io/v1", "InferencePool"),
-    ("gateway.networking.k8s.io/v1", "HTTPRoute"),
-})
+OPTIONAL_KINDS = frozenset(
+    {
+        ("monitoring.coreos.com/v1", "PodMonitor"),
+        # Without the Gateway API and Inference Extension CRDs the service is still served
+        # through its Services; Degraded says the front door is missing.
+        ("inference.networking.k8s.io/v1", "InferencePool"),
+        ("gateway.networking.k8s.io/v1", "HTTPRoute"),
+    }
+)
 
 
 @dataclass

@@ -195,9 +195,10 @@ def update_ref(dest: Path, ref: str, revision_id: str) -> None:
     layout = layout_for(dest)
     target = layout.ref_target(revision_id)
     name = ref_name(ref)
-    with safefs.model_dir(dest, create=True) as model_fd, safefs.subdir(
-        model_fd, REFS_DIR, create=True, where=dest
-    ) as refs_fd:
+    with (
+        safefs.model_dir(dest, create=True) as model_fd,
+        safefs.subdir(model_fd, REFS_DIR, create=True, where=dest) as refs_fd,
+    ):
         try:
             if os.readlink(name, dir_fd=refs_fd) == target:
                 return
@@ -226,9 +227,12 @@ def _read_marker(revision_fd: int, where: Path) -> str:
 def _revision_dir(dest: Path, revision_id: str) -> Iterator[int]:
     root = Path(str(layout_for(dest).revision(revision_id)))
     try:
-        with safefs.model_dir(dest, create=False) as model_fd, safefs.subdir(
-            model_fd, f"{REVISIONS_DIR}/{revision_id}", create=False, where=dest
-        ) as revision_fd:
+        with (
+            safefs.model_dir(dest, create=False) as model_fd,
+            safefs.subdir(
+                model_fd, f"{REVISIONS_DIR}/{revision_id}", create=False, where=dest
+            ) as revision_fd,
+        ):
             yield revision_fd
     except (FileNotFoundError, NotADirectoryError):
         raise CacheMissing(f"{dest}: revision {revision_id} is not cached ({root} is missing)") from None

@@ -70,8 +70,14 @@ def summarize(
     if front.mode != "gateway" or front.gateway is None:
         # Every key, always: status is written as a merge patch, which would keep a key
         # this pass leaves out.
-        return {"mode": "service", "gateway": "", "route": ROUTE_NONE, "routeMessage": "",
-                "endpoints": sum(map(pod_ready, serving_pods)), "pools": []}
+        return {
+            "mode": "service",
+            "gateway": "",
+            "route": ROUTE_NONE,
+            "routeMessage": "",
+            "endpoints": sum(map(pod_ready, serving_pods)),
+            "pools": [],
+        }
     ready = [pod for pod in serving_pods if pod_ready(pod)]
     pools = []
     endpoints: set[str] = set()

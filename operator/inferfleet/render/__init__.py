@@ -51,8 +51,10 @@ def _secret_env_note(ctx: TierRenderContext) -> PodAdditions:
     safer of the two), and the Run:ai streamer reads object-store keys from AWS_*/GOOGLE_*
     variables; every other secret is a mounted file."""
     serving = ctx.service.spec.serving
-    from_secret = any(e.value_from is not None and e.value_from.secret_key_ref is not None
-                      for e in (serving.env if serving is not None else None) or [])
+    from_secret = any(
+        e.value_from is not None and e.value_from.secret_key_ref is not None
+        for e in (serving.env if serving is not None else None) or []
+    )
     if not from_secret and not ctx.source.credentials_as_env_from:
         return PodAdditions()
     reason = "CKV_K8S_35=vLLM reads its API key and object-store keys only from environment variables"
@@ -65,10 +67,19 @@ OBJECT_CONTRIBUTORS: tuple[ObjectContributor, ...] = (cache_objects.precache_obj
 # Apply order: what others point at first (Services, budgets), the pre-cache (so weights
 # start moving before replicas wait for them), then the workloads.
 KIND_ORDER = (
-    "ServiceAccount", "Role", "RoleBinding",
-    "Service", "PodDisruptionBudget", "PodMonitor", "DaemonSet", "Job", "Deployment", "LeaderWorkerSet",
+    "ServiceAccount",
+    "Role",
+    "RoleBinding",
+    "Service",
+    "PodDisruptionBudget",
+    "PodMonitor",
+    "DaemonSet",
+    "Job",
+    "Deployment",
+    "LeaderWorkerSet",
     # The pool once its picker exists, the route once the pool does.
-    "InferencePool", "HTTPRoute",
+    "InferencePool",
+    "HTTPRoute",
 )
 
 

@@ -37,19 +37,23 @@ def catalog_problems(service: InferenceService, catalogs: Catalogs) -> list[Prob
     found: list[Problem] = []
     for index, tier in enumerate(service.spec.tiers):
         if isinstance(tier.gpu, str) and catalogs.gpu(tier.gpu) is None:
-            found.append(Problem(
-                f"spec.tiers[{index}].gpu",
-                f"unknown GPU {tier.gpu!r}: not in the catalog (use one of "
-                f"{', '.join(catalogs.gpu_names())}, add it to the operator's catalog file, or "
-                "describe it inline as {name, memoryGiB, ...})",
-            ))
+            found.append(
+                Problem(
+                    f"spec.tiers[{index}].gpu",
+                    f"unknown GPU {tier.gpu!r}: not in the catalog (use one of "
+                    f"{', '.join(catalogs.gpu_names())}, add it to the operator's catalog file, or "
+                    "describe it inline as {name, memoryGiB, ...})",
+                )
+            )
     model = service.spec.model
     if model.config is None and catalogs.model(model.name) is None:
-        found.append(Problem(
-            "spec.model.name",
-            f"unknown model {model.name!r}: not in the model catalog; give its architecture inline as "
-            "spec.model.config (the keys of its config.json) plus spec.model.parametersBillion",
-        ))
+        found.append(
+            Problem(
+                "spec.model.name",
+                f"unknown model {model.name!r}: not in the model catalog; give its architecture inline as "
+                "spec.model.config (the keys of its config.json) plus spec.model.parametersBillion",
+            )
+        )
     return found
 
 
@@ -61,11 +65,13 @@ def render_problems(
     found: list[Problem] = []
     cache = service.spec.cache
     if cache is not None and cache.node_path and not is_under(cache.node_path, settings.cache_root):
-        found.append(Problem(
-            "spec.cache.nodePath",
-            f"{cache.node_path!r} is outside the node cache root the operator allows "
-            f"({settings.cache_root}, Helm value cache.allowedRoot); use a path under it",
-        ))
+        found.append(
+            Problem(
+                "spec.cache.nodePath",
+                f"{cache.node_path!r} is outside the node cache root the operator allows "
+                f"({settings.cache_root}, Helm value cache.allowedRoot); use a path under it",
+            )
+        )
     catalogs = settings.catalogs()
     needs_serving_image: dict[str, list[str]] = {}
     for index, tier in enumerate(service.spec.tiers):
@@ -73,45 +79,65 @@ def render_problems(
         if gpu is None or (tiers is not None and tier.name not in tiers):
             continue  # catalog_problems names it; the planner makes the tier infeasible
         accelerator = resource_name(tier, gpu) != NO_ACCELERATOR
-        if (accelerator and tier.gpu_node_affinity == "required" and not gpu.node_labels
-                and not tier.has_own_placement()):
+        if (
+            accelerator
+            and tier.gpu_node_affinity == "required"
+            and not gpu.node_labels
+            and not tier.has_own_placement()
+        ):
             inline = isinstance(tier.gpu, InlineGpu)
-            found.append(Problem(
-                f"spec.tiers[{index}].gpu" + (".nodeLabels" if inline else ""),
-                (f"inline GPU {gpu.name!r} has no nodeLabels" if inline else
-                 f"GPU {gpu.name!r} has no nodeLabels in the operator's catalog")
-                + f", so its pods would fit any node with a free {gpu.resource_name}: "
-                + ("give the labels of the nodes that have it (e.g. {nvidia.com/gpu.product: "
-                   "NVIDIA-RTX-6000-Ada-Generation})" if inline else "add nodeLabels to its catalog entry")
-                + ", or give the tier a nodeSelector or required node affinity",
-            ))
+            found.append(
+                Problem(
+                    f"spec.tiers[{index}].gpu" + (".nodeLabels" if inline else ""),
+                    (
+                        f"inline GPU {gpu.name!r} has no nodeLabels"
+                        if inline
+                        else f"GPU {gpu.name!r} has no nodeLabels in the operator's catalog"
+                    )
+                    + f", so its pods would fit any node with a free {gpu.resource_name}: "
+                    + (
+                        "give the labels of the nodes that have it (e.g. {nvidia.com/gpu.product: "
+                        "NVIDIA-RTX-6000-Ada-Generation})"
+                        if inline
+                        else "add nodeLabels to its catalog entry"
+                    )
+                    + ", or give the tier a nodeSelector or required node affinity",
+                )
+            )
         terms = combined_term_count(tier, gpu)
         if terms > MAX_NODE_SELECTOR_TERMS:
-            found.append(Problem(
-                f"spec.tiers[{index}].affinity",
-                f"{terms} required node-selector terms once the tier's own are ANDed with its GPU "
-                f"type's (at most {MAX_NODE_SELECTOR_TERMS}); use fewer terms, or gpuNodeAffinity: none",
-            ))
+            found.append(
+                Problem(
+                    f"spec.tiers[{index}].affinity",
+                    f"{terms} required node-selector terms once the tier's own are ANDed with its GPU "
+                    f"type's (at most {MAX_NODE_SELECTOR_TERMS}); use fewer terms, or gpuNodeAffinity: none",
+                )
+            )
         if tier.image is None:
             needs_serving_image.setdefault(gpu.vendor, []).append(tier.name)
         no_default = runtime.default_image(gpu.vendor, settings) is None
         if runtime.explicit_image(service, tier) is None and no_default:
-            found.append(Problem(
-                f"spec.tiers[{index}].image",
-                f"the operator has no default vLLM image for {gpu.vendor} GPUs ({gpu.name}); set this "
-                "tier's image or spec.serving.image",
-            ))
+            found.append(
+                Problem(
+                    f"spec.tiers[{index}].image",
+                    f"the operator has no default vLLM image for {gpu.vendor} GPUs ({gpu.name}); set this "
+                    "tier's image or spec.serving.image",
+                )
+            )
     found.extend(front_door_problems(service, settings))
     serving = service.spec.serving
     if serving is not None and serving.image and len(needs_serving_image) > 1:
         groups = "; ".join(
             f"{vendor}: {', '.join(names)}" for vendor, names in sorted(needs_serving_image.items())
         )
-        found.append(Problem(
-            "spec.serving.image",
-            f"one image cannot serve GPUs of several vendors ({groups}); set spec.tiers[].image on the "
-            "tiers of all but one vendor, or drop serving.image to use the operator's image for each vendor",
-        ))
+        found.append(
+            Problem(
+                "spec.serving.image",
+                f"one image cannot serve GPUs of several vendors ({groups}); set spec.tiers[].image "
+                "on the tiers of all but one vendor, or drop serving.image to use the operator's "
+                "image for each vendor",
+            )
+        )
     return found
 
 
@@ -119,34 +145,44 @@ def front_door_problems(service: InferenceService, settings: OperatorSettings) -
     """Scale to zero needs a front door that holds the first request while a tier starts;
     a platform's endpoint picker serves one pool, so it cannot serve per-tier pools."""
     front = service.spec.front_door
-    if (front is not None and front.endpoint_picker is not None and service.spec.workload.routing
-            and frontdoor.gateway_of(service, settings) is not None):
-        return [Problem(
-            "spec.frontDoor.endpointPicker",
-            "with workload.routing the route splits traffic over one InferencePool per tier, and an "
-            "endpoint picker serves exactly one pool; drop endpointPicker (the operator runs one "
-            "picker per pool) or the routing shares",
-        )]
+    if (
+        front is not None
+        and front.endpoint_picker is not None
+        and service.spec.workload.routing
+        and frontdoor.gateway_of(service, settings) is not None
+    ):
+        return [
+            Problem(
+                "spec.frontDoor.endpointPicker",
+                "with workload.routing the route splits traffic over one InferencePool per tier, and an "
+                "endpoint picker serves exactly one pool; drop endpointPicker (the operator runs one "
+                "picker per pool) or the routing shares",
+            )
+        ]
     scaling = service.spec.scaling
     if scaling is None or not scaling.allow_scale_to_zero:
         return []
     if frontdoor.gateway_of(service, settings) is None:
-        return [Problem(
-            "spec.scaling.allowScaleToZero",
-            "scale to zero needs a front door that holds requests, and this service has none: no "
-            "Gateway is named in spec.frontDoor.gateway nor in the operator's settings (Helm "
-            "frontDoor.gateway.name), so clients reach plain Services and the first request after "
-            "idle would fail while a tier starts; name a Gateway or keep minReplicas >= 1",
-        )]
+        return [
+            Problem(
+                "spec.scaling.allowScaleToZero",
+                "scale to zero needs a front door that holds requests, and this service has none: no "
+                "Gateway is named in spec.frontDoor.gateway nor in the operator's settings (Helm "
+                "frontDoor.gateway.name), so clients reach plain Services and the first request after "
+                "idle would fail while a tier starts; name a Gateway or keep minReplicas >= 1",
+            )
+        ]
     picker = front.endpoint_picker if front is not None else None
     if picker is not None and not picker.holds_requests:
-        return [Problem(
-            "spec.frontDoor.endpointPicker.holdsRequests",
-            f"scale to zero needs an endpoint picker that holds requests while the pool is empty; "
-            f"the operator cannot see the configuration of {picker.name!r}: set holdsRequests: true "
-            "once its flow control does (featureGates [flowControl]), or drop endpointPicker to use "
-            "the operator's own",
-        )]
+        return [
+            Problem(
+                "spec.frontDoor.endpointPicker.holdsRequests",
+                f"scale to zero needs an endpoint picker that holds requests while the pool is empty; "
+                f"the operator cannot see the configuration of {picker.name!r}: set holdsRequests: true "
+                "once its flow control does (featureGates [flowControl]), or drop endpointPicker to use "
+                "the operator's own",
+            )
+        ]
     return []
 
 

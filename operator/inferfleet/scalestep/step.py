@@ -92,6 +92,7 @@ _VOLATILE_TIER_STATE = frozenset(
     }
 )
 
+
 def rfc3339(now_s: float) -> str:
     return dt.datetime.fromtimestamp(now_s, tz=dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 

@@ -144,9 +144,7 @@ def _beyond_limit(percentiles: TokenPercentiles, rejected_share: float, limit: i
     return _percentiles(values)
 
 
-def _describe(
-    observed: ObservedMix, declared_in: TokenPercentiles, declared_out: TokenPercentiles
-) -> str:
+def _describe(observed: ObservedMix, declared_in: TokenPercentiles, declared_out: TokenPercentiles) -> str:
     def fmt(p: TokenPercentiles) -> str:
         return f"{p.p50:,}/{p.p95:,}/{p.p99:,}"
 

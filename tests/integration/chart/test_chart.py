@@ -190,8 +190,12 @@ def test_default_values_are_the_operators_defaults(default_objects: list[dict[st
     assert all(name.startswith(ENV_PREFIX) for name in env)
     fields = {ENV_PREFIX + name.upper() for name in OperatorSettings.model_fields}
     assert set(env) <= fields, f"env vars the operator does not read: {set(env) - fields}"
-    optional = {"INFERFLEET_CATALOG_FILE", "INFERFLEET_PROMETHEUS_BEARER_TOKEN_FILE",
-                "INFERFLEET_GATEWAY_NAME", "INFERFLEET_GATEWAY_NAMESPACE"}
+    optional = {
+        "INFERFLEET_CATALOG_FILE",
+        "INFERFLEET_PROMETHEUS_BEARER_TOKEN_FILE",
+        "INFERFLEET_GATEWAY_NAME",
+        "INFERFLEET_GATEWAY_NAMESPACE",
+    }
     assert fields - set(env) == optional
     assert OperatorSettings.from_env(env) == OperatorSettings()
 

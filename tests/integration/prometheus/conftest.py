@@ -39,8 +39,13 @@ def _pods() -> list[EmulatedPod]:
         # Signal tests: fixed load, one pod in the escaped `vllm_` form with the old KV name.
         EmulatedPod("chat-h100-0", "sig", "chat", "h100", num_gpu_blocks=30000),
         EmulatedPod(
-            "chat-h100-1", "sig", "chat", "h100",
-            name_style="underscore", legacy_kv=True, num_gpu_blocks=29500,
+            "chat-h100-1",
+            "sig",
+            "chat",
+            "h100",
+            name_style="underscore",
+            legacy_kv=True,
+            num_gpu_blocks=29500,
         ),
         EmulatedPod("chat-l4-0", "sig", "chat", "l4"),
         EmulatedPod("batch-a100-0", "sig", "batch", "a100"),

@@ -25,6 +25,7 @@ pytestmark = pytest.mark.integration
 # runs). 10 % still tells a sum of both name forms from one form alone (20 % or more off).
 RATE_REL = 0.10
 
+
 def tier_of(snapshot: SignalSnapshot, service: str, tier: str) -> TierReadings:
     found = snapshot.tier("sig", service, tier)
     assert found is not None, f"no signals for sig/{service}/{tier}: {snapshot.problems}"

@@ -92,18 +92,45 @@ CASES: list[tuple[str, Mutation, str | None]] = [
     ),
     ("config-without-params", _set("model.config", {"hidden_size": 4096}), "parametersBillion"),
     ("env-literal", _set("serving.env", [{"name": "LOG", "value": "1"}]), None),
-    ("env-from-secret", _set("serving.env", [{"name": "VLLM_API_KEY", "valueFrom": {
-        "secretKeyRef": {"name": "k", "key": "key"}}}]), None),
-    ("env-both", _set("serving.env", [{"name": "LOG", "value": "1",
-                                       "valueFrom": {"configMapKeyRef": {"name": "c", "key": "k"}}}]),
-     "exactly one of value or valueFrom"),
+    (
+        "env-from-secret",
+        _set(
+            "serving.env",
+            [{"name": "VLLM_API_KEY", "valueFrom": {"secretKeyRef": {"name": "k", "key": "key"}}}],
+        ),
+        None,
+    ),
+    (
+        "env-both",
+        _set(
+            "serving.env",
+            [{"name": "LOG", "value": "1", "valueFrom": {"configMapKeyRef": {"name": "c", "key": "k"}}}],
+        ),
+        "exactly one of value or valueFrom",
+    ),
     ("env-neither", _set("serving.env", [{"name": "LOG"}]), "exactly one of value or valueFrom"),
-    ("env-two-sources", _set("serving.env", [{"name": "LOG", "valueFrom": {
-        "secretKeyRef": {"name": "s", "key": "k"}, "configMapKeyRef": {"name": "c", "key": "k"}}}]),
-     "exactly one of secretKeyRef or configMapKeyRef"),
+    (
+        "env-two-sources",
+        _set(
+            "serving.env",
+            [
+                {
+                    "name": "LOG",
+                    "valueFrom": {
+                        "secretKeyRef": {"name": "s", "key": "k"},
+                        "configMapKeyRef": {"name": "c", "key": "k"},
+                    },
+                }
+            ],
+        ),
+        "exactly one of secretKeyRef or configMapKeyRef",
+    ),
     ("api-key-literal", _set("serving.env", [{"name": "VLLM_API_KEY", "value": "sk-123"}]), "secret"),
-    ("hf-token-env", _set("serving.env", [{"name": "HF_TOKEN", "valueFrom": {
-        "secretKeyRef": {"name": "s", "key": "k"}}}]), "credentialsSecretRef"),
+    (
+        "hf-token-env",
+        _set("serving.env", [{"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}]),
+        "credentialsSecretRef",
+    ),
     ("cache-under-nvme", _set("cache", {"nodePath": "/mnt/nvme/inferfleet/team-a"}), None),
     ("cache-root", _set("cache", {"nodePath": "/"}), "normalized absolute path"),
     ("cache-etc", _set("cache", {"nodePath": "/etc"}), "normalized absolute path"),
@@ -113,8 +140,11 @@ CASES: list[tuple[str, Mutation, str | None]] = [
     ("cache-dot-dot", _set("cache", {"nodePath": "/mnt/nvme/../../etc"}), "normalized absolute path"),
     ("cache-trailing-slash", _set("cache", {"nodePath": "/mnt/nvme/"}), "normalized absolute path"),
     ("opt-out-without-placement", _set("tiers.0.gpuNodeAffinity", "none"), "gpuNodeAffinity none"),
-    ("opt-out-with-selector", _all(_set("tiers.0.gpuNodeAffinity", "none"),
-                                   _set("tiers.0.nodeSelector", {"pool": "l4"})), None),
+    (
+        "opt-out-with-selector",
+        _all(_set("tiers.0.gpuNodeAffinity", "none"), _set("tiers.0.nodeSelector", {"pool": "l4"})),
+        None,
+    ),
 ]
 
 

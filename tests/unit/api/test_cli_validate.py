@@ -89,8 +89,11 @@ def test_validate_checks_the_cache_root_the_operator_allows(tmp_path: Path) -> N
     path.write_text(yaml.safe_dump(document(spec)), encoding="utf-8")
     result = _run("validate", "-f", str(path))
     assert result.returncode == 2 and "spec.cache.nodePath" in result.stderr
-    env = {**os.environ, "INFERFLEET_CACHE_ALLOWED_ROOT": "/data",
-           "INFERFLEET_CACHE_NODE_PATH": "/data/cache"}
+    env = {
+        **os.environ,
+        "INFERFLEET_CACHE_ALLOWED_ROOT": "/data",
+        "INFERFLEET_CACHE_NODE_PATH": "/data/cache",
+    }
     command = [sys.executable, "-c", "from inferfleet.cli import main; main()", "validate", "-f", str(path)]
     allowed = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
     assert allowed.returncode == 0, allowed.stderr
@@ -100,8 +103,10 @@ def test_plan_exits_1_when_no_tier_is_feasible_and_strict_fails_on_any(tmp_path:
     spec = base_spec()
     spec["model"]["name"] = "meta-llama/Llama-3.3-70B-Instruct"
     spec["quantization"] = "none"
-    spec["tiers"] = [{"name": "t4", "gpu": "T4", "gpusPerNode": 1, "minReplicas": 1},
-                     {"name": "h100", "gpu": "H100-SXM-80GB", "minReplicas": 1}]
+    spec["tiers"] = [
+        {"name": "t4", "gpu": "T4", "gpusPerNode": 1, "minReplicas": 1},
+        {"name": "h100", "gpu": "H100-SXM-80GB", "minReplicas": 1},
+    ]
     path = tmp_path / "plan.yaml"
     path.write_text(yaml.safe_dump(document(spec)), encoding="utf-8")
     some = _run("plan", "-f", str(path), "-o", "json")

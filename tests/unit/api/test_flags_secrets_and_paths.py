@@ -56,8 +56,18 @@ def test_api_key_on_the_command_line_is_refused(arg: str) -> None:
 
 @pytest.mark.parametrize(
     "arg",
-    ["--seed", "7", "--model-impl", "--quantization-param-path", "--max-num-partial-prefills",
-     "--api-server-count", "--enable-lora-bias", "-O3", "--kv-cache-memory-bytes", "--trust-remote-code"],
+    [
+        "--seed",
+        "7",
+        "--model-impl",
+        "--quantization-param-path",
+        "--max-num-partial-prefills",
+        "--api-server-count",
+        "--enable-lora-bias",
+        "-O3",
+        "--kv-cache-memory-bytes",
+        "--trust-remote-code",
+    ],
 )
 def test_other_flags_and_values_pass(arg: str) -> None:
     assert extra_arg_problem(arg) is None
@@ -70,12 +80,16 @@ def test_every_planned_flag_is_refused() -> None:
 
 def test_env_from_secret_and_config_map() -> None:
     spec = base_spec()
-    spec["serving"] = {"env": [
-        {"name": "VLLM_API_KEY", "valueFrom": {"secretKeyRef": {"name": "api", "key": "key"}}},
-        {"name": "VLLM_LOGGING_LEVEL", "valueFrom": {"configMapKeyRef": {"name": "cfg", "key": "level",
-                                                                           "optional": True}}},
-        {"name": "PLAIN", "value": ""},
-    ]}
+    spec["serving"] = {
+        "env": [
+            {"name": "VLLM_API_KEY", "valueFrom": {"secretKeyRef": {"name": "api", "key": "key"}}},
+            {
+                "name": "VLLM_LOGGING_LEVEL",
+                "valueFrom": {"configMapKeyRef": {"name": "cfg", "key": "level", "optional": True}},
+            },
+            {"name": "PLAIN", "value": ""},
+        ]
+    }
     env = parse(document(spec)).spec.serving.env  # type: ignore[union-attr]
     assert env is not None
     assert [e.to_wire() for e in env] == spec["serving"]["env"]
@@ -113,8 +127,15 @@ def test_opting_out_needs_a_placement_of_the_tiers_own() -> None:
     spec["tiers"][0]["affinity"] = {"podAntiAffinity": {}}  # not a node placement
     ((path, message),) = problems(spec)
     assert path == "spec.tiers[0]" and "gpuNodeAffinity none" in message
-    spec["tiers"][0]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-        "nodeSelectorTerms": [{"matchExpressions": [{"key": "pool", "operator": "In", "values": ["a"]}]}]}}}
+    spec["tiers"][0]["affinity"] = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["a"]}]}
+                ]
+            }
+        }
+    }
     parse(document(spec))
 
 
@@ -124,8 +145,11 @@ def test_opting_out_needs_a_placement_of_the_tiers_own() -> None:
         "zone-a",
         {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": []}},
         {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{}]}},
-        {"requiredDuringSchedulingIgnoredDuringExecution": {
-            "nodeSelectorTerms": [{"matchExpressions": "x"}]}},
+        {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": "x"}]
+            }
+        },
     ],
 )
 def test_a_malformed_required_node_affinity_is_named(node_affinity: Any) -> None:

@@ -77,10 +77,13 @@ conditions = st.lists(
     generation=st.integers(1, 5),
     observed=st.none() | st.integers(1, 5),
     summary=st.none() | st.just("l4:1/2"),
-    front=st.none() | st.fixed_dictionaries(
-        {"mode": st.sampled_from(["gateway", "service"]),
-         "route": st.sampled_from(["Accepted", "NotAccepted", "Pending", "Missing", "None"]),
-         "endpoints": st.integers(0, 3)},
+    front=st.none()
+    | st.fixed_dictionaries(
+        {
+            "mode": st.sampled_from(["gateway", "service"]),
+            "route": st.sampled_from(["Accepted", "NotAccepted", "Pending", "Missing", "None"]),
+            "endpoints": st.integers(0, 3),
+        },
         optional={"gateway": st.just("gw-ns/gw"), "routeMessage": st.text(max_size=20)},
     ),
 )

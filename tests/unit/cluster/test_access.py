@@ -17,8 +17,13 @@ def test_one_rule_per_group_and_resource() -> None:
 
 def test_owned_kinds_can_be_applied_listed_and_pruned() -> None:
     table = rules()
-    for key in [("apps", "deployments"), ("leaderworkerset.x-k8s.io", "leaderworkersets"), ("", "services"),
-                ("policy", "poddisruptionbudgets"), ("monitoring.coreos.com", "podmonitors")]:
+    for key in [
+        ("apps", "deployments"),
+        ("leaderworkerset.x-k8s.io", "leaderworkersets"),
+        ("", "services"),
+        ("policy", "poddisruptionbudgets"),
+        ("monitoring.coreos.com", "podmonitors"),
+    ]:
         assert {"create", "patch", "get", "list", "delete"} <= table[key], key
 
 

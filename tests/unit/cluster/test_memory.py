@@ -17,16 +17,28 @@ from inferfleet.cluster import (
 )
 from inferfleet.kubedata import ObjectRef, ref_of
 
-OWNER = {"apiVersion": labels.API_VERSION, "kind": labels.KIND,
-         "metadata": {"name": "chat", "namespace": "ns"}, "spec": {}}
+OWNER = {
+    "apiVersion": labels.API_VERSION,
+    "kind": labels.KIND,
+    "metadata": {"name": "chat", "namespace": "ns"},
+    "spec": {},
+}
 
 
-def deployment(name: str = "chat-a", replicas: int | None = 2, owner_uid: str | None = None,
-               **labels_: str) -> dict[str, Any]:
+def deployment(
+    name: str = "chat-a", replicas: int | None = 2, owner_uid: str | None = None, **labels_: str
+) -> dict[str, Any]:
     metadata: dict[str, Any] = {"name": name, "namespace": "ns", "labels": labels_ or {"app": "x"}}
     if owner_uid:
-        metadata["ownerReferences"] = [{"apiVersion": labels.API_VERSION, "kind": labels.KIND, "name": "chat",
-                                        "uid": owner_uid, "controller": True}]
+        metadata["ownerReferences"] = [
+            {
+                "apiVersion": labels.API_VERSION,
+                "kind": labels.KIND,
+                "name": "chat",
+                "uid": owner_uid,
+                "controller": True,
+            }
+        ]
     spec: dict[str, Any] = {"template": {"spec": {"containers": [{"name": "vllm", "image": "v1"}]}}}
     if replicas is not None:
         spec["replicas"] = replicas
@@ -80,11 +92,15 @@ def test_scale_moves_replicas_to_the_scaler_and_later_applies_keep_them() -> Non
 def test_conflicting_apply_without_force_fails_and_force_takes_over() -> None:
     cluster = InMemoryCluster()
     ref = ref_of(cluster.apply(deployment()))
-    cluster.update(ref, lambda obj: obj["spec"]["template"]["spec"].__setitem__("hostNetwork", True),
-                   manager="kubectl-edit")
+    cluster.update(
+        ref,
+        lambda obj: obj["spec"]["template"]["spec"].__setitem__("hostNetwork", True),
+        manager="kubectl-edit",
+    )
     with pytest.raises(Conflict):
-        cluster.user_apply(deployment() | {"spec": {"template": {"spec": {"hostNetwork": False}}}},
-                           manager="someone")
+        cluster.user_apply(
+            deployment() | {"spec": {"template": {"spec": {"hostNetwork": False}}}}, manager="someone"
+        )
     cluster.apply(deployment() | {"spec": {"template": {"spec": {"hostNetwork": False}}}}, force=True)
     assert cluster.objects[ref]["spec"]["template"]["spec"]["hostNetwork"] is False
 

@@ -79,8 +79,11 @@ class Control:
         return next(c for c in self.status()["conditions"] if c["type"] == type_)
 
     def workloads(self) -> dict[str, dict[str, Any]]:
-        return {obj["metadata"]["labels"][labels.LABEL_TIER]: obj for obj in self.cluster.kinds("Deployment")
-                if labels.LABEL_TIER in obj["metadata"]["labels"]}  # not the front door's pickers
+        return {
+            obj["metadata"]["labels"][labels.LABEL_TIER]: obj
+            for obj in self.cluster.kinds("Deployment")
+            if labels.LABEL_TIER in obj["metadata"]["labels"]
+        }  # not the front door's pickers
 
     def workload_ref(self, tier: str) -> ObjectRef:
         return ObjectRef("apps/v1", "Deployment", NAMESPACE, f"{NAME}-{tier}")
@@ -90,9 +93,15 @@ class Control:
         for ref, obj in list(self.cluster.objects.items()):
             if ref.is_workload:
                 replicas = obj["spec"].get("replicas", 1)
-                self.cluster.set_status(ref, {"observedGeneration": obj["metadata"]["generation"],
-                                              "replicas": replicas, "updatedReplicas": replicas,
-                                              "readyReplicas": replicas})
+                self.cluster.set_status(
+                    ref,
+                    {
+                        "observedGeneration": obj["metadata"]["generation"],
+                        "replicas": replicas,
+                        "updatedReplicas": replicas,
+                        "readyReplicas": replicas,
+                    },
+                )
 
     def applied_workloads(self) -> list[ObjectRef]:
         return [ref for op, ref in self.cluster.calls if op == "apply" and ref.is_workload]

@@ -174,12 +174,25 @@ def test_status_plan_uses_the_measured_cold_start_without_rolling_the_pods() -> 
         metadata = {"name": name, "namespace": NAMESPACE, "labels": template["metadata"]["labels"]}
         control.cluster.user_apply({"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": {}})
         ready_at = started + dt.timedelta(seconds=seconds)
-        control.cluster.set_status(ObjectRef("v1", "Pod", NAMESPACE, name), {
-            "conditions": [{"type": "Ready", "status": "True",
-                            "lastTransitionTime": ready_at.strftime("%Y-%m-%dT%H:%M:%SZ")}],
-            "containerStatuses": [{"name": "vllm", "restartCount": 0,
-                                   "state": {"running": {"startedAt": "2026-01-01T00:00:00Z"}}}],
-        })
+        control.cluster.set_status(
+            ObjectRef("v1", "Pod", NAMESPACE, name),
+            {
+                "conditions": [
+                    {
+                        "type": "Ready",
+                        "status": "True",
+                        "lastTransitionTime": ready_at.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                    }
+                ],
+                "containerStatuses": [
+                    {
+                        "name": "vllm",
+                        "restartCount": 0,
+                        "state": {"running": {"startedAt": "2026-01-01T00:00:00Z"}},
+                    }
+                ],
+            },
+        )
     control.reconcile()
     l4 = next(t for t in control.status()["plan"] if t["name"] == "l4")
     assert l4["coldStartSeconds"] == 34.0 != estimate

@@ -78,9 +78,10 @@ def test_a_held_tier_renders_its_workload_at_the_revision_it_serves_in_one_rende
         return obj["kind"], obj["metadata"]["name"]
 
     def held(obj: dict[str, Any]) -> bool:
-        return obj["kind"] in ("Deployment", "LeaderWorkerSet") and obj["metadata"]["labels"].get(
-            "inferfleet.dev/tier"
-        ) == tier
+        return (
+            obj["kind"] in ("Deployment", "LeaderWorkerSet")
+            and obj["metadata"]["labels"].get("inferfleet.dev/tier") == tier
+        )
 
     by_key_wanted = {key(o): o for o in wanted}
     by_key_served = {key(o): o for o in served}

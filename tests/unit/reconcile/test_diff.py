@@ -17,8 +17,12 @@ def workload(
     metadata: dict[str, Any] = {"name": name, "namespace": "ns", "labels": {labels.LABEL_TIER: tier}}
     if rv:
         metadata["resourceVersion"] = rv
-    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": metadata,
-            "spec": {"replicas": replicas, "template": {"spec": {"containers": [{"image": image}]}}}}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": metadata,
+        "spec": {"replicas": replicas, "template": {"spec": {"containers": [{"image": image}]}}},
+    }
 
 
 def test_contains_ignores_server_added_fields_but_not_list_changes() -> None:
@@ -31,15 +35,33 @@ def test_contains_ignores_server_added_fields_but_not_list_changes() -> None:
 def test_empty_maps_and_lists_the_api_server_drops_are_not_drift() -> None:
     # What the API server stores for a template rendered with `annotations: {}` and
     # `args: []`: both omitted (Go omitempty), so a settled object must not be re-applied.
-    desired = {"spec": {"template": {"metadata": {"labels": {"a": "1"}, "annotations": {}},
-                                     "spec": {"containers": [{"name": "c", "args": []}]}}}}
-    stored = {"spec": {"template": {"metadata": {"labels": {"a": "1"}},
-                                    "spec": {"containers": [{"name": "c", "imagePullPolicy": "Always"}]}}}}
+    desired = {
+        "spec": {
+            "template": {
+                "metadata": {"labels": {"a": "1"}, "annotations": {}},
+                "spec": {"containers": [{"name": "c", "args": []}]},
+            }
+        }
+    }
+    stored = {
+        "spec": {
+            "template": {
+                "metadata": {"labels": {"a": "1"}},
+                "spec": {"containers": [{"name": "c", "imagePullPolicy": "Always"}]},
+            }
+        }
+    }
     assert contains(stored, desired)
     # Someone added an argument: drift (an atomic list we own). An annotation someone
     # else added is theirs under server-side apply, not ours to remove.
-    edited = {"spec": {"template": {"metadata": {"labels": {"a": "1"}},
-                                    "spec": {"containers": [{"name": "c", "args": ["--evil"]}]}}}}
+    edited = {
+        "spec": {
+            "template": {
+                "metadata": {"labels": {"a": "1"}},
+                "spec": {"containers": [{"name": "c", "args": ["--evil"]}]},
+            }
+        }
+    }
     assert not contains(edited, desired)
     # An empty struct (emptyDir) is kept by the server: its absence is a different volume.
     volume = {"name": "shm", "emptyDir": {}}
@@ -82,9 +104,18 @@ def test_condition_transition_time_moves_only_on_status_change() -> None:
 
 
 def test_status_keeps_other_writers_conditions_and_fields() -> None:
-    previous = {"conditions": [{"type": "Scaling", "status": "True", "reason": "ScaledUp", "message": "",
-                                "lastTransitionTime": "t0"}],
-                "autoscalerState": {"h100": {"upCount": 2}}}
+    previous = {
+        "conditions": [
+            {
+                "type": "Scaling",
+                "status": "True",
+                "reason": "ScaledUp",
+                "message": "",
+                "lastTransitionTime": "t0",
+            }
+        ],
+        "autoscalerState": {"h100": {"upCount": 2}},
+    }
     result = status_rules.PassResult(generation=3, plan=plans.plan(), plan_hash="abc")
     new = status_rules.compute(previous, result, now="t1")
     assert new["autoscalerState"] == previous["autoscalerState"]
@@ -97,9 +128,13 @@ def test_ready_needs_an_updated_rollout_not_only_ready_pods() -> None:
     def result(status: dict[str, Any], generation: int = 2) -> dict[str, Any]:
         obj = workload("a", "h100", replicas=2) | {"status": status}
         obj["metadata"]["generation"] = generation
-        new = status_rules.compute({}, status_rules.PassResult(
-            generation=1, plan=plans.plan(plans.tier_plan("h100")), plan_hash="h", workloads={"h100": obj}
-        ), now="t")
+        new = status_rules.compute(
+            {},
+            status_rules.PassResult(
+                generation=1, plan=plans.plan(plans.tier_plan("h100")), plan_hash="h", workloads={"h100": obj}
+            ),
+            now="t",
+        )
         ready: dict[str, Any] = next(c for c in new["conditions"] if c["type"] == "Ready")
         return ready
 

@@ -36,20 +36,32 @@ def owned(control: Control) -> list[str]:
 def test_create_renders_every_object_and_reports_status() -> None:
     control = created()
     assert owned(control) == [
-        "DaemonSet/llama-8b-chat-a100-burst-cache", "DaemonSet/llama-8b-chat-l4-cache",
-        "Deployment/llama-8b-chat-a100-burst", "Deployment/llama-8b-chat-epp", "Deployment/llama-8b-chat-l4",
-        "HTTPRoute/llama-8b-chat", "InferencePool/llama-8b-chat",
-        "PodDisruptionBudget/llama-8b-chat-a100-burst", "PodDisruptionBudget/llama-8b-chat-l4",
-        "PodMonitor/llama-8b-chat", "PodMonitor/llama-8b-chat-epp",
-        "Role/llama-8b-chat-epp", "RoleBinding/llama-8b-chat-epp",
-        "Service/llama-8b-chat", "Service/llama-8b-chat-a100-burst-api", "Service/llama-8b-chat-epp",
-        "Service/llama-8b-chat-l4-api", "ServiceAccount/llama-8b-chat-epp",
+        "DaemonSet/llama-8b-chat-a100-burst-cache",
+        "DaemonSet/llama-8b-chat-l4-cache",
+        "Deployment/llama-8b-chat-a100-burst",
+        "Deployment/llama-8b-chat-epp",
+        "Deployment/llama-8b-chat-l4",
+        "HTTPRoute/llama-8b-chat",
+        "InferencePool/llama-8b-chat",
+        "PodDisruptionBudget/llama-8b-chat-a100-burst",
+        "PodDisruptionBudget/llama-8b-chat-l4",
+        "PodMonitor/llama-8b-chat",
+        "PodMonitor/llama-8b-chat-epp",
+        "Role/llama-8b-chat-epp",
+        "RoleBinding/llama-8b-chat-epp",
+        "Service/llama-8b-chat",
+        "Service/llama-8b-chat-a100-burst-api",
+        "Service/llama-8b-chat-epp",
+        "Service/llama-8b-chat-l4-api",
+        "ServiceAccount/llama-8b-chat-epp",
     ]
     status = control.status()
     assert status["observedGeneration"] == control.cr()["metadata"]["generation"]
     assert [tier["name"] for tier in status["plan"]] == ["l4", "a100-burst"]
-    assert status["replicas"] == [{"tier": "l4", "desired": 2, "ready": 0},
-                                  {"tier": "a100-burst", "desired": 0, "ready": 0}]
+    assert status["replicas"] == [
+        {"tier": "l4", "desired": 2, "ready": 0},
+        {"tier": "a100-burst", "desired": 0, "ready": 0},
+    ]
     assert control.condition("Planned")["status"] == "True"
     assert control.condition("Ready")["status"] == "False"
     assert control.condition("Degraded")["status"] == "False"
@@ -60,9 +72,14 @@ def test_create_renders_every_object_and_reports_status() -> None:
     # No Gateway controller has answered, no pod is Ready yet.
     front = status["frontDoor"]
     assert (front["mode"], front["gateway"], front["route"], front["endpoints"]) == (
-        "gateway", "gateway-system/inference-gateway", "Pending", 0)
+        "gateway",
+        "gateway-system/inference-gateway",
+        "Pending",
+        0,
+    )
     assert [(p["name"], p["tiers"], p["pickerReady"]) for p in front["pools"]] == [
-        ("llama-8b-chat", ["l4", "a100-burst"], False)]
+        ("llama-8b-chat", ["l4", "a100-burst"], False)
+    ]
     assert control.condition("SloAtRisk")["status"] == "False"
 
 
@@ -135,8 +152,9 @@ def test_model_revision_change_rolls_the_pods_and_keeps_replicas() -> None:
     args = after["spec"]["template"]["spec"]["containers"][0]["args"]
     assert args[0].endswith("/refs/0e9e39f")  # vLLM loads the pre-cached revision
     hash_key = labels.ANNOTATION_PLAN_HASH
-    assert after["spec"]["template"]["metadata"]["annotations"][hash_key] != (
-        before["spec"]["template"]["metadata"]["annotations"][hash_key]
+    assert (
+        after["spec"]["template"]["metadata"]["annotations"][hash_key]
+        != (before["spec"]["template"]["metadata"]["annotations"][hash_key])
     )
 
 
@@ -190,8 +208,10 @@ def test_infeasible_tier_sets_conditions_and_leaves_its_workload_alone() -> None
     assert (planned["status"], planned["reason"]) == ("False", labels.REASON_INFEASIBLE_TIER)
     assert "a100-burst" in planned["message"]
     assert (degraded["status"], degraded["reason"]) == ("True", labels.REASON_INFEASIBLE_TIER)
-    assert any(e["type"] == "Warning" and e["reason"] == labels.REASON_INFEASIBLE_TIER
-               for e in control.cluster.events)
+    assert any(
+        e["type"] == "Warning" and e["reason"] == labels.REASON_INFEASIBLE_TIER
+        for e in control.cluster.events
+    )
 
 
 def test_no_feasible_tier_keeps_everything_running() -> None:
@@ -238,8 +258,9 @@ def test_conflicts_are_retried_with_growing_backoff() -> None:
     delays = []
     for retry in range(2):
         with pytest.raises(kopf.TemporaryError) as error:
-            handlers.reconcile_on_change(name="llama-8b-chat", namespace=NAMESPACE, memo=control.memo,
-                                         retry=retry, logger=LOGGER)
+            handlers.reconcile_on_change(
+                name="llama-8b-chat", namespace=NAMESPACE, memo=control.memo, retry=retry, logger=LOGGER
+            )
         delays.append(error.value.delay)
     assert delays == [handlers.backoff_s(0), handlers.backoff_s(1)]
     assert delays[1] > delays[0]
@@ -324,8 +345,12 @@ def test_a_cache_path_outside_the_allowed_root_is_never_rendered() -> None:
     assert owned(control) == before  # nothing applied, nothing deleted
     planned = control.condition("Planned")
     assert planned["reason"] == labels.REASON_INVALID_SPEC and "spec.cache.nodePath" in planned["message"]
-    paths = [volume["hostPath"]["path"] for obj in control.cluster.objects.values()
-             for volume in _pod_spec(obj).get("volumes", []) if "hostPath" in volume]
+    paths = [
+        volume["hostPath"]["path"]
+        for obj in control.cluster.objects.values()
+        for volume in _pod_spec(obj).get("volumes", [])
+        if "hostPath" in volume
+    ]
     assert paths and "/data/weights" not in paths
 
 

@@ -23,8 +23,9 @@ AMD_8 = {"amd.com/gpu": 8}
 
 
 def _gfd(name: str, product: str, gpu: str, **extra: str) -> Node:
-    return Node(name, {"nvidia.com/gpu.product": product, "nvidia.com/gpu.present": "true", **extra},
-                (), GPUS_8, gpu)
+    return Node(
+        name, {"nvidia.com/gpu.product": product, "nvidia.com/gpu.present": "true", **extra}, (), GPUS_8, gpu
+    )
 
 
 GKE = "cloud.google.com/gke-accelerator"
@@ -55,16 +56,29 @@ NODES: tuple[Node, ...] = (
     Node("gke-l4-spot", {GKE: "nvidia-l4", **GKE_SPOT}, (NVIDIA_TAINT,), GPUS_8, "L4", spot=True),
     Node("gke-t4", {GKE: "nvidia-tesla-t4"}, (NVIDIA_TAINT,), GPUS_8, "T4"),
     Node("gke-h100-mega", {GKE: "nvidia-h100-mega-80gb"}, (NVIDIA_TAINT,), GPUS_8, "H100-SXM-80GB"),
-    Node("gke-a100-80-spot", {GKE: "nvidia-a100-80gb", **GKE_SPOT}, (NVIDIA_TAINT,), GPUS_8, "A100-SXM-80GB",
-         spot=True),
+    Node(
+        "gke-a100-80-spot",
+        {GKE: "nvidia-a100-80gb", **GKE_SPOT},
+        (NVIDIA_TAINT,),
+        GPUS_8,
+        "A100-SXM-80GB",
+        spot=True,
+    ),
     # Karpenter on EKS, and EKS Auto Mode.
     Node("karpenter-l40s", {KARPENTER: "l40s", CAPACITY: "on-demand"}, (NVIDIA_TAINT,), GPUS_8, "L40S"),
     Node("karpenter-l4-spot", {KARPENTER: "l4", CAPACITY: "spot"}, (NVIDIA_TAINT,), GPUS_8, "L4", spot=True),
-    Node("automode-h100", {AUTO_MODE: "h100", CAPACITY: "on-demand"}, (NVIDIA_TAINT,), GPUS_8,
-         "H100-SXM-80GB"),
+    Node(
+        "automode-h100", {AUTO_MODE: "h100", CAPACITY: "on-demand"}, (NVIDIA_TAINT,), GPUS_8, "H100-SXM-80GB"
+    ),
     # EKS managed node groups: instance type only (A100 80 GB is p4de, 40 GB p4d).
-    Node("eks-p4de-spot", {INSTANCE: "p4de.24xlarge", NODEGROUP_CAPACITY: "SPOT"}, (), GPUS_8,
-         "A100-SXM-80GB", spot=True),
+    Node(
+        "eks-p4de-spot",
+        {INSTANCE: "p4de.24xlarge", NODEGROUP_CAPACITY: "SPOT"},
+        (),
+        GPUS_8,
+        "A100-SXM-80GB",
+        spot=True,
+    ),
     Node("eks-p4d", {INSTANCE: "p4d.24xlarge", NODEGROUP_CAPACITY: "ON_DEMAND"}, (), GPUS_8, "A100-SXM-40GB"),
     # AKS spot pool with the GPU operator: tainted spot.
     Node("aks-l4-spot", {GFD: "NVIDIA-L4", **AKS_SPOT}, (AKS_SPOT_TAINT,), GPUS_8, "L4", spot=True),

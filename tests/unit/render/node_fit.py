@@ -94,8 +94,9 @@ def taints_tolerated(pod: Mapping[str, Any], node: Node) -> bool:
 
 def _extended(resources: Mapping[str, Any]) -> dict[str, int]:
     limits = {**(resources.get("requests") or {}), **(resources.get("limits") or {})}
-    return {name: int(value) for name, value in limits.items()
-            if "/" in name and not name.startswith(_NATIVE)}
+    return {
+        name: int(value) for name, value in limits.items() if "/" in name and not name.startswith(_NATIVE)
+    }
 
 
 def resources_fit(pod: Mapping[str, Any], node: Node) -> bool:

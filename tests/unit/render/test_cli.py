@@ -23,9 +23,18 @@ def test_render_prints_valid_multi_document_yaml() -> None:
     assert result.exit_code == 0, result.output
     documents = [d for d in yaml.safe_load_all(result.stdout) if d]
     # The example names a Gateway: its front door comes with it.
-    assert {d["kind"] for d in documents} == {"Service", "PodDisruptionBudget", "PodMonitor", "Deployment",
-                                              "DaemonSet", "InferencePool", "HTTPRoute",
-                                              "ServiceAccount", "Role", "RoleBinding"}
+    assert {d["kind"] for d in documents} == {
+        "Service",
+        "PodDisruptionBudget",
+        "PodMonitor",
+        "Deployment",
+        "DaemonSet",
+        "InferencePool",
+        "HTTPRoute",
+        "ServiceAccount",
+        "Role",
+        "RoleBinding",
+    }
     for document in documents:
         validate(document)
 
@@ -57,9 +66,16 @@ def test_render_reports_a_bad_file_without_a_traceback(tmp_path: Path) -> None:
 
 
 def options(**overrides: object) -> run_cli.RunOptions:
-    arguments: dict[str, object] = {"namespaces": [], "all_namespaces": False, "peering": "inferfleet",
-                                     "priority": None, "standalone": False, "webhook_host": None,
-                                     "webhook_cert_dir": None, "verbose": False}
+    arguments: dict[str, object] = {
+        "namespaces": [],
+        "all_namespaces": False,
+        "peering": "inferfleet",
+        "priority": None,
+        "standalone": False,
+        "webhook_host": None,
+        "webhook_cert_dir": None,
+        "verbose": False,
+    }
     arguments.update(overrides)
     return run_cli.decide_options(OperatorSettings(namespaces=("from-env",)), **arguments)  # type: ignore[arg-type]
 

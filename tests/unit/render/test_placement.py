@@ -31,20 +31,34 @@ SETTINGS = OperatorSettings()
 
 
 def test_node_fit_evaluates_selector_operators_taints_and_resources() -> None:
-    node = Node("n1", {"a": "1", "size": "8"}, ({"key": "gpu", "value": "x", "effect": "NoSchedule"},),
-                {"nvidia.com/gpu": 2})
+    node = Node(
+        "n1",
+        {"a": "1", "size": "8"},
+        ({"key": "gpu", "value": "x", "effect": "NoSchedule"},),
+        {"nvidia.com/gpu": 2},
+    )
     tolerate = [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}]
 
-    def pod(*expressions: dict[str, Any], fields: list[dict[str, Any]] | None = None,
-            gpus: int = 1, tolerations: list[dict[str, Any]] | None = tolerate,
-            selector: dict[str, str] | None = None) -> dict[str, Any]:
+    def pod(
+        *expressions: dict[str, Any],
+        fields: list[dict[str, Any]] | None = None,
+        gpus: int = 1,
+        tolerations: list[dict[str, Any]] | None = tolerate,
+        selector: dict[str, str] | None = None,
+    ) -> dict[str, Any]:
         term: dict[str, Any] = {"matchExpressions": list(expressions)}
         if fields:
             term["matchFields"] = fields
-        return {"nodeSelector": selector or {}, "tolerations": tolerations,
-                "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
-                                              {"nodeSelectorTerms": [term]}}},
-                "containers": [{"resources": {"limits": {"nvidia.com/gpu": str(gpus), "memory": "1Gi"}}}]}
+        return {
+            "nodeSelector": selector or {},
+            "tolerations": tolerations,
+            "affinity": {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}
+                }
+            },
+            "containers": [{"resources": {"limits": {"nvidia.com/gpu": str(gpus), "memory": "1Gi"}}}],
+        }
 
     assert fits(pod({"key": "a", "operator": "In", "values": ["1"]}), node)
     assert not fits(pod({"key": "a", "operator": "In", "values": ["2"]}), node)
@@ -146,8 +160,11 @@ def test_every_pod_fits_only_nodes_of_its_own_gpu_type(name: str, text: str) -> 
 def test_pre_cache_pods_fit_exactly_where_their_serving_pods_fit(name: str, text: str) -> None:
     for service in load_all(text):
         objects = rendered(service)
-        serving = {tier_of(o): next(serving_pods(o))[1] for o in objects
-                   if o["kind"] in ("Deployment", "LeaderWorkerSet") and is_tier(o)}
+        serving = {
+            tier_of(o): next(serving_pods(o))[1]
+            for o in objects
+            if o["kind"] in ("Deployment", "LeaderWorkerSet") and is_tier(o)
+        }
         daemonsets = {tier_of(o): o["spec"]["template"]["spec"] for o in objects if o["kind"] == "DaemonSet"}
         assert set(daemonsets) == set(serving), name
         for tier, pod in daemonsets.items():
@@ -173,8 +190,12 @@ def one_tier(gpu: Any, **tier: Any) -> InferenceService:
 
 def tier_pods(service: InferenceService, settings: OperatorSettings = SETTINGS) -> dict[str, dict[str, Any]]:
     objects = rendered(service, settings)
-    pods = {role: pod for o in objects if o["kind"] in ("Deployment", "LeaderWorkerSet")
-            for role, pod in serving_pods(o)}
+    pods = {
+        role: pod
+        for o in objects
+        if o["kind"] in ("Deployment", "LeaderWorkerSet")
+        for role, pod in serving_pods(o)
+    }
     pods["cache"] = next(o["spec"]["template"]["spec"] for o in objects if o["kind"] == "DaemonSet")
     return pods
 
@@ -209,16 +230,26 @@ def test_the_tiers_own_selector_and_required_affinity_are_anded_with_the_gpu_typ
     )
     affinity = {
         "nodeAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-                {"matchExpressions": [{"key": zone, "operator": "In", "values": ["a"]}]},
-            ]},
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": zone, "operator": "In", "values": ["a"]}]},
+                ]
+            },
             "preferredDuringSchedulingIgnoredDuringExecution": [
                 {"weight": 10, "preference": {"matchExpressions": [{"key": "pool", "operator": "Exists"}]}},
             ],
         },
-        "podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
-            {"weight": 1, "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname",
-                                              "labelSelector": {"matchLabels": {"app": "x"}}}}]},
+        "podAntiAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "weight": 1,
+                    "podAffinityTerm": {
+                        "topologyKey": "kubernetes.io/hostname",
+                        "labelSelector": {"matchLabels": {"app": "x"}},
+                    },
+                }
+            ]
+        },
     }
     pods = tier_pods(one_tier("L4", nodeSelector={"pool": "x"}, affinity=affinity))
     serving, cache = pods["deployment"], pods["cache"]
@@ -227,8 +258,10 @@ def test_the_tiers_own_selector_and_required_affinity_are_anded_with_the_gpu_typ
     # Everything else the tier wrote is kept as written on serving pods; pre-cache pods
     # keep only node placement (a pod anti-affinity would block DaemonSet pods).
     assert serving["affinity"]["podAntiAffinity"] == affinity["podAntiAffinity"]
-    assert serving["affinity"]["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"] == (
-        affinity["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"])
+    assert (
+        serving["affinity"]["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+        == (affinity["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"])
+    )
     assert set(cache["affinity"]) == {"nodeAffinity"}
     assert set(cache["affinity"]["nodeAffinity"]) == {"requiredDuringSchedulingIgnoredDuringExecution"}
 
@@ -236,8 +269,10 @@ def test_the_tiers_own_selector_and_required_affinity_are_anded_with_the_gpu_typ
 def test_opting_out_leaves_only_the_tiers_own_placement() -> None:
     own = {"example.com/accelerator": "l4"}
     service = one_tier("L4", gpuNodeAffinity="none", nodeSelector=own)
-    nodes = (Node("custom-l4", own, (), {"nvidia.com/gpu": 8}),
-             Node("gfd-l4", {"nvidia.com/gpu.product": "NVIDIA-L4"}, (), {"nvidia.com/gpu": 8}))
+    nodes = (
+        Node("custom-l4", own, (), {"nvidia.com/gpu": 8}),
+        Node("gfd-l4", {"nvidia.com/gpu.product": "NVIDIA-L4"}, (), {"nvidia.com/gpu": 8}),
+    )
     pods = tier_pods(service)
     assert {n.name for n in nodes if fits(pods["deployment"], n)} == {"custom-l4"}
     assert "affinity" not in pods["deployment"] and pods["cache"]["nodeSelector"] == own
@@ -246,14 +281,33 @@ def test_opting_out_leaves_only_the_tiers_own_placement() -> None:
 def test_inline_and_catalog_file_gpus_use_their_declared_labels(tmp_path: Path) -> None:
     labels = {"nvidia.com/gpu.product": "NVIDIA-RTX-6000-Ada-Generation"}
     ada = Node("ada", labels, (), {"nvidia.com/gpu": 8})
-    inline = {"name": "rtx-6000-ada", "memoryGiB": 47.5, "fp8": True,
-              "nodeLabels": {"nvidia.com/gpu.product": ["NVIDIA-RTX-6000-Ada-Generation"]}}
+    inline = {
+        "name": "rtx-6000-ada",
+        "memoryGiB": 47.5,
+        "fp8": True,
+        "nodeLabels": {"nvidia.com/gpu.product": ["NVIDIA-RTX-6000-Ada-Generation"]},
+    }
     pods = tier_pods(one_tier(inline))
     assert [n.name for n in (*NODES, ada) if fits(pods["deployment"], n)] == ["ada"]
     catalog = tmp_path / "gpus.yaml"
-    catalog.write_text(yaml.safe_dump({"gpus": [{
-        "name": "RTX-6000-Ada", "family": "ada", "memoryGiB": 47.5, "bandwidthTBs": 0.96, "bf16Tflops": 364,
-        "fp8Tflops": 728, "gpusPerNode": 8, "nodeLabels": labels}]}))
+    catalog.write_text(
+        yaml.safe_dump(
+            {
+                "gpus": [
+                    {
+                        "name": "RTX-6000-Ada",
+                        "family": "ada",
+                        "memoryGiB": 47.5,
+                        "bandwidthTBs": 0.96,
+                        "bf16Tflops": 364,
+                        "fp8Tflops": 728,
+                        "gpusPerNode": 8,
+                        "nodeLabels": labels,
+                    }
+                ]
+            }
+        )
+    )
     settings = OperatorSettings(catalog_file=str(catalog))
     pods = tier_pods(one_tier("RTX-6000-Ada"), settings)
     assert [n.name for n in (*NODES, ada) if fits(pods["deployment"], n)] == ["ada"]

@@ -73,19 +73,34 @@ def test_infeasible_tier_renders_nothing() -> None:
 
 
 def test_every_object_validates_against_its_schema() -> None:
-    multi = plans.tier_plan("h100", pipelineParallelSize=2, gpusPerReplica=16, nodesPerReplica=2,
-                            tensorParallelSize=8)
+    multi = plans.tier_plan(
+        "h100", pipelineParallelSize=2, gpusPerReplica=16, nodesPerReplica=2, tensorParallelSize=8
+    )
     for plan in (plans.plan(), plans.plan(multi, plans.tier_plan("l4"))):
         for obj in render(plans.service(), plan, SETTINGS):
             validate(obj)
 
 
 def test_planned_vllm_arguments() -> None:
-    tier = plans.tier_plan("h100", tensorParallelSize=4, gpusPerReplica=4, maxModelLen=16384,
-                           maxNumSeqs=64, maxNumBatchedTokens=8192, gpuMemoryUtilization=0.92,
-                           quantization="fp8", kvCacheDtype="fp8", enforceEager=True)
-    service = plans.service(model={"name": "meta-llama/Llama-3.1-8B-Instruct", "servedModelName": "chat-8b",
-                                   "revision": "0e9e39f"})
+    tier = plans.tier_plan(
+        "h100",
+        tensorParallelSize=4,
+        gpusPerReplica=4,
+        maxModelLen=16384,
+        maxNumSeqs=64,
+        maxNumBatchedTokens=8192,
+        gpuMemoryUtilization=0.92,
+        quantization="fp8",
+        kvCacheDtype="fp8",
+        enforceEager=True,
+    )
+    service = plans.service(
+        model={
+            "name": "meta-llama/Llama-3.1-8B-Instruct",
+            "servedModelName": "chat-8b",
+            "revision": "0e9e39f",
+        }
+    )
     deployment = by_kind(render(service, plans.plan(tier), SETTINGS), "Deployment")[0]
     args = container(deployment)["args"]
     # Pre-cached (cache.mode nvme by default): the local revision path replaces --revision.
@@ -107,11 +122,20 @@ def test_planned_vllm_arguments() -> None:
 
 def test_serving_switches_and_lora_and_extra_args() -> None:
     service = plans.service(
-        model={"name": "m/base", "adapters": [{"name": "sql", "source": "hf://org/sql-lora", "rank": 24},
-                                              {"name": "doc", "source": "hf://org/doc-lora"}],
-               "maxSimultaneousAdapters": 1},
-        serving={"prefixCaching": False, "chunkedPrefill": False, "extraArgs": ["--seed", "7"],
-                 "speculativeDecoding": {"method": "ngram", "numSpeculativeTokens": 4}},
+        model={
+            "name": "m/base",
+            "adapters": [
+                {"name": "sql", "source": "hf://org/sql-lora", "rank": 24},
+                {"name": "doc", "source": "hf://org/doc-lora"},
+            ],
+            "maxSimultaneousAdapters": 1,
+        },
+        serving={
+            "prefixCaching": False,
+            "chunkedPrefill": False,
+            "extraArgs": ["--seed", "7"],
+            "speculativeDecoding": {"method": "ngram", "numSpeculativeTokens": 4},
+        },
     )
     objects = render(service, plans.plan(plans.tier_plan("h100")), SETTINGS)
     args = container(by_kind(objects, "Deployment")[0])["args"]
@@ -126,8 +150,9 @@ def test_serving_switches_and_lora_and_extra_args() -> None:
 
 def test_hub_token_is_a_read_only_secret_file_never_an_env_value() -> None:
     # A literal HF_TOKEN / HF_TOKEN_PATH in serving.env is refused by validation (tests/unit/api).
-    service = plans.service(cache={"mode": "none"},
-                            serving={"env": [{"name": "VLLM_LOGGING_LEVEL", "value": "DEBUG"}]})
+    service = plans.service(
+        cache={"mode": "none"}, serving={"env": [{"name": "VLLM_LOGGING_LEVEL", "value": "DEBUG"}]}
+    )
     for deployment in by_kind(render(service, plans.plan(), SETTINGS), "Deployment"):
         pod = deployment["spec"]["template"]["spec"]
         main = container(deployment)
@@ -136,8 +161,11 @@ def test_hub_token_is_a_read_only_secret_file_never_an_env_value() -> None:
         assert not any("valueFrom" in entry for entry in main["env"])
         assert env["HF_TOKEN_PATH"]["value"] == "/var/run/secrets/inferfleet/hf/token"
         volume = next(v for v in pod["volumes"] if v["name"] == "hf-token")
-        assert volume["secret"] == {"secretName": "hf", "items": [{"key": "token", "path": "token"}],
-                                    "defaultMode": 0o440}
+        assert volume["secret"] == {
+            "secretName": "hf",
+            "items": [{"key": "token", "path": "token"}],
+            "defaultMode": 0o440,
+        }
         mount = next(m for m in main["volumeMounts"] if m["name"] == "hf-token")
         assert mount == {"name": "hf-token", "mountPath": "/var/run/secrets/inferfleet/hf", "readOnly": True}
         assert env["VLLM_LOGGING_LEVEL"]["value"] == "DEBUG"
@@ -173,8 +201,10 @@ def test_no_cache_downloads_from_the_hub() -> None:
 def test_probes_prove_the_model_is_loaded_and_startup_follows_cold_start() -> None:
     slow = plans.tier_plan("h100", coldStartSeconds=900.0)
     fast = plans.tier_plan("l4", coldStartSeconds=10.0)
-    deployments = {d["metadata"]["labels"][labels.LABEL_TIER]: d
-                   for d in by_kind(render(plans.service(), plans.plan(slow, fast), SETTINGS), "Deployment")}
+    deployments = {
+        d["metadata"]["labels"][labels.LABEL_TIER]: d
+        for d in by_kind(render(plans.service(), plans.plan(slow, fast), SETTINGS), "Deployment")
+    }
     slow_probe = container(deployments["h100"])["startupProbe"]
     assert slow_probe["httpGet"]["path"] == "/health"
     assert slow_probe["periodSeconds"] * slow_probe["failureThreshold"] >= 2 * 900
@@ -197,8 +227,9 @@ def test_termination_drains_in_flight_requests() -> None:
 
 
 def test_multi_node_tier_is_a_leader_worker_set() -> None:
-    tier = plans.tier_plan("h100", tensorParallelSize=8, pipelineParallelSize=2, gpusPerReplica=16,
-                           nodesPerReplica=2)
+    tier = plans.tier_plan(
+        "h100", tensorParallelSize=8, pipelineParallelSize=2, gpusPerReplica=16, nodesPerReplica=2
+    )
     objects = render(plans.service(), plans.plan(tier), SETTINGS)
     assert not by_kind(objects, "Deployment")
     lws = by_kind(objects, "LeaderWorkerSet")[0]
@@ -236,16 +267,24 @@ def test_pod_monitor_relabels_pod_labels_into_series_labels() -> None:
 def test_services_select_serving_pods() -> None:
     objects = render(plans.service(), plans.plan(), SETTINGS)
     services = {s["metadata"]["name"]: s for s in by_kind(objects, "Service")}
-    assert services["chat"]["spec"]["selector"] == {labels.LABEL_SERVICE: "chat",
-                                                     labels.LABEL_COMPONENT: names.COMPONENT_SERVER}
+    assert services["chat"]["spec"]["selector"] == {
+        labels.LABEL_SERVICE: "chat",
+        labels.LABEL_COMPONENT: names.COMPONENT_SERVER,
+    }
     assert services["chat-h100-api"]["spec"]["selector"][labels.LABEL_TIER] == "h100"
 
 
 def test_owner_reference_only_with_a_uid() -> None:
     for obj in render(plans.service(), plans.plan(), SETTINGS):
         (owner,) = obj["metadata"]["ownerReferences"]
-        assert owner == {"apiVersion": labels.API_VERSION, "kind": labels.KIND, "name": "chat",
-                         "uid": "uid-chat", "controller": True, "blockOwnerDeletion": True}
+        assert owner == {
+            "apiVersion": labels.API_VERSION,
+            "kind": labels.KIND,
+            "name": "chat",
+            "uid": "uid-chat",
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
     body = plans.service_body()
     del body["metadata"]["uid"]
     from inferfleet.api import parse
@@ -256,32 +295,47 @@ def test_owner_reference_only_with_a_uid() -> None:
 def test_plan_hash_follows_the_pod_template_only() -> None:
     def hashes(service_changes: dict[str, Any], plan: Any = None) -> dict[str, str]:
         objects = render(plans.service(**service_changes), plan or plans.plan(), SETTINGS)
-        return {d["metadata"]["name"]: d["metadata"]["annotations"][labels.ANNOTATION_PLAN_HASH]
-                for d in by_kind(objects, "Deployment")}
+        return {
+            d["metadata"]["name"]: d["metadata"]["annotations"][labels.ANNOTATION_PLAN_HASH]
+            for d in by_kind(objects, "Deployment")
+        }
 
     base = hashes({})
     peak = copy.deepcopy(plans.BASE_SERVICE["spec"]["workload"]) | {"peakRequestsPerSecond": 50}
     assert hashes({"workload": peak}) == base
     more_replicas = plans.plan(plans.tier_plan("h100", replicasForPeak=9), plans.tier_plan("l4", gpu="L4"))
     assert hashes({}, more_replicas) == base
-    revised = hashes({"model": {"name": "meta-llama/Llama-3.1-8B-Instruct", "revision": "abc123",
-                                "credentialsSecretRef": {"name": "hf"}}})
+    revised = hashes(
+        {
+            "model": {
+                "name": "meta-llama/Llama-3.1-8B-Instruct",
+                "revision": "abc123",
+                "credentialsSecretRef": {"name": "hf"},
+            }
+        }
+    )
     assert all(revised[name] != base[name] for name in base)
 
 
 def test_new_workloads_start_at_the_warm_minimum() -> None:
-    deployments = {d["metadata"]["name"]: d for d in by_kind(render(plans.service(), plans.plan(), SETTINGS),
-                                                              "Deployment")}
+    deployments = {
+        d["metadata"]["name"]: d
+        for d in by_kind(render(plans.service(), plans.plan(), SETTINGS), "Deployment")
+    }
     assert deployments["chat-h100"]["spec"]["replicas"] == 2
     assert deployments["chat-l4"]["spec"]["replicas"] == 1
 
 
 def test_cpu_only_tier_requests_no_accelerator() -> None:
-    cpu_tier = {"name": "cpu", "gpu": {"name": "cpu", "memoryGiB": 16, "resourceName": "none"},
-                "image": "registry.local/vllm-cpu:1"}
+    cpu_tier = {
+        "name": "cpu",
+        "gpu": {"name": "cpu", "memoryGiB": 16, "resourceName": "none"},
+        "image": "registry.local/vllm-cpu:1",
+    }
     service = plans.service(tiers=[cpu_tier])
-    deployment = by_kind(render(service, plans.plan(plans.tier_plan("cpu", gpusPerReplica=1)), SETTINGS),
-                         "Deployment")[0]
+    deployment = by_kind(
+        render(service, plans.plan(plans.tier_plan("cpu", gpusPerReplica=1)), SETTINGS), "Deployment"
+    )[0]
     assert set(container(deployment)["resources"]["limits"]) == {"memory"}
     pod = deployment["spec"]["template"]["spec"]
     # No accelerator: no GPU taint to tolerate, no GPU type to require.
@@ -293,9 +347,11 @@ def test_pod_contributors_extend_every_pod(monkeypatch: pytest.MonkeyPatch) -> N
     init = {"name": "wait-for-cache", "image": "busybox", "command": ["true"]}
 
     def contribute(ctx: TierRenderContext) -> PodAdditions:
-        return PodAdditions(init_containers=(init | {"name": f"wait-{ctx.tier.name}"},),
-                            volumes=({"name": "extra", "emptyDir": {}},),
-                            mounts=({"name": "extra", "mountPath": "/extra"},))
+        return PodAdditions(
+            init_containers=(init | {"name": f"wait-{ctx.tier.name}"},),
+            volumes=({"name": "extra", "emptyDir": {}},),
+            mounts=({"name": "extra", "mountPath": "/extra"},),
+        )
 
     monkeypatch.setattr(render_module, "POD_CONTRIBUTORS", (contribute,))
     for deployment in by_kind(render(plans.service(), plans.plan(), SETTINGS), "Deployment"):
@@ -337,15 +393,19 @@ def _pods(workload: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def test_every_vllm_pod_is_non_root_unprivileged_and_read_only() -> None:
-    multi = plans.tier_plan("h100", tensorParallelSize=8, pipelineParallelSize=2, gpusPerReplica=16,
-                            nodesPerReplica=2)
+    multi = plans.tier_plan(
+        "h100", tensorParallelSize=8, pipelineParallelSize=2, gpusPerReplica=16, nodesPerReplica=2
+    )
     for plan in (plans.plan(), plans.plan(multi)):
         objects = render(plans.service(), plan, SETTINGS)
         workloads = by_kind(objects, "Deployment") + by_kind(objects, "LeaderWorkerSet")
         assert workloads
         for pod in (pod for workload in workloads for pod in _pods(workload)):
             assert pod["securityContext"] == {
-                "runAsNonRoot": True, "runAsUser": 10001, "runAsGroup": 10001, "fsGroup": 10001,
+                "runAsNonRoot": True,
+                "runAsUser": 10001,
+                "runAsGroup": 10001,
+                "fsGroup": 10001,
                 "seccompProfile": {"type": "RuntimeDefault"},
             }
             assert pod["automountServiceAccountToken"] is False
@@ -398,8 +458,9 @@ def test_gpu_resource_name_comes_from_the_operators_catalog_file(tmp_path: Any) 
     )
     settings = SETTINGS.model_copy(update={"catalog_file": str(catalog_file)})
     service = plans.service(tiers=[{"name": "mi300", "gpu": "MI300X"}])
-    deployment = by_kind(render(service, plans.plan(plans.tier_plan("mi300", gpu="MI300X")), settings),
-                         "Deployment")[0]
+    deployment = by_kind(
+        render(service, plans.plan(plans.tier_plan("mi300", gpu="MI300X")), settings), "Deployment"
+    )[0]
     assert container(deployment)["resources"]["limits"]["amd.com/gpu"] == "2"
     assert deployment["spec"]["template"]["spec"]["tolerations"][0]["key"] == "amd.com/gpu"
 

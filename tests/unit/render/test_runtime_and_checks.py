@@ -35,8 +35,11 @@ def pods_by_tier(
     service: InferenceService, settings: OperatorSettings = SETTINGS
 ) -> dict[str, dict[str, Any]]:
     objects = render(service, planner.plan_service(service, settings.catalogs()), settings)
-    return {o["metadata"]["labels"]["inferfleet.dev/tier"]: o["spec"]["template"]["spec"]
-            for o in objects if o["kind"] == "Deployment"}
+    return {
+        o["metadata"]["labels"]["inferfleet.dev/tier"]: o["spec"]["template"]["spec"]
+        for o in objects
+        if o["kind"] == "Deployment"
+    }
 
 
 # ------------------------------------------------------------------ runtime per vendor
@@ -91,8 +94,12 @@ def test_plan_cli_models_the_release_each_tier_runs() -> None:
 
 
 def test_an_inline_amd_gpu_is_an_amd_tier() -> None:
-    mi250 = {"name": "MI250X-GCD", "memoryGiB": 64, "resourceName": "amd.com/gpu",
-             "nodeLabels": {"amd.com/gpu.device-id": ["740c", "7408"]}}
+    mi250 = {
+        "name": "MI250X-GCD",
+        "memoryGiB": 64,
+        "resourceName": "amd.com/gpu",
+        "nodeLabels": {"amd.com/gpu.device-id": ["740c", "7408"]},
+    }
     service = plans.service(tiers=[{"name": "mi250", "gpu": mi250, "gpusPerNode": 8}])
     (pod,) = pods_by_tier(service).values()
     assert pod["containers"][0]["image"] == SETTINGS.vllm_image_amd
@@ -124,8 +131,10 @@ def test_image_precedence_tier_then_serving_then_vendor_default() -> None:
 def test_api_key_from_a_secret_reaches_vllm_as_a_secret_reference() -> None:
     pod = pods_by_tier(mixed())["h100"]
     env = {e["name"]: e for e in pod["containers"][0]["env"]}
-    assert env["VLLM_API_KEY"] == {"name": "VLLM_API_KEY",
-                                   "valueFrom": {"secretKeyRef": {"name": "llama-api-key", "key": "key"}}}
+    assert env["VLLM_API_KEY"] == {
+        "name": "VLLM_API_KEY",
+        "valueFrom": {"secretKeyRef": {"name": "llama-api-key", "key": "key"}},
+    }
     assert all("--api-key" not in arg for arg in pod["containers"][0]["args"])
 
 
@@ -143,8 +152,13 @@ def _probe(port: int, served: str, key: str | None) -> int:
     env = {k: v for k, v in os.environ.items() if k != "VLLM_API_KEY"}
     if key is not None:
         env["VLLM_API_KEY"] = key
-    result = subprocess.run([sys.executable, "-c", READINESS_SCRIPT, str(port), served],
-                            env=env, capture_output=True, check=False, timeout=30)
+    result = subprocess.run(
+        [sys.executable, "-c", READINESS_SCRIPT, str(port), served],
+        env=env,
+        capture_output=True,
+        check=False,
+        timeout=30,
+    )
     return result.returncode
 
 
@@ -159,11 +173,15 @@ def test_readiness_sends_the_api_key_and_still_checks_the_model(fake_vllm: int) 
 
 
 def test_unknown_gpu_and_model_are_problems_with_field_paths() -> None:
-    service = plans.service(model={"name": "acme/never-heard-of-it"},
-                            tiers=[{"name": "a", "gpu": "L4"}, {"name": "b", "gpu": "H1000"}])
+    service = plans.service(
+        model={"name": "acme/never-heard-of-it"},
+        tiers=[{"name": "a", "gpu": "L4"}, {"name": "b", "gpu": "H1000"}],
+    )
     found = {(p.path, p.message.split(":")[0]) for p in catalog_problems(service, SETTINGS.catalogs())}
-    assert found == {("spec.tiers[1].gpu", "unknown GPU 'H1000'"),
-                     ("spec.model.name", "unknown model 'acme/never-heard-of-it'")}
+    assert found == {
+        ("spec.tiers[1].gpu", "unknown GPU 'H1000'"),
+        ("spec.model.name", "unknown model 'acme/never-heard-of-it'"),
+    }
     inline = plans.service(model={"name": "acme/x", "config": {"hidden_size": 64}, "parametersBillion": 1})
     assert catalog_problems(inline, SETTINGS.catalogs()) == []
 
@@ -207,17 +225,24 @@ def test_too_many_combined_node_selector_terms_are_refused() -> None:
     required = {"nodeSelectorTerms": terms}
     affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": required}}
     # 20 own terms x 4 ways to recognise an L4 = 80
-    (problem,) = render_problems(plans.service(tiers=[{"name": "l4", "gpu": "L4", "affinity": affinity}]),
-                                 SETTINGS)
+    (problem,) = render_problems(
+        plans.service(tiers=[{"name": "l4", "gpu": "L4", "affinity": affinity}]), SETTINGS
+    )
     assert problem.path == "spec.tiers[0].affinity" and problem.message.startswith("80 required")
     required["nodeSelectorTerms"] = terms[:16]
-    assert render_problems(plans.service(tiers=[{"name": "l4", "gpu": "L4", "affinity": affinity}]),
-                           SETTINGS) == []
+    assert (
+        render_problems(plans.service(tiers=[{"name": "l4", "gpu": "L4", "affinity": affinity}]), SETTINGS)
+        == []
+    )
 
 
 def test_a_vendor_without_a_default_image_needs_one_named() -> None:
-    npu = {"name": "npu", "memoryGiB": 32, "resourceName": "example.com/npu",
-           "nodeLabels": {"example.com/npu.product": "npu-1"}}
+    npu = {
+        "name": "npu",
+        "memoryGiB": 32,
+        "resourceName": "example.com/npu",
+        "nodeLabels": {"example.com/npu.product": "npu-1"},
+    }
     (problem,) = render_problems(plans.service(tiers=[{"name": "n", "gpu": npu}]), SETTINGS)
     assert problem.path == "spec.tiers[0].image" and "example.com" in problem.message
     named = plans.service(tiers=[{"name": "n", "gpu": npu, "image": "registry.local/vllm-npu:1"}])
@@ -253,11 +278,13 @@ def test_every_flag_the_renderer_sets_is_refused_in_extra_args() -> None:
     from inferfleet.api.vllm_flags import PLANNED_FLAGS
 
     services = [load_all(path.read_text(encoding="utf-8"))[0] for path in sorted(EXAMPLES_DIR.glob("*.yaml"))]
-    services.append(plans.service(
-        model={"name": "m/base", "adapters": [{"name": "sql", "source": "hf://org/sql-lora"}]},
-        cache={"mode": "none"},
-        serving={"prefixCaching": False, "speculativeDecoding": {"method": "ngram"}},
-    ))
+    services.append(
+        plans.service(
+            model={"name": "m/base", "adapters": [{"name": "sql", "source": "hf://org/sql-lora"}]},
+            cache={"mode": "none"},
+            serving={"prefixCaching": False, "speculativeDecoding": {"method": "ngram"}},
+        )
+    )
     seen: set[str] = set()
     for service in services:
         plan = planner.plan_service(service)
