@@ -69,6 +69,10 @@ PVC_ROOT_ENV: Final = "INFERFLEET_PVC_ROOT"
 DEFAULT_PVC_ROOT: Final = "/mnt/sources"
 
 
+# google-cloud-storage's switch for its background bucket-metadata lookups.
+GCS_BUCKET_METADATA_OFF = "DISABLE_GCS_PYTHON_CLIENT_OTEL_BUCKET_METADATA"
+
+
 class Sink(Protocol):
     """Where a backend writes: a file positioned at the resume offset."""
 
@@ -584,6 +588,11 @@ class GcsSource:
 
     def _get_client(self) -> Any:
         if self._client is None:
+            # Recent clients look up each bucket's metadata on a background thread, for
+            # tracing attributes only: one more call that needs storage.buckets.get (a
+            # reader with objects.get alone gets 403s) and a thread that retries it for
+            # minutes after the fetch. The fetcher traces nothing; an explicit setting wins.
+            os.environ.setdefault(GCS_BUCKET_METADATA_OFF, "true")
             if os.environ.get("STORAGE_EMULATOR_HOST"):
                 from google.auth import credentials
 

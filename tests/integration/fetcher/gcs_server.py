@@ -67,6 +67,8 @@ class GcsState:
     page_size: int = 3  # small, so listing exercises nextPageToken
     # (path, first byte requested or None, generation asked for or None)
     downloads: list[tuple[str, int | None, str | None]] = field(default_factory=list)
+    # Calls this fake does not serve (e.g. a bucket metadata GET), as "METHOD path".
+    unserved: list[str] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
     _generation: int = 1_700_000_000_000_000
 
@@ -107,6 +109,8 @@ class _Handler(BaseHTTPRequestHandler):
             bucket, _, name = path[len("/download/storage/v1/b/") :].partition("/o/")
             self._download(unquote(bucket), unquote(name), query)
             return
+        with self.server.state.lock:
+            self.server.state.unserved.append(f"GET {path}")
         self._error(404, f"no such API call: {path}")
 
     def _list(self, bucket: str, query: dict[str, str]) -> None:

@@ -4,6 +4,7 @@ STORAGE_EMULATOR_HOST at a loopback fake of the JSON API (gcs_server.py)."""
 from __future__ import annotations
 
 import hashlib
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -73,6 +74,10 @@ def test_fresh_download_verifies_md5_and_crc32c_and_second_run_is_a_no_op(
     assert all(generation is not None for _, _, generation in gcs.state.downloads)
     assert store.verify_revision(dest, result.manifest.revision_id, deep=True)
 
+    # Only listings and reads: no bucket-metadata lookup (the client's tracing cache does
+    # one; it needs storage.buckets.get, which a reader of objects need not have).
+    assert gcs.state.unserved == []
+
     downloads = len(gcs.state.downloads)
     again = fetch("gs://weights/llama/v1", dest, fast_options())
     assert again.reused and again.manifest.revision_id == result.manifest.revision_id
@@ -131,3 +136,10 @@ def test_missing_bucket_and_unreachable_endpoint(
     # One retry layer (the fetcher's), not the client's two-minute default on top.
     assert time.monotonic() - started < 10
     assert revisions(tmp_path / "c") == []
+    # Nor a background bucket-metadata lookup that goes on retrying for minutes after the
+    # fetch gave up (with the process's global random jitter, under whatever runs next).
+    assert not _metadata_threads()
+
+
+def _metadata_threads() -> list[str]:
+    return [t.name for t in threading.enumerate() if "BucketMetadata" in repr(getattr(t, "_target", None))]
