@@ -22,19 +22,9 @@ from inferfleet.catalog import Catalogs
 from inferfleet.cluster import Cluster
 from inferfleet.cluster.errors import PermanentApiError
 from inferfleet.fetcher.modelconfig import Access, ModelConfigCache
+from inferfleet.fetcher.remote import AWS_CREDENTIAL_KEYS
 from inferfleet.kubedata import ObjectRef
 from inferfleet.planner import FetchedModel
-
-# The keys an S3 credentials Secret carries (the pre-cache mounts them as files).
-AWS_KEYS = (
-    "AWS_ACCESS_KEY_ID",
-    "AWS_SECRET_ACCESS_KEY",
-    "AWS_SESSION_TOKEN",
-    "AWS_REGION",
-    "AWS_DEFAULT_REGION",
-    "AWS_ENDPOINT_URL_S3",
-    "AWS_ENDPOINT_URL",
-)
 
 
 def needs_fetch(service: InferenceService, catalogs: Catalogs) -> bool:
@@ -89,7 +79,7 @@ class ClusterModelSource:
         identity = (ref.name, ref.key, str((secret.get("metadata") or {}).get("resourceVersion", "")))
         if uri.startswith("s3://"):
             with tempfile.TemporaryDirectory(prefix="inferfleet-creds-") as directory:
-                for key in AWS_KEYS:
+                for key in AWS_CREDENTIAL_KEYS:
                     if key in values:
                         path = Path(directory) / key
                         path.write_text(values[key], encoding="utf-8")

@@ -547,7 +547,9 @@ class S3Source:
                 body.close()
 
 
-_AWS_KEYS: Final = (
+# The keys of an S3 credentials Secret, one file each when mounted (the pre-cache pod) or
+# written out (the operator reading a model config): the fetcher reads exactly these.
+AWS_CREDENTIAL_KEYS: Final = (
     "AWS_ACCESS_KEY_ID",
     "AWS_SECRET_ACCESS_KEY",
     "AWS_SESSION_TOKEN",
@@ -561,7 +563,7 @@ _AWS_KEYS: Final = (
 def _aws_files(directory: Path) -> dict[str, str]:
     """AWS settings from a mounted Secret: one file per variable name."""
     found: dict[str, str] = {}
-    for name in _AWS_KEYS:
+    for name in AWS_CREDENTIAL_KEYS:
         path = directory / name
         if path.is_file():
             found[name] = path.read_text(encoding="utf-8").strip()
