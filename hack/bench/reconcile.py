@@ -38,6 +38,7 @@ import resource
 import statistics
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -179,15 +180,20 @@ def _object_name(event: dict[str, Any]) -> str:
     return f"{ref.get('namespace')}/{ref.get('name')}"
 
 
+def _call(event: dict[str, Any]) -> str:
+    """'VERB resource[/subresource]', the key the report counts calls by."""
+    ref = event.get("objectRef") or {}
+    resource = ref.get("resource", event.get("requestURI", "?"))
+    if ref.get("subresource"):
+        resource += "/" + ref["subresource"]
+    return f"{event['verb']} {resource}"
+
+
+def _by_count(keys: list[str]) -> dict[str, int]:
+    return dict(sorted(Counter(keys).items(), key=lambda item: -item[1]))
+
+
 def _tally(events: list[dict[str, Any]]) -> dict[str, Any]:
-    by_call: dict[str, int] = {}
-    for event in events:
-        ref = event.get("objectRef") or {}
-        resource = ref.get("resource", event.get("requestURI", "?"))
-        if ref.get("subresource"):
-            resource += "/" + ref["subresource"]
-        key = f"{event['verb']} {resource}"
-        by_call[key] = by_call.get(key, 0) + 1
     writes = sum(1 for e in events if e["verb"] in WRITE_VERBS)
     # Who wrote status: the autoscaler's patches carry its decision, the reconciler's do not.
     status = [
@@ -195,37 +201,26 @@ def _tally(events: list[dict[str, Any]]) -> dict[str, Any]:
         for e in events
         if (e.get("objectRef") or {}).get("subresource") == "status" and e["verb"] == "patch"
     ]
-    by_autoscaler = sum(
-        1 for e in status if "lastScalingDecision" in json.dumps(e.get("requestObject") or {})
-    )
-    # 409s: a write that lost a race (two passes of one service, or a pass and the
-    # autoscaler) and must be redone.
-    conflicts: dict[str, int] = {}
-    for event in events:
-        if (event.get("responseStatus") or {}).get("code") == 409:
-            ref = event.get("objectRef") or {}
-            key = f"{event['verb']} {ref.get('resource', '?')}" + (
-                f"/{ref['subresource']}" if ref.get("subresource") else ""
-            )
-            conflicts[key] = conflicts.get(key, 0) + 1
-    # What the reconciler's status writes changed, a few of them: in a steady state each
-    # one is a write that should not have happened.
-    samples = [
-        {
-            "object": _object_name(e),
-            "patch": e.get("requestObject"),
-        }
-        for e in status
-        if "lastScalingDecision" not in json.dumps(e.get("requestObject") or {})
-    ][:3]
+    by_reconciler = [
+        e for e in status if "lastScalingDecision" not in json.dumps(e.get("requestObject") or {})
+    ]
+    by_autoscaler = len(status) - len(by_reconciler)
     return {
-        "reconcilerStatusSamples": samples,
+        # What the reconciler's status writes changed, a few of them: in a steady state each
+        # one is a write that should not have happened.
+        "reconcilerStatusSamples": [
+            {"object": _object_name(e), "patch": e.get("requestObject")} for e in by_reconciler[:3]
+        ],
         "calls": len(events),
         "reads": len(events) - writes,
         "writes": writes,
-        "conflicts": dict(sorted(conflicts.items(), key=lambda item: -item[1])),
-        "statusWrites": {"autoscaler": by_autoscaler, "reconciler": len(status) - by_autoscaler},
-        "byCall": dict(sorted(by_call.items(), key=lambda item: -item[1])),
+        # 409s: a write that lost a race (two passes of one service, or a pass and the
+        # autoscaler) and must be redone.
+        "conflicts": _by_count(
+            [_call(e) for e in events if (e.get("responseStatus") or {}).get("code") == 409]
+        ),
+        "statusWrites": {"autoscaler": by_autoscaler, "reconciler": len(by_reconciler)},
+        "byCall": _by_count([_call(e) for e in events]),
     }
 
 

@@ -10,33 +10,21 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
-from typing import Any, Protocol
+from typing import Any
 
 from inferfleet.cluster.errors import ApiError
-from inferfleet.cluster.port import Cluster, EventType
+from inferfleet.cluster.port import Cluster
+from inferfleet.kubedata import Event
 
 logger = logging.getLogger(__name__)
 
 
-class EventNotice(Protocol):
-    """What an Event says (the reconcile pass's and the autoscaler step's events)."""
-
-    @property
-    def type(self) -> EventType: ...
-    @property
-    def reason(self) -> str: ...
-    @property
-    def message(self) -> str: ...
-
-
-def post_events(cluster: Cluster, regarding: Mapping[str, Any], events: Iterable[EventNotice]) -> int:
-    """Post each event about `regarding`; returns how many the API server refused."""
-    refused = 0
+def post_events(cluster: Cluster, regarding: Mapping[str, Any], events: Iterable[Event]) -> None:
+    """Post each event about `regarding`; one the API server refuses is logged and dropped."""
     for event in events:
         try:
             cluster.create_event(regarding, type_=event.type, reason=event.reason, message=event.message)
         except ApiError as error:
-            refused += 1
             meta = regarding.get("metadata") or {}
             logger.warning(
                 "event %s on %s/%s not posted (status is written): %s",
@@ -45,4 +33,3 @@ def post_events(cluster: Cluster, regarding: Mapping[str, Any], events: Iterable
                 meta.get("name"),
                 error,
             )
-    return refused

@@ -99,8 +99,7 @@ def test_many_triggers_of_one_service_never_overlap() -> None:
     flight = SingleFlight()
     blocker = Blocker()
     threads = [
-        in_thread(lambda i=i: _ignore_coalesced(flight, blocker.work(f"t{i}"), i % 2 == 0))  # type: ignore[misc]
-        for i in range(24)
+        in_thread(lambda i=i: _ignore_coalesced(flight, blocker.work(f"t{i}"), i % 2 == 0)) for i in range(24)
     ]
     for thread in threads:
         thread.join(WAIT_S)
