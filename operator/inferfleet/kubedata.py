@@ -7,6 +7,7 @@ imports the core to name an object.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -15,6 +16,23 @@ from typing import Any, Literal
 DEPLOYMENT = ("apps/v1", "Deployment")
 LEADER_WORKER_SET = ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet")
 WORKLOAD_KINDS: frozenset[tuple[str, str]] = frozenset({DEPLOYMENT, LEADER_WORKER_SET})
+
+# How the operator writes times into status and events (RFC 3339, whole seconds, UTC).
+KUBE_TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+
+
+def kube_time(epoch_s: float) -> str:
+    return dt.datetime.fromtimestamp(epoch_s, tz=dt.UTC).strftime(KUBE_TIME_FORMAT)
+
+
+def parse_kube_time(text: object) -> float | None:
+    """Seconds since the epoch of a time written as `kube_time` writes it; None otherwise."""
+    if not isinstance(text, str):
+        return None
+    try:
+        return dt.datetime.strptime(text, KUBE_TIME_FORMAT).replace(tzinfo=dt.UTC).timestamp()
+    except ValueError:
+        return None
 
 
 @dataclass(frozen=True, order=True)

@@ -33,6 +33,7 @@ from inferfleet.kubedata import (
     DEPLOYMENT,
     LEADER_WORKER_SET,
     ObjectRef,
+    kube_time,
     owner_uids,
     ready_replicas_of,
     ref_of,
@@ -53,7 +54,6 @@ from inferfleet.scalestep.step import (
     WorkloadReplicas,
     deletion_costs,
     failure_condition,
-    rfc3339,
     should_write,
     step,
 )
@@ -516,7 +516,7 @@ def _merge_conditions(
             update.status,
             update.reason,
             update.message,
-            now=rfc3339(now_s),
+            now=kube_time(now_s),
             generation=generation,
         )
     return merged

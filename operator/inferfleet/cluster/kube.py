@@ -17,7 +17,7 @@ from inferfleet.cluster import access
 from inferfleet.cluster.access import Operation, Resource
 from inferfleet.cluster.errors import ApiError, KindNotServed, NotFound, TransientApiError, from_status
 from inferfleet.cluster.port import SCALE_FIELD_MANAGER, EventType
-from inferfleet.kubedata import ObjectRef, ref_of
+from inferfleet.kubedata import KUBE_TIME_FORMAT, ObjectRef, ref_of
 
 APPLY_PATCH = "application/apply-patch+yaml"
 MERGE_PATCH = "application/merge-patch+json"
@@ -190,7 +190,7 @@ class KubernetesCluster:
     ) -> None:
         target = ref_of(regarding)
         resource = access.check("v1", "Event", Operation.CREATE)
-        now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        now = dt.datetime.now(dt.UTC).strftime(KUBE_TIME_FORMAT)
         event = {
             "apiVersion": "v1",
             "kind": "Event",

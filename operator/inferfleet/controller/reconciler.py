@@ -27,7 +27,7 @@ from inferfleet.cluster.events import post_events
 from inferfleet.config import OperatorSettings
 from inferfleet.controller import executor
 from inferfleet.controller.single_flight import SingleFlight
-from inferfleet.kubedata import ObjectRef, owner_uids
+from inferfleet.kubedata import KUBE_TIME_FORMAT, ObjectRef, owner_uids
 from inferfleet.precache import coldstart
 from inferfleet.precache import workloads as cache_objects
 from inferfleet.promql.parse import KvCapacityReading
@@ -72,7 +72,7 @@ def utc_now() -> dt.datetime:
 
 
 def rfc3339(moment: dt.datetime) -> str:
-    return moment.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return moment.astimezone(dt.UTC).strftime(KUBE_TIME_FORMAT)
 
 
 @dataclass(frozen=True)

@@ -13,25 +13,16 @@ rolled again on readings taken before the last re-plan.
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Mapping
 from typing import Any
 
 from pydantic import ValidationError
 
 from inferfleet.api.spec import InferenceServiceSpec, TokenPercentiles
+from inferfleet.kubedata import parse_kube_time
 from inferfleet.scaling.drift import with_workload
 
 MIN_INTERVAL_S = 1800.0
-
-
-def _time_s(text: object) -> float | None:
-    if not isinstance(text, str):
-        return None
-    try:
-        return dt.datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.UTC).timestamp()
-    except ValueError:
-        return None
 
 
 def _tokens(raw: object) -> TokenPercentiles | None:
@@ -68,8 +59,8 @@ def planned_workload(
     if isinstance(observed, Mapping) and observed.get("drift") is True:
         implied_in = _tokens(observed.get("impliedInputTokens"))
         implied_out = _tokens(observed.get("impliedOutputTokens"))
-        seen_s = _time_s(observed.get("time"))
-        last_s = None if current is None else _time_s(current.get("time"))
+        seen_s = parse_kube_time(observed.get("time"))
+        last_s = None if current is None else parse_kube_time(current.get("time"))
         due = last_s is None or (seen_s is not None and seen_s >= last_s + MIN_INTERVAL_S)
         if implied_in is not None and implied_out is not None and due:
             current = {

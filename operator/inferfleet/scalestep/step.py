@@ -11,7 +11,6 @@ runs in the simulator.
 
 from __future__ import annotations
 
-import datetime as dt
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -28,7 +27,7 @@ from inferfleet.api import (
 )
 from inferfleet.api.spec import TokenPercentiles
 from inferfleet.config import OperatorSettings
-from inferfleet.kubedata import Event, ObjectRef
+from inferfleet.kubedata import Event, ObjectRef, kube_time, parse_kube_time
 from inferfleet.planner.workload import mean_tokens
 from inferfleet.promql.signals import TierReadings
 from inferfleet.render import frontdoor
@@ -91,10 +90,6 @@ _VOLATILE_TIER_STATE = frozenset(
         "breachWaiting",
     }
 )
-
-
-def rfc3339(now_s: float) -> str:
-    return dt.datetime.fromtimestamp(now_s, tz=dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @dataclass(frozen=True)
@@ -183,15 +178,6 @@ def is_due(status: Mapping[str, Any], sync_period_s: float, now_s: float) -> boo
     return last is None or now_s - last >= sync_period_s * DUE_SLACK or now_s < last
 
 
-def parse_rfc3339(text: object) -> float | None:
-    if not isinstance(text, str):
-        return None
-    try:
-        return dt.datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.UTC).timestamp()
-    except ValueError:
-        return None
-
-
 def material_state(state: Mapping[str, Any] | None) -> Any:
     """`status.autoscalerState` without what changes on every decision.
 
@@ -233,7 +219,7 @@ def should_write(
     if result.scales or result.events:
         return True
     decision = written.get("lastScalingDecision") or {}
-    last_s = parse_rfc3339(decision.get("time"))
+    last_s = parse_kube_time(decision.get("time"))
     if last_s is None or now_s < last_s or now_s - last_s >= heartbeat_s:
         return True
     if _decision_key(decision) != _decision_key(result.status.get("lastScalingDecision")):
@@ -507,7 +493,7 @@ def _decision_status(
     ttft_values = [o.ttft_p99_ms for o in observed_tiers if o is not None and o.ttft_p99_ms is not None]
     ttft_p99_ms = max(ttft_values) if ttft_values else None
     decision = ScalingDecision(
-        time=rfc3339(now_s),
+        time=kube_time(now_s),
         replicas=recommendation.replicas,
         signal=recommendation.signal,
         reason=recommendation.reason[:REASON_MAX_CHARS],

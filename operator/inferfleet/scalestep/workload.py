@@ -14,7 +14,6 @@ status.observedWorkload are the current ones.
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -22,6 +21,7 @@ from typing import Any, Literal
 from inferfleet import planner
 from inferfleet.api import InferenceServiceSpec, TierPlan, labels
 from inferfleet.config import OperatorSettings
+from inferfleet.kubedata import kube_time
 from inferfleet.scaling import ScalingState, TierFigures, drift, replan_mode
 
 MESSAGE_MAX_CHARS = 1024
@@ -35,10 +35,6 @@ class DriftReport:
     condition: tuple[Literal["True", "False"], str, str] | None  # status, reason, message
     observed: Mapping[str, Any] | None
     warning: str | None  # message of the Warning event when the verdict turns True
-
-
-def _rfc3339(now_s: float) -> str:
-    return dt.datetime.fromtimestamp(now_s, tz=dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _previous(status: Mapping[str, Any]) -> Mapping[str, Any] | None:
@@ -71,7 +67,7 @@ def report(
         return DriftReport(None, None, None)
     value: Literal["True", "False"] = "True" if verdict.drifted else "False"
     observed: dict[str, Any] = {
-        "time": _rfc3339(now_s),
+        "time": kube_time(now_s),
         **verdict.observed.to_wire(),
         "drift": verdict.drifted,
     }

@@ -9,6 +9,7 @@ import pytest
 from inferfleet.api import InferenceServiceSpec, TierPlan, labels
 from inferfleet.api.status import ObservedWorkload
 from inferfleet.config import OperatorSettings
+from inferfleet.kubedata import kube_time
 from inferfleet.promql.signals import TierReadings
 from inferfleet.scalestep import step as step_module
 from inferfleet.scalestep.step import (
@@ -19,7 +20,6 @@ from inferfleet.scalestep.step import (
     deletion_costs,
     is_due,
     material_state,
-    rfc3339,
     should_write,
     step,
 )
@@ -141,7 +141,7 @@ def test_pure_modules_import_no_io_libraries() -> None:
 def _written(time_s: float, *, replicas: int = 2, targets: list[list[float]] | None = None) -> dict[str, Any]:
     return {
         "lastScalingDecision": {
-            "time": rfc3339(time_s),
+            "time": kube_time(time_s),
             "replicas": {"l4": replicas},
             "signal": "reactive",
             "reason": "queue 0.0 waiting",
