@@ -24,6 +24,8 @@ declaration differs). A rate series has only the honest case.
 
 `--split-day D` reports every run of a rate series twice more, for the requests and
 GPU-hours before and after day D: develop on the first part, judge on the second.
+`--interruption-hold M` runs the operator with `scaling.interruptionHoldMinutes` M (the
+minutes the forecaster keeps the level from before traffic that stops dead).
 
     python hack/bench/autoscale.py                  # everything (minutes)
     python hack/bench/autoscale.py --traces azure   # only paths containing "azure"
@@ -47,6 +49,7 @@ import numpy as np
 
 from inferfleet.api import InferenceService, Plan, TokenPercentiles, load_all
 from inferfleet.api.spec import ServingSpec
+from inferfleet.config import OperatorSettings
 from inferfleet.scaling import POLICIES, drift
 from inferfleet.simulate.engine import simulate
 from inferfleet.simulate.report import summarize, window
@@ -152,13 +155,17 @@ def run_case(
     headroom: float | None = None,
     case: str = "honest",
     split_day: float | None = None,
+    interruption_hold_min: int | None = None,
 ) -> list[dict[str, Any]]:
     service, trace = prepare(spec_path, trace_path, replicas_at_peak, seed)
     if case != "honest":
         service = misdeclare(service, trace, keep_context=case == "misdeclared")
     service = with_headroom(service, headroom)
     plan = plan_for(service)
-    config = build_config(service.spec, plan, seed=seed, timeline=False)
+    settings = OperatorSettings()
+    if interruption_hold_min is not None:
+        settings = OperatorSettings(interruption_hold_min=interruption_hold_min)
+    config = build_config(service.spec, plan, settings=settings, seed=seed, timeline=False)
     rows = []
     for name in policies:
         policy = config.policy
@@ -274,6 +281,11 @@ def main(argv: list[str] | None = None) -> int:
         "--cases", default=",".join(CASES), help=f"comma-separated, of {', '.join(CASES)} (request traces)"
     )
     parser.add_argument("--split-day", type=float, help="rate series: also report before and after this day")
+    parser.add_argument(
+        "--interruption-hold",
+        type=int,
+        help="the operator's scaling.interruptionHoldMinutes for every run (default: its default, 30)",
+    )
     args = parser.parse_args(argv)
     traces = find_traces(TRACES, args.traces)
     specs = sorted(p for p in SPECS.glob("*.yaml") if args.specs is None or args.specs in p.name)
@@ -300,7 +312,16 @@ def main(argv: list[str] | None = None) -> int:
         with ProcessPoolExecutor(max_workers=args.jobs) as pool:
             futures = [
                 pool.submit(
-                    run_case, s, t, n, policies, args.seed, headroom=h, case=c, split_day=args.split_day
+                    run_case,
+                    s,
+                    t,
+                    n,
+                    policies,
+                    args.seed,
+                    headroom=h,
+                    case=c,
+                    split_day=args.split_day,
+                    interruption_hold_min=args.interruption_hold,
                 )
                 for s, t, n, h, c in cases
             ]
@@ -312,12 +333,18 @@ def main(argv: list[str] | None = None) -> int:
                 run_case(
                     spec, trace, scale, policies, args.seed,
                     headroom=headroom, case=case, split_day=args.split_day,
+                    interruption_hold_min=args.interruption_hold,
                 )
             )  # fmt: skip
             print(f"done {spec.stem} {trace.name} {case} x{scale} headroom {headroom}", file=sys.stderr)
     document = {
         "benchmark": "autoscale",
         "wallSeconds": round(time.perf_counter() - started, 1),
+        "interruptionHoldMinutes": (
+            OperatorSettings().interruption_hold_min
+            if args.interruption_hold is None
+            else args.interruption_hold
+        ),
         "runs": rows,
         "comparison": compare(rows),
     }

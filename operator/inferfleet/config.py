@@ -89,6 +89,15 @@ class OperatorSettings(BaseModel):
     predictive_enabled: bool = Field(default=True)
     forecast_window_hours: float = Field(default=336.0, gt=0, le=24 * 56, description="History read.")
     cold_start_margin_s: float = Field(default=60.0, ge=0, le=3600, description="Added to lead time.")
+    interruption_hold_min: int = Field(
+        default=30,
+        ge=0,
+        le=24 * 60,
+        description=(
+            "Minutes the forecaster keeps the level from before traffic that stops dead "
+            "(it tends to come back all at once); 0 treats silence as demand gone."
+        ),
+    )
 
     # Least privilege (issue 14): what needs RBAC beyond the operator's own objects.
     pod_deletion_cost: bool = Field(

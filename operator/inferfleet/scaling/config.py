@@ -101,6 +101,7 @@ def resolve_policy(settings: OperatorSettings, spec: InferenceServiceSpec) -> Po
         ),
         seasonality=(predictive.seasonality if predictive is not None and predictive.seasonality else "auto"),
         cold_start_margin_s=float(settings.cold_start_margin_s),
+        interruption_hold_min=settings.interruption_hold_min,
         allow_scale_to_zero=bool(scaling.allow_scale_to_zero) if scaling else False,
         scale_up=_behavior(
             scaling.scale_up if scaling else None,

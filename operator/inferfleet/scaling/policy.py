@@ -346,6 +346,7 @@ def _forecast_config(config: PolicyConfig) -> ForecastConfig:
     return ForecastConfig(
         seasonality=config.seasonality,
         history_window_min=max(60, int(config.history_window_hours * 60)),
+        interruption_hold_min=config.interruption_hold_min,
     )
 
 

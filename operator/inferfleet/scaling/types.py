@@ -99,6 +99,8 @@ class PolicyConfig:
     history_window_hours: float = 336.0
     seasonality: Literal["auto", "daily", "weekly", "none"] = "auto"
     cold_start_margin_s: float = 60.0
+    # Minutes the forecaster holds the level from before a cliff to silence (forecast).
+    interruption_hold_min: int = 30
     allow_scale_to_zero: bool = False
     scale_up: ScalePacing = ScalePacing(0.0, 0.0, None)
     scale_down: ScalePacing = ScalePacing(300.0, 120.0, 1, 25.0)

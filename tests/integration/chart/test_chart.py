@@ -222,6 +222,7 @@ def test_values_become_the_operators_settings(full_objects: list[dict[str, Any]]
     assert settings.predictive_enabled is False
     assert settings.forecast_window_hours == scaling["forecastWindowHours"]
     assert settings.cold_start_margin_s == scaling["coldStartMarginSeconds"]
+    assert settings.interruption_hold_min == scaling["interruptionHoldMinutes"]
     assert settings.vllm_image == values["images"]["vllm"]["nvidia"]
     assert settings.vllm_image_amd == values["images"]["vllm"]["amd"]
     assert settings.epp_image == values["images"]["endpointPicker"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import itertools
 import json
@@ -497,11 +498,9 @@ def test_a_percent_step_limit_applies_on_its_own() -> None:
     assert ScalePacing(0.0, 0.0, None, None).step_limit(10) is None
 
 
-def test_traffic_that_stops_dead_keeps_the_fleet_until_the_hold_runs_out() -> None:
-    # 20 req/s needs 10 replicas; then nothing at all arrives. An upstream outage comes
-    # back all at once, so the fleet stays for the forecaster's 30-minute hold, and only
-    # then does the usual slow scale-down start.
-    policy = config(down=ScalePacing(300.0, 0.0, 1))
+def _first_scale_down_after_silence_s(policy: PolicyConfig) -> tuple[float | None, list[str]]:
+    """20 req/s on 10 replicas, then 45 minutes with nothing at all: seconds from the
+    silence to the first scale-down, and the h100 reasons seen at its tenth minute."""
     state = ScalingState()
     replicas = 10
     busy = flat(20.0, 120)
@@ -511,13 +510,32 @@ def test_traffic_that_stops_dead_keeps_the_fleet_until_the_hold_runs_out() -> No
     assert replicas == 10
     stop = T0 + 30 * PERIOD
     first_down_s = None
+    tenth_minute: list[str] = []
     for tick in range(4 * 45):  # 45 minutes of silence, four ticks a minute
         history = busy + [0.0] * (tick // 4)
         rec, state = decide(ctx(stop + tick * PERIOD, policy, signals(replicas, rate=0.0), history), state)
         if tick // 4 == 10:
-            assert "interrupted" in pick(rec, "h100").reason
+            tenth_minute.append(pick(rec, "h100").reason)
         if rec.replicas["h100"] < replicas and first_down_s is None:
             first_down_s = tick * PERIOD
         replicas = rec.replicas["h100"]
+    return first_down_s, tenth_minute
+
+
+def test_traffic_that_stops_dead_keeps_the_fleet_until_the_hold_runs_out() -> None:
+    # An upstream outage comes back all at once, so the fleet stays for the forecaster's
+    # 30-minute hold, and only then does the usual slow scale-down start.
+    first_down_s, tenth_minute = _first_scale_down_after_silence_s(config(down=ScalePacing(300.0, 0.0, 1)))
+    assert tenth_minute and all("interrupted" in reason for reason in tenth_minute)
     assert first_down_s is not None, "never scaled down after the demand had gone"
     assert first_down_s >= 30 * 60 + 300 - PERIOD  # the hold, then the stabilization window
+
+
+def test_an_interruption_hold_of_zero_treats_silence_as_demand_gone() -> None:
+    # scaling.interruptionHoldMinutes 0 (an SRE whose traffic pauses by design): the
+    # same silence starts the scale-down after the stabilization window alone.
+    policy = dataclasses.replace(config(down=ScalePacing(300.0, 0.0, 1)), interruption_hold_min=0)
+    first_down_s, tenth_minute = _first_scale_down_after_silence_s(policy)
+    assert not any("interrupted" in reason for reason in tenth_minute)
+    assert first_down_s is not None
+    assert first_down_s <= 300 + 2 * 60  # the window, plus the minutes the history lags

@@ -146,9 +146,12 @@ def test_queue_only_follows_keda() -> None:
 
 def test_resolve_policy_spec_overrides_settings() -> None:
     service = load_all((EXAMPLES_DIR / "llama-70b-chat.yaml").read_text(encoding="utf-8"))[0]
-    settings = OperatorSettings(sync_period_s=30, headroom=0.5, scale_down_stabilization_s=100)
+    settings = OperatorSettings(
+        sync_period_s=30, headroom=0.5, scale_down_stabilization_s=100, interruption_hold_min=5
+    )
     policy = resolve_policy(settings, service.spec)
     assert policy.sync_period_s == 30  # not in the spec
+    assert policy.interruption_hold_min == 5  # operator-wide only
     assert policy.headroom == 0.2  # the spec says 0.2
     assert policy.queue_depth_per_replica == 8
     assert policy.scale_down.stabilization_s == 600
