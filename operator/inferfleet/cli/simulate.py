@@ -5,8 +5,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TextIO
 
 import typer
 from pydantic import ValidationError
@@ -14,6 +15,7 @@ from pydantic import ValidationError
 from inferfleet.api import InferenceService, Plan
 from inferfleet.cli.app import OutputFormat, app, emit, fail, load_services
 from inferfleet.scaling import POLICIES, drift
+from inferfleet.simulate.decisions import recording
 from inferfleet.simulate.engine import SimConfig, SimResult
 from inferfleet.simulate.engine import simulate as run_simulation
 from inferfleet.simulate.report import TABLE_COLUMNS, summarize, table_rows
@@ -122,6 +124,13 @@ def simulate(
             help="Plan and replay for these token percentiles instead of the declared ones (replan: auto).",
         ),
     ] = None,
+    decisions_out: Annotated[
+        Path | None,
+        typer.Option(
+            "--decisions",
+            help="Write every autoscaler decision, with the signals it was taken on, as JSON lines.",
+        ),
+    ] = None,
 ) -> None:
     """Replay a trace through the autoscaler and report SLO attainment, GPU-hours and cost."""
     names = list(POLICIES) if policy == "all" else [policy]
@@ -164,26 +173,34 @@ def simulate(
         fail(str(error))
     summaries = []
     verdict: dict[str, Any] | None = None
-    for name in names:
-        policy_config = config.policy
-        if name == "static-peak":
-            policy_config = dataclasses.replace(policy_config, static_peak_rps=loaded.peak_minute_rps())
-        result = run_simulation(
-            loaded,
-            dataclasses.replace(config, policy=policy_config),
-            POLICIES[name],
-            name,
-            clock=time.perf_counter,
-        )
-        summaries.append(summarize(result))
-        if name == "inferfleet":
-            verdict = drift_report(service, plan, config, result)
-            summaries[-1]["workloadDrift"] = verdict
-        if plot is not None:
-            from inferfleet.tracefiles.plot import plot as draw
+    decisions = _open_for_writing(decisions_out) if decisions_out is not None else None
+    try:
+        for name in names:
+            policy_config = config.policy
+            if name == "static-peak":
+                policy_config = dataclasses.replace(policy_config, static_peak_rps=loaded.peak_minute_rps())
+            policy_function = POLICIES[name]
+            if decisions is not None:
+                policy_function = recording(policy_function, name, loaded.epoch_s, _json_lines(decisions))
+            result = run_simulation(
+                loaded,
+                dataclasses.replace(config, policy=policy_config),
+                policy_function,
+                name,
+                clock=time.perf_counter,
+            )
+            summaries.append(summarize(result))
+            if name == "inferfleet":
+                verdict = drift_report(service, plan, config, result)
+                summaries[-1]["workloadDrift"] = verdict
+            if plot is not None:
+                from inferfleet.tracefiles.plot import plot as draw
 
-            target = plot if len(names) == 1 else plot.with_name(f"{plot.stem}-{name}{plot.suffix}")
-            draw(result, target, title=f"{service.name} on {loaded.name}: {name}")
+                target = plot if len(names) == 1 else plot.with_name(f"{plot.stem}-{name}{plot.suffix}")
+                draw(result, target, title=f"{service.name} on {loaded.name}: {name}")
+    finally:
+        if decisions is not None:
+            decisions.close()
     if output is OutputFormat.table:
         # Plain columns (like kubectl): never wrapped or cut, whatever the terminal width.
         headers = [header for _, header in TABLE_COLUMNS]
@@ -208,6 +225,20 @@ def simulate(
             if key in verdict:
                 document[key] = verdict[key]
         observed_out.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+
+
+def _json_lines(stream: TextIO) -> Callable[[dict[str, Any]], None]:
+    def write_line(record: dict[str, Any]) -> None:
+        stream.write(json.dumps(record, separators=(",", ":"), allow_nan=False) + "\n")
+
+    return write_line
+
+
+def _open_for_writing(path: Path) -> TextIO:
+    try:
+        return path.open("w", encoding="utf-8")
+    except OSError as error:
+        fail(f"{path}: cannot write: {error.strerror or error}")
 
 
 def _drift_text(verdict: dict[str, Any], spec_file: Path, observed_out: Path | None) -> str:

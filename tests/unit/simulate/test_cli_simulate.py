@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import itertools
 import json
 from pathlib import Path
 
@@ -155,3 +156,43 @@ def test_a_bad_observed_workload_file_exits_2(tmp_path: Path, content: str, mess
     result = CliRunner().invoke(app, ["plan", "-f", str(SPEC), "--observed-workload", str(path)])
     assert result.exit_code == 2
     assert message in result.output
+
+
+def test_decisions_are_written_tick_by_tick(files: tuple[Path, Path], tmp_path: Path) -> None:
+    plan, trace = files
+    out = tmp_path / "decisions.jsonl"
+    args = ["simulate", "-f", str(SPEC), "--trace", str(trace), "--plan", str(plan), "-o", "json"]
+    result = CliRunner().invoke(app, [*args, "--policy", "all", "--rate-scale", "4", "--decisions", str(out)])
+    assert result.exit_code == 0, result.output
+    summaries = {row["policy"]: row for row in json.loads(result.stdout)}
+    records = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    for name, summary in summaries.items():
+        mine = [record for record in records if record["policy"] == name]
+        # One line per autoscaler tick, after the warm-up decision that sized the start.
+        assert len(mine) == summary["ticks"] + 1
+        times = [record["timeS"] for record in mine]
+        assert times[0] == 0.0 and times == sorted(times)
+        # Each decision is what the next tick starts from: the replay applied it.
+        for before, after in itertools.pairwise(mine):
+            for tier_before, tier_after in zip(before["tiers"], after["tiers"], strict=True):
+                assert tier_after["current"] == tier_before["replicas"]
+        assert {tier["name"] for tier in mine[0]["tiers"]} == {"h100", "a100"}
+        assert all("ready" in tier["observed"] for record in mine for tier in record["tiers"])
+    ours = [record for record in records if record["policy"] == "inferfleet"]
+    # The scale-ups the summary counts are the decisions that raised a tier.
+    raised = sum(
+        1 for record in ours for tier in record["tiers"] if tier["replicas"] > (tier["current"] or 0)
+    )
+    assert raised == summaries["inferfleet"]["scaleUps"] > 0
+    assert any(tier["signal"] == "predictive" for record in ours for tier in record["tiers"])
+
+
+def test_an_unwritable_decisions_path_exits_2(files: tuple[Path, Path], tmp_path: Path) -> None:
+    plan, trace = files
+    target = tmp_path / "missing-dir" / "decisions.jsonl"
+    result = CliRunner().invoke(
+        app,
+        ["simulate", "-f", str(SPEC), "--trace", str(trace), "--plan", str(plan), "--decisions", str(target)],
+    )
+    assert result.exit_code == 2
+    assert "cannot write" in result.output
