@@ -48,7 +48,7 @@ from typing import Any
 import numpy as np
 
 from inferfleet.api import InferenceService, Plan, TokenPercentiles, load_all
-from inferfleet.api.spec import ServingSpec
+from inferfleet.api.spec import ScalingSpec, ServingSpec
 from inferfleet.config import OperatorSettings
 from inferfleet.scaling import POLICIES, drift
 from inferfleet.simulate.engine import simulate
@@ -137,10 +137,11 @@ def _is_rate_series(path: Path) -> bool:
 
 
 def with_headroom(service: InferenceService, headroom: float | None) -> InferenceService:
-    """The spec with `scaling.headroom` replaced (None: as written)."""
-    scaling = service.spec.scaling
-    if headroom is None or scaling is None:
+    """The spec with `scaling.headroom` set (None: as written). A spec without a
+    `scaling` section gets one holding only the headroom."""
+    if headroom is None:
         return service
+    scaling = service.spec.scaling or ScalingSpec()
     spec = service.spec.model_copy(update={"scaling": scaling.model_copy(update={"headroom": headroom})})
     return service.model_copy(update={"spec": spec})
 
