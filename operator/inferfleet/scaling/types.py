@@ -436,8 +436,8 @@ class Recommendation:
             "replicas": self.replicas,
             "signal": self.signal,
             "reason": self.reason,
-            "forecastRps": _finite_or_none(self.forecast_rps),
-            "demandRps": _finite_or_none(self.demand_rps),
+            "forecastRps": finite_or_none(self.forecast_rps),
+            "demandRps": finite_or_none(self.demand_rps),
             "tiers": [
                 {
                     "name": tier.name,
@@ -446,14 +446,15 @@ class Recommendation:
                     "signal": tier.signal,
                     "reason": tier.reason,
                     "targets": dict(tier.targets),
-                    "trafficShare": _finite_or_none(tier.traffic_share),
+                    "trafficShare": finite_or_none(tier.traffic_share),
                 }
                 for tier in self.tiers
             ],
         }
 
 
-def _finite_or_none(value: float | None) -> float | None:
+def finite_or_none(value: float | None) -> float | None:
+    """A reading as it goes on the wire: rounded, or None when absent or not finite."""
     if value is None or not math.isfinite(value):
         return None
     return round(value, 6)

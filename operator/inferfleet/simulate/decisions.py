@@ -9,19 +9,13 @@ holds none of them in memory.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import Any
 
 from inferfleet.scaling import PolicyFunction, Recommendation, ScalingContext, ScalingState
+from inferfleet.scaling.types import finite_or_none
 
 DecisionSink = Callable[[dict[str, Any]], None]
-
-
-def _finite(value: float | None) -> float | None:
-    if value is None or not math.isfinite(value):
-        return None
-    return round(value, 6)
 
 
 def decision_record(
@@ -36,10 +30,10 @@ def decision_record(
             continue
         tier["observed"] = {
             "ready": signals.ready_replicas,
-            "waiting": _finite(signals.waiting),
-            "running": _finite(signals.running),
-            "ttftP99Ms": _finite(signals.ttft_p99_ms),
-            "requestRateRps": _finite(signals.request_rate_rps),
+            "waiting": finite_or_none(signals.waiting),
+            "running": finite_or_none(signals.running),
+            "ttftP99Ms": finite_or_none(signals.ttft_p99_ms),
+            "requestRateRps": finite_or_none(signals.request_rate_rps),
         }
     return record
 
