@@ -37,12 +37,17 @@ def idle(reader: ScriptedReader, name: str = "chat") -> None:
         reader.set(NS, name, tier, waiting=0.0, running=1.0, request_rate_rps=0.5, ready_replicas=1)
 
 
+def queue_on_l4(reader: ScriptedReader) -> None:
+    """A queue of 40 on one Ready l4 replica: more than it may hold, so l4 must grow."""
+    reader.set(NS, "chat", "l4", waiting=40.0, running=8.0, request_rate_rps=3.0, ready_replicas=1)
+
+
 def test_queue_scales_up_writes_status_event_and_scaling_condition(
     cluster: InMemoryCluster, reader: ScriptedReader, autoscaler: Autoscaler
 ) -> None:
     two_tier(cluster)
     idle(reader)
-    reader.set(NS, "chat", "l4", waiting=40.0, running=8.0, request_rate_rps=3.0, ready_replicas=1)
+    queue_on_l4(reader)
     report = autoscaler.run_once(T0)
     assert report.errors == []
     assert report.scaled >= 1
@@ -73,7 +78,7 @@ def test_queue_scales_up_writes_status_event_and_scaling_condition(
 def test_advisory_mode_reports_without_scaling(cluster: InMemoryCluster, reader: ScriptedReader) -> None:
     two_tier(cluster, scaling={"mode": "advisory"})
     idle(reader)
-    reader.set(NS, "chat", "l4", waiting=40.0, running=8.0, request_rate_rps=3.0, ready_replicas=1)
+    queue_on_l4(reader)
     registry = CollectorRegistry()
     autoscaler = Autoscaler(
         cluster, reader, OperatorSettings(predictive_enabled=False), metrics=OperatorMetrics(registry)
@@ -141,7 +146,7 @@ def test_partial_data_holds_only_the_tier_without_data(
     two_tier(cluster)
     cluster.scale(tk.workload_ref(NS, "chat", "h100"), 3)
     tk.set_ready(cluster, NS, "chat", "h100", 3)
-    reader.set(NS, "chat", "l4", waiting=40.0, running=8.0, request_rate_rps=3.0, ready_replicas=1)
+    queue_on_l4(reader)
     for tick in range(8):
         autoscaler.run_once(T0 + tick * 15)
     assert tk.replicas(cluster, NS, "chat", "l4") > 1
@@ -307,7 +312,7 @@ def test_a_refused_event_does_not_undo_the_tick(
     # namespace being deleted): the tick reports no error and the decision is recorded.
     two_tier(cluster)
     idle(reader)
-    reader.set(NS, "chat", "l4", waiting=40.0, running=8.0, request_rate_rps=3.0, ready_replicas=1)
+    queue_on_l4(reader)
     cluster.inject("create", PermanentApiError("namespace is being terminated", 403), kind="Event")
     report = autoscaler.run_once(T0)
     assert report.errors == []
