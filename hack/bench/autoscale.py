@@ -7,8 +7,11 @@ so that its peak minute needs about 10 and about 20 replicas of the spec's first
 tier, then replayed through `inferfleet`, `static-peak`, `reactive-util` and
 `queue-only`. Request traces keep their own token lengths and the spec declares
 their percentiles (what a team would write for that traffic); a rate series draws
-lengths from the spec's percentiles. Prints one JSON document: every run, then the
-per-trace comparison against the targets of the autoscaling issues.
+lengths from the spec's percentiles. Prints one JSON document: every run, the
+per-case comparison of ours against each baseline, and `targets`: every done-when bound
+of the autoscaling issue judged on each case (`met`, the value and the bound; a rate
+series split by `--split-day` is judged on its held-out last part), with the misses
+listed under `missed`.
 
 Cases (`--cases`), for request traces:
 - `honest`: the spec declares the trace's own token percentiles;
@@ -203,6 +206,7 @@ def run_case(
                 if trace_path.is_relative_to(TRACES)
                 else str(trace_path),
                 "replicasAtPeak": replicas_at_peak,
+                "rateSeries": trace.format == "rates",
                 "headroom": (service.spec.scaling.headroom if service.spec.scaling else None),
                 "peakRps": round(trace.peak_minute_rps(), 3),
                 "requestsPerSecond": round(result.requests / max(result.wall_s or 0.0, 1e-9), 0),
@@ -236,6 +240,7 @@ def compare(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "case": case,
             "replicasAtPeak": scale,
             "headroom": headroom,
+            "rateSeries": ours["rateSeries"],
             "requests": ours["requests"],
             "sloAttainment": {p: r["sloAttainment"] for p, r in by_policy.items()},
             "gpuHours": {p: r["gpuHours"] for p, r in by_policy.items()},
@@ -258,6 +263,100 @@ def compare(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             ]
         out.append(entry)
     return out
+
+
+# Issue 17's done-when bounds, judged per case by `targets` (a bound whose baseline did
+# not run is not judged).
+MULTI_DAY_MIN_ATTAINMENT = 0.99
+MULTI_DAY_MAX_VS_STATIC_PEAK = 0.65
+HONEST_HOUR_MIN_ATTAINMENT = 0.99
+HONEST_HOUR_MAX_VS_STATIC_PEAK = 0.9
+MISDECLARED_MAX_VS_REACTIVE = 1.1
+
+
+def _bound(
+    entry: dict[str, Any], part: str, target: str, *, value: float, bound: float, met: bool
+) -> dict[str, Any]:
+    keys = ("spec", "trace", "case", "replicasAtPeak", "headroom")
+    return {
+        **{key: entry[key] for key in keys},
+        "part": part,
+        "target": target,
+        "value": round(value, 6),
+        "bound": round(bound, 6),
+        "met": met,
+    }
+
+
+def _at_least(entry: dict[str, Any], part: str, target: str, value: float, bound: float) -> dict[str, Any]:
+    return _bound(entry, part, target, value=value, bound=bound, met=value >= bound)
+
+
+def _at_most(entry: dict[str, Any], part: str, target: str, value: float, bound: float) -> dict[str, Any]:
+    return _bound(entry, part, target, value=value, bound=bound, met=value <= bound)
+
+
+def _judge_multi_day(entry: dict[str, Any], part: str, figures: dict[str, Any]) -> list[dict[str, Any]]:
+    """Multi-day: >= 99 % within SLO at <= 0.65x static-peak's GPU-hours, and fewer
+    violations than each of reactive-util and queue-only at no more GPU-hours."""
+    hours = figures["gpuHours"]
+    violations = figures["violations"]
+    ours_hours = hours["inferfleet"]
+    out = [
+        _at_least(entry, part, "within SLO", figures["sloAttainment"]["inferfleet"], MULTI_DAY_MIN_ATTAINMENT)
+    ]
+    if hours.get("static-peak"):
+        ratio = ours_hours / hours["static-peak"]
+        out.append(_at_most(entry, part, "GPU-hours vs static-peak", ratio, MULTI_DAY_MAX_VS_STATIC_PEAK))
+    for base in ("reactive-util", "queue-only"):
+        if not hours.get(base):
+            continue
+        ours_v, base_v = violations["inferfleet"], violations[base]
+        out.append(
+            _bound(entry, part, f"violations vs {base}", value=ours_v, bound=base_v, met=ours_v < base_v)
+        )
+        out.append(_at_most(entry, part, f"GPU-hours vs {base}", ours_hours / hours[base], 1.0))
+    return out
+
+
+def _judge_hour(entry: dict[str, Any]) -> list[dict[str, Any]]:
+    """One hour: honestly declared, >= 99 % at <= 0.9x static-peak; mis-declared, never
+    below reactive-util's attainment at <= 1.1x its GPU-hours."""
+    attainment = entry["sloAttainment"]["inferfleet"]
+    if entry["case"] == "honest":
+        out = [_at_least(entry, "all", "within SLO", attainment, HONEST_HOUR_MIN_ATTAINMENT)]
+        ratio = entry.get("gpuHoursVs_static-peak")
+        if ratio is not None:
+            out.append(
+                _at_most(entry, "all", "GPU-hours vs static-peak", ratio, HONEST_HOUR_MAX_VS_STATIC_PEAK)
+            )
+        return out
+    base = entry["sloAttainment"].get("reactive-util")
+    ratio = entry.get("gpuHoursVs_reactive-util")
+    if base is None or ratio is None:
+        return []
+    return [
+        _at_least(entry, "all", "within SLO vs reactive-util", attainment, base),
+        _at_most(entry, "all", "GPU-hours vs reactive-util", ratio, MISDECLARED_MAX_VS_REACTIVE),
+    ]
+
+
+def targets(comparison: list[dict[str, Any]]) -> dict[str, Any]:
+    """Every done-when bound of the autoscaling issue, judged on each compared case. A
+    rate series split by `--split-day` is judged on its last part (held out); the
+    others on the whole replay."""
+    bounds: list[dict[str, Any]] = []
+    for entry in comparison:
+        if "parts" in entry:
+            bounds += _judge_multi_day(
+                entry, f"from day {entry['parts'][-1]['startDay']:g}", entry["parts"][-1]
+            )
+        elif entry["rateSeries"]:
+            bounds += _judge_multi_day(entry, "all", entry)
+        else:
+            bounds += _judge_hour(entry)
+    missed = [b for b in bounds if not b["met"]]
+    return {"judged": len(bounds), "met": len(bounds) - len(missed), "missed": missed, "bounds": bounds}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -342,8 +441,9 @@ def main(argv: list[str] | None = None) -> int:
         "wallSeconds": round(time.perf_counter() - started, 1),
         "interruptionHoldMinutes": args.interruption_hold,
         "runs": rows,
-        "comparison": compare(rows),
     }
+    document["comparison"] = comparison = compare(rows)
+    document["targets"] = targets(comparison)
     json.dump(document, sys.stdout, indent=1)
     sys.stdout.write("\n")
     return 0

@@ -1,0 +1,145 @@
+"""hack/bench/autoscale.py judges every run against the autoscaling issue's bounds:
+the verdicts the README quotes come from here, so they are tested like code."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[3] / "hack" / "bench" / "autoscale.py"
+
+
+@pytest.fixture(scope="module")
+def bench() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("bench_autoscale", BENCH)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def a_run(
+    policy: str, *, attainment: float, gpu_hours: float, violations: int, **extra: Any
+) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "policy": policy,
+        "spec": "bench-spec",
+        "traceFile": "trace.csv",
+        "case": "honest",
+        "replicasAtPeak": 10,
+        "headroom": None,
+        "rateSeries": False,
+        "requests": 1000,
+        "sloAttainment": attainment,
+        "gpuHours": gpu_hours,
+        "sloViolations": violations,
+        "rejected": 0,
+    }
+    row.update(extra)
+    return row
+
+
+def verdicts(bench: ModuleType, rows: list[dict[str, Any]]) -> dict[str, bool]:
+    judged = bench.targets(bench.compare(rows))
+    assert judged["judged"] == len(judged["bounds"])
+    assert judged["met"] == sum(b["met"] for b in judged["bounds"])
+    assert judged["missed"] == [b for b in judged["bounds"] if not b["met"]]
+    return {b["target"]: b["met"] for b in judged["bounds"]}
+
+
+def test_an_honest_hour_needs_99_percent_at_most_0_9_of_static_peak(bench: ModuleType) -> None:
+    rows = [
+        a_run("inferfleet", attainment=0.995, gpu_hours=8.0, violations=5),
+        a_run("static-peak", attainment=1.0, gpu_hours=10.0, violations=0),
+    ]
+    assert verdicts(bench, rows) == {"within SLO": True, "GPU-hours vs static-peak": True}
+    rows[0].update(sloAttainment=0.98, gpuHours=9.5)
+    assert verdicts(bench, rows) == {"within SLO": False, "GPU-hours vs static-peak": False}
+
+
+def test_a_misdeclared_hour_is_judged_against_reactive_util(bench: ModuleType) -> None:
+    rows = [
+        a_run("inferfleet", attainment=0.97, gpu_hours=10.9, violations=30, case="misdeclared"),
+        a_run("reactive-util", attainment=0.97, gpu_hours=10.0, violations=30, case="misdeclared"),
+    ]
+    assert verdicts(bench, rows) == {"within SLO vs reactive-util": True, "GPU-hours vs reactive-util": True}
+    rows[0].update(sloAttainment=0.969, gpuHours=11.2)
+    assert verdicts(bench, rows) == {
+        "within SLO vs reactive-util": False,
+        "GPU-hours vs reactive-util": False,
+    }
+
+
+def test_a_bound_whose_baseline_did_not_run_is_not_judged(bench: ModuleType) -> None:
+    rows = [a_run("inferfleet", attainment=0.9, gpu_hours=1.0, violations=100, case="misdeclared")]
+    assert verdicts(bench, rows) == {}
+
+
+def _part(start_s: float, attainment: float, violations: int, gpu_hours: float) -> dict[str, Any]:
+    return {
+        "startS": start_s,
+        "sloAttainment": attainment,
+        "sloViolations": violations,
+        "gpuHours": gpu_hours,
+    }
+
+
+def test_a_multi_day_series_is_judged_on_its_held_out_part(bench: ModuleType) -> None:
+    day = bench.DAY_S
+
+    def series(
+        policy: str, dev: tuple[float, int, float], held_out: tuple[float, int, float]
+    ) -> dict[str, Any]:
+        return a_run(
+            policy,
+            attainment=0.99,
+            gpu_hours=dev[2] + held_out[2],
+            violations=dev[1] + held_out[1],
+            rateSeries=True,
+            parts=[_part(0.0, *dev), _part(7 * day, *held_out)],
+        )
+
+    # Ours is worse than every baseline on the first part and better on the held-out one.
+    rows = [
+        series("inferfleet", (0.95, 500, 100.0), (0.995, 50, 60.0)),
+        series("reactive-util", (0.999, 10, 50.0), (0.99, 100, 61.0)),
+        series("queue-only", (0.999, 10, 50.0), (0.8, 2000, 300.0)),
+        series("static-peak", (1.0, 0, 100.0), (1.0, 0, 100.0)),
+    ]
+    judged = bench.targets(bench.compare(rows))
+    assert {b["part"] for b in judged["bounds"]} == {"from day 7"}
+    assert judged["missed"] == []
+    assert {b["target"] for b in judged["bounds"]} == {
+        "within SLO",
+        "GPU-hours vs static-peak",
+        "violations vs reactive-util",
+        "GPU-hours vs reactive-util",
+        "violations vs queue-only",
+        "GPU-hours vs queue-only",
+    }
+    # One GPU-hour more than reactive-util on the held-out part is a miss, named.
+    rows[0]["parts"][1]["gpuHours"] = 62.0
+    missed = bench.targets(bench.compare(rows))["missed"]
+    assert [(b["target"], b["value"], b["bound"]) for b in missed] == [
+        ("GPU-hours vs reactive-util", round(62.0 / 61.0, 6), 1.0)
+    ]
+
+
+def test_a_multi_day_series_without_a_split_is_judged_whole(bench: ModuleType) -> None:
+    rows = [
+        a_run("inferfleet", attainment=0.992, gpu_hours=70.0, violations=80, rateSeries=True),
+        a_run("reactive-util", attainment=0.99, gpu_hours=70.0, violations=100, rateSeries=True),
+        a_run("static-peak", attainment=1.0, gpu_hours=100.0, violations=0, rateSeries=True),
+    ]
+    assert verdicts(bench, rows) == {
+        "within SLO": True,
+        "GPU-hours vs static-peak": False,  # 0.7 > 0.65
+        "violations vs reactive-util": True,
+        "GPU-hours vs reactive-util": True,  # equal is no more
+    }
