@@ -436,14 +436,15 @@ def main(argv: list[str] | None = None) -> int:
                 )
             )  # fmt: skip
             print(f"done {spec.stem} {trace.name} {case} x{scale} headroom {headroom}", file=sys.stderr)
+    comparison = compare(rows)
     document = {
         "benchmark": "autoscale",
         "wallSeconds": round(time.perf_counter() - started, 1),
         "interruptionHoldMinutes": args.interruption_hold,
         "runs": rows,
+        "comparison": comparison,
+        "targets": targets(comparison),
     }
-    document["comparison"] = comparison = compare(rows)
-    document["targets"] = targets(comparison)
     json.dump(document, sys.stdout, indent=1)
     sys.stdout.write("\n")
     return 0
