@@ -10,7 +10,6 @@ ServiceAccount of its own through a TokenRequest token, so the API server's audi
 from __future__ import annotations
 
 import base64
-import importlib.util
 import json
 import os
 import signal
@@ -27,7 +26,8 @@ from typing import Any, TypeVar
 
 import yaml
 
-from tests.conftest import EXAMPLES_DIR, REPO_ROOT
+from tests.conftest import EXAMPLES_DIR
+from tests.toolkit.scripts import load_script
 
 T = TypeVar("T")
 GROUP, VERSION, PLURAL = "inferfleet.dev", "v1alpha1", "inferenceservices"
@@ -39,14 +39,7 @@ def _load_controlplane() -> ModuleType:
     name = "inferfleet_e2e_controlplane"
     if name in sys.modules:
         return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(
-        name, REPO_ROOT / "hack" / "controlplane" / "controlplane.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses resolve their annotations through sys.modules
-    spec.loader.exec_module(module)
-    return module
+    return load_script("hack/controlplane/controlplane.py", name)
 
 
 controlplane = _load_controlplane()

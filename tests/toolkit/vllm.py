@@ -3,7 +3,6 @@ runs in place of vLLM), served in-process on a free loopback port."""
 
 from __future__ import annotations
 
-import importlib.util
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -11,16 +10,13 @@ from http.server import ThreadingHTTPServer
 from types import ModuleType
 
 from tests.conftest import REPO_ROOT
+from tests.toolkit.scripts import load_script
 
 SERVER = REPO_ROOT / "hack" / "vllm-standin" / "server.py"
 
 
 def standin_module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("vllm_standin_server", SERVER)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(str(SERVER.relative_to(REPO_ROOT)), "vllm_standin_server")
 
 
 @contextmanager

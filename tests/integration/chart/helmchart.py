@@ -6,29 +6,20 @@ the same objects.
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import yaml
 
 from tests.conftest import REPO_ROOT
+from tests.toolkit.scripts import load_script
 
 CHART_DIR = REPO_ROOT / "charts" / "inferfleet"
 VALUES_DIR = Path(__file__).resolve().parent / "values"
 NAMESPACE = "inferfleet-system"
 
 
-def _load_gen_install() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("gen_install", REPO_ROOT / "hack" / "gen_install.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-gen_install = _load_gen_install()
+gen_install = load_script("hack/gen_install.py", "gen_install")
 
 
 def values_file(name: str) -> dict[str, Any]:

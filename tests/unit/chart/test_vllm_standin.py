@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import threading
 import time
@@ -12,16 +11,11 @@ from types import ModuleType
 
 import pytest
 
-from tests.conftest import REPO_ROOT
+from tests.toolkit.scripts import load_script
 
 
 def load_server() -> ModuleType:
-    path = REPO_ROOT / "hack" / "vllm-standin" / "server.py"
-    spec = importlib.util.spec_from_file_location("vllm_standin", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("hack/vllm-standin/server.py", "vllm_standin")
 
 
 server = load_server()

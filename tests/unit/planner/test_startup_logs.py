@@ -8,12 +8,13 @@ weight figure within ±5%, no over-promise on a V1 release, every failed start i
 from __future__ import annotations
 
 import csv
-import importlib.util
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
+
+from tests.toolkit.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[3]
 BENCH = ROOT / "hack" / "bench" / "planner_accuracy.py"
@@ -21,11 +22,7 @@ DATA = ROOT / "hack" / "bench" / "data"
 
 
 def _bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("planner_accuracy", BENCH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(str(BENCH.relative_to(ROOT)), "planner_accuracy")
 
 
 @pytest.fixture(scope="module")

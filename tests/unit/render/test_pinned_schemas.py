@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 import subprocess
 import sys
@@ -11,16 +10,13 @@ from types import ModuleType
 import pytest
 
 from tests.conftest import REPO_ROOT
+from tests.toolkit.scripts import load_script
 
 SCRIPT = REPO_ROOT / "hack" / "update_frontdoor_schemas.py"
 
 
 def _script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("update_frontdoor_schemas", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(str(SCRIPT.relative_to(REPO_ROOT)), "update_frontdoor_schemas")
 
 
 def test_each_schema_names_the_module_version_go_mod_pins() -> None:
