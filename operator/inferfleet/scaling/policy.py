@@ -8,16 +8,12 @@ Per tier, the target is the largest of six signals:
   margin) plus headroom (scaling.headroom: the forecaster's measured error), divided
   by the tier's capacity for the traffic it really gets (the plan's usable RPS rescaled
   to the request mix the engines report, scaling.mix, and corrected by what Little's
-  law measures) and placed across tiers by cost;
+  law measures, scaling.capacity) and placed across tiers by cost;
 - reactive: the queue, TTFT and busy batch slots, the signals production teams scale
-  on (production-lessons article: queue depth and TTFT, not CPU). A queue above its
-  allowance sizes the tier for its arrivals plus the backlog still left when a new
-  replica is Ready, so the step grows with the breach; a TTFT p99 breach with requests
-  waiting multiplies the Ready replicas by the breach ratio (at most x2); slots nearly
-  all busy size the tier back to a target share;
+  on (production-lessons article: queue depth and TTFT, not CPU; scaling.reactive);
 - escalation: a queue that keeps growing, or a TTFT p99 above the SLO with requests
   waiting, for ESCALATE_AFTER_S raises the tier whatever the forecast, the plan or the
-  learned capacity say, and again after each lead time while it lasts;
+  learned capacity say, and again after each lead time while it lasts (scaling.reactive);
 - scheduled: pre-warm windows from the spec, opened one lead time early;
 - wake: a front-door pool that holds requests with no replica wanted wakes its
   cheapest tier whose nodes hold the weights (scaling.wake).
@@ -40,8 +36,11 @@ from dataclasses import dataclass
 
 from inferfleet.scaling import cron, mix, wake
 from inferfleet.scaling import headroom as headroom_rules
+from inferfleet.scaling.capacity import learn_capacity
 from inferfleet.scaling.forecast import Forecast, ForecastConfig, forecast
+from inferfleet.scaling.observed import ObservedTier
 from inferfleet.scaling.placement import UNPRICED_RANK, Placement, TierSlot, place
+from inferfleet.scaling.reactive import escalation_target, reactive_target
 from inferfleet.scaling.types import (
     SIGNAL_ESCALATION,
     SIGNAL_HOLD,
@@ -56,7 +55,6 @@ from inferfleet.scaling.types import (
     ScalingContext,
     ScalingState,
     TierContext,
-    TierFigures,
     TierPolicy,
     TierRecommendation,
     TierState,
@@ -65,81 +63,12 @@ from inferfleet.scaling.window import SequenceWindow
 
 UNBOUNDED_REPLICAS = 10_000
 _FORECAST_MIN_POINTS = ForecastConfig().min_points
-# The queue a new replica's capacity should drain, in seconds of its throughput:
-# requests already waiting are late; clearing them within two minutes of the new
-# replicas' arrival keeps the tail short without sizing the fleet for the backlog.
-BACKLOG_DRAIN_S = 120.0
-# A TTFT breach only scales when there is load behind it (a queue, or arrivals near
-# what the Ready replicas are estimated to carry): one long prompt on an idle replica,
-# or a few-second burst the fleet has already absorbed, breaches the p99 too, and
-# more replicas would not have helped.
-TTFT_LOAD_EVIDENCE = 0.8
-TTFT_MAX_STEP_RATIO = 2.0
-# The p99 is read over this window (the live loop's 2-minute rate window): a p99 taken
-# sooner after new replicas became Ready still remembers the minutes before them.
-TTFT_WINDOW_S = 120.0
-# Batch slots this full say the tier is at its real capacity; it is sized back to the
-# target share (Kubernetes HPA on the same utilization would aim at 70 %).
-OCCUPANCY_HIGH = 0.85
-OCCUPANCY_TARGET = 0.75
-REACTIVE_MAX_ADD = 4
 # A tier that asked for replicas and saw no new one Ready for this long (at least
 # twice its lead time) is failing (no GPU nodes, image pull errors): skip it for a while.
 FAIL_AFTER_MIN_S = 600.0
 FAIL_RETRY_S = 1800.0
 # The base load (for on-demand vs spot placement) is the trough of the last hour.
 BASE_WINDOW_MIN = 60
-# Learned capacity: the plan's usable RPS is a roofline estimate for the declared
-# workload; what the fleet measures says how far off it is for the traffic it gets.
-# Little's law gives the measurement: a request holds a slot for busy slots / arrival
-# rate seconds. The plan's roofline carries that hold time from the load it was seen
-# at to a full replica (decode steps slow as the batch grows and as prefill takes a
-# larger share of the GPU), which gives the requests/s that fill a replica to its
-# target batch; prefill itself is kept under CAPACITY_PREFILL_TARGET. The correction
-# factor follows that estimate slowly up and quickly down; a breach under load cuts
-# it at once.
-# Square-root staffing (Halfin-Whitt): c slots at c - beta*sqrt(c) busy keep the
-# chance that an arrival finds them all busy small whatever c is, so big batches run
-# fuller than small ones.
-CAPACITY_SLOT_BETA = 0.5
-CAPACITY_SLOT_TARGET_MIN = 0.5
-CAPACITY_PREFILL_TARGET = 0.8
-MAX_PREFILL_SHARE = 0.9  # decode always keeps some of the GPU (chunked prefill)
-CAPACITY_RISE_S = 600.0
-CAPACITY_FALL_S = 120.0
-CAPACITY_MIN_BATCH = 1.0  # busy slots per replica for a hold time to mean anything
-CAPACITY_AVG_S = 180.0  # averaging window of busy slots and arrivals: one scrape is noise
-CAPACITY_CUT = 0.9
-CAPACITY_MIN = 0.5
-CAPACITY_MAX = 4.0
-CAPACITY_EVIDENCE_LOAD = 0.7
-# Slots this full while carrying no more than the estimate count as a breach.
-CAPACITY_SLOT_FULL = 0.8
-# Escalation, the floor no forecast or capacity estimate can out-vote: a queue that keeps
-# growing past its allowance, or a TTFT p99 above the SLO with requests waiting, for
-# ESCALATE_AFTER_S raises the tier. It raises it again after each lead time (cold start
-# plus margin: the replicas asked for must have had time to become Ready) for as long
-# as the breach lasts, so a sustained breach meets a scale-up within ESCALATE_AFTER_S
-# plus one sync period, or within one lead time of replicas already on their way.
-ESCALATE_AFTER_S = 30.0
-# Each escalation sizes the tier by how much more arrives than the Ready replicas serve
-# (at saturation, what they serve is their capacity, whatever the plan says), at least
-# one replica more and at most double (HPA's default scale-up policy).
-ESCALATE_MAX_RATIO = 2.0
-
-
-@dataclass(frozen=True, slots=True)
-class _TierInputs:
-    ctx: TierContext
-    policy: TierPolicy
-    current: int
-    ready: int | None
-    missing: bool
-    lead_s: float
-    max_replicas: int
-    failing: bool
-    usable_rps: float  # the plan's figure rescaled to the observed mix and learned capacity
-    dt_s: float  # since the previous decision
 
 
 def tier_policy_of(config: PolicyConfig, name: str) -> TierPolicy:
@@ -190,129 +119,6 @@ def _track_readiness(state: TierState, current: int, ready: int | None, lead_s: 
     return False
 
 
-def _queue_allowance(config: PolicyConfig, usable_rps: float) -> float:
-    """Waiting requests one Ready replica may have before its queue is a breach.
-
-    A replica can clear about ttft_target x usable requests within the SLO (Little's
-    law, field guide 9.4): more waiting than that per replica is late whatever the
-    queue-depth setting says.
-    """
-    return max(1.0, min(config.queue_depth_per_replica, config.ttft_target_ms / 1000.0 * usable_rps))
-
-
-def _measured_capacity_rps(
-    state: TierState, figures: TierFigures, ready: int, service: mix.ServiceMix = mix.NO_SERVICE_MIX
-) -> float | None:
-    """Requests/s one replica takes at its target batch, from Little's law and the
-    roofline; None while there is too little load to measure a hold time."""
-    running, rate = state.running_avg, state.rate_avg
-    if running is None or rate is None or rate <= 0.0 or running / ready < CAPACITY_MIN_BATCH:
-        return None
-    slots = figures.max_concurrency
-    batch_target = max(1.0, slots * CAPACITY_SLOT_TARGET_MIN, slots - CAPACITY_SLOT_BETA * math.sqrt(slots))
-    batch_now = running / ready
-    hold_s = running / rate
-    step_now_ms = figures.decode_step_base_ms + figures.decode_step_per_seq_ms * batch_now
-    step_target_ms = figures.decode_step_base_ms + figures.decode_step_per_seq_ms * batch_target
-    if step_now_ms > 0.0:
-        hold_s *= step_target_ms / step_now_ms
-    # Prefill seconds per request on one replica: the observed mean prompt once there is
-    # evidence, the declared one until then.
-    prefill_s = 0.0
-    if figures.prefill_tokens_per_s > 0.0:
-        prompt = mix.mean_prompt_tokens(state, figures, service)
-        if prompt:
-            prefill_s = prompt / figures.prefill_tokens_per_s
-    if prefill_s <= 0.0:
-        return batch_target / hold_s
-    # hold(x) = base / (1 - x*prefill_s), base being the hold free of prefill's share;
-    # x * hold(x) = batch_target solves to the expression below.
-    share_now = min(MAX_PREFILL_SHARE, rate / ready * prefill_s)
-    base_hold_s = hold_s * (1.0 - share_now)
-    capacity = batch_target / (base_hold_s + batch_target * prefill_s)
-    return min(capacity, CAPACITY_PREFILL_TARGET / prefill_s)
-
-
-def _learn_capacity(
-    state: TierState,
-    tier: TierContext,
-    ready: int | None,
-    config: PolicyConfig,
-    *,
-    dt_s: float,
-    prior_rps: float,
-    now_s: float,
-    service: mix.ServiceMix = mix.NO_SERVICE_MIX,
-    mix_settling: bool = False,
-) -> float:
-    """Update and return the tier's capacity factor: how far the engines' measured
-    capacity sits from `prior_rps`, the plan's usable RPS rescaled to the observed mix."""
-    factor = state.capacity_factor
-    signals = tier.signals
-    figures = tier.figures
-    usable = prior_rps
-    if (
-        ready is None
-        or ready <= 0
-        or usable <= 0
-        or signals.request_rate_rps is None
-        or signals.waiting is None
-    ):
-        return factor
-    weight = min(1.0, dt_s / CAPACITY_AVG_S)
-    if signals.running is not None and figures.max_concurrency > 0:
-        state.running_avg = mix.average(state.running_avg, signals.running, weight)
-        sample = signals.running / (ready * figures.max_concurrency)
-        state.slot_use_avg = mix.average(state.slot_use_avg, sample, weight)
-    load = signals.request_rate_rps / ready / (usable * factor)
-    p99 = signals.ttft_p99_ms
-    allowance = _queue_allowance(config, usable * factor)
-    breach = (
-        (p99 is not None and p99 > config.ttft_target_ms)
-        or signals.waiting > allowance * ready
-        or (state.slot_use_avg is not None and state.slot_use_avg >= CAPACITY_SLOT_FULL)
-    )
-    state.breach_streak = state.breach_streak + 1 if breach else 0
-    if mix_settling and breach:
-        # The request mix the engines report is heavier than the plan's and its factor is
-        # still on the way down: that explains the breach, and cutting this factor too
-        # would count the heavier mix twice (a fleet held ~1.5x too large for the half
-        # hour this factor takes to rise back). Escalation and the reactive rules carry
-        # the breach meanwhile.
-        state.breach_streak = 0
-    elif state.breach_streak >= 2 and CAPACITY_EVIDENCE_LOAD <= load <= 1.0:
-        # A sustained breach while carrying about what the estimate says a replica can:
-        # the estimate is wrong. (Above it, or for one tick, it is a burst: the
-        # reactive path acts and the estimate stays.) Once per time a cut can show in
-        # the fleet: while the replicas the last cut asked for are starting, or the p99
-        # window still remembers the minutes before them, the breach is the evidence
-        # already acted on, and cutting again would compound one burst into several
-        # cuts (a fleet held too large for the ten minutes the factor takes to rise
-        # back).
-        if _cut_can_show(state, figures, now_s):
-            factor = max(CAPACITY_MIN, factor * CAPACITY_CUT)
-            state.capacity_cut_s = now_s
-        state.breach_streak = 0
-    elif not breach and signals.request_rate_rps > 0.0:
-        # Only while requests arrive: when arrivals stop (a minute without one), the
-        # averages drain at their own pace and their ratio is no hold time (a fleet idle
-        # in a traffic gap would learn a capacity it never measured).
-        measured = _measured_capacity_rps(state, figures, ready, service)
-        if measured is not None:
-            goal = min(CAPACITY_MAX, max(CAPACITY_MIN, measured / usable))
-            pace_s = CAPACITY_RISE_S if goal > factor else CAPACITY_FALL_S
-            factor += (goal - factor) * min(1.0, dt_s / pace_s)
-    state.capacity_factor = factor
-    return factor
-
-
-def _cut_can_show(state: TierState, figures: TierFigures, now_s: float) -> bool:
-    """Whether a breach now is fresh evidence about the capacity estimate: the replicas
-    the last cut asked for had time to start and the TTFT window to see them."""
-    settle_s = figures.cold_start_s + TTFT_WINDOW_S
-    return state.capacity_cut_s is None or now_s - state.capacity_cut_s >= settle_s
-
-
 def _finite_tail(history: Sequence[float], count: int) -> list[float]:
     start = max(0, len(history) - count)
     return [v for v in history[start:] if math.isfinite(v) and v >= 0.0]
@@ -351,7 +157,7 @@ def _forecast_config(config: PolicyConfig) -> ForecastConfig:
 
 
 def _scheduled(
-    config: PolicyConfig, tiers: Sequence[_TierInputs], cheapest: str | None, now_s: float
+    config: PolicyConfig, tiers: Sequence[ObservedTier], cheapest: str | None, now_s: float
 ) -> dict[str, int]:
     targets: dict[str, int] = {}
     leads = {t.ctx.name: t.lead_s for t in tiers}
@@ -364,123 +170,6 @@ def _scheduled(
         if cron.window_open(rule.schedule, rule.duration_s + lead_s, now_s + lead_s, rule.time_zone):
             targets[name] = max(targets.get(name, 0), rule.replicas)
     return targets
-
-
-def _reactive(tier: _TierInputs, config: PolicyConfig, state: TierState, now_s: float) -> tuple[int, str]:
-    """Target from the queue and TTFT; 0 when neither is in breach."""
-    signals = tier.ctx.signals
-    ready = tier.ready or 0
-    usable = tier.usable_rps
-    if usable <= 0.0 or signals.waiting is None:
-        return 0, ""
-    allowance = _queue_allowance(config, usable)
-    target = 0
-    why = ""
-    waiting = signals.waiting
-    excess = waiting - allowance * ready
-    arrivals = _arrivals_rps(tier, state, config.sync_period_s)
-    if arrivals is None:
-        # Without an arrival rate, assume the Ready replicas run at their usable rate.
-        arrivals = ready * usable
-    if waiting > 0 and excess > 0:
-        # Replicas asked for now serve one lead time from now: size them for the backlog
-        # still left then. A burst the Ready replicas drain on their own before that
-        # (they carry more than arrives) needs no new replica, only patience.
-        backlog = max(0.0, excess + (arrivals - ready * usable) * tier.ctx.figures.cold_start_s)
-        needed = (arrivals * (1.0 + config.headroom) + backlog / BACKLOG_DRAIN_S) / usable
-        if needed > ready:
-            # Computed from Ready replicas, so ticks during a cold start ask for the same
-            # thing instead of compounding; bounded like HPA's default scale-up policy
-            # (double or add four per period) so one burst cannot ask for an absurd fleet
-            # (nor an infinite one: the bound is applied before rounding).
-            cap = max(2 * ready, ready + REACTIVE_MAX_ADD)
-            target = cap if needed >= cap else min(cap, max(ready + 1, math.ceil(needed - 1e-9)))
-            why = f"queue {waiting:.0f} > {allowance * ready:.0f} allowed"
-    p99 = signals.ttft_p99_ms
-    # Only when the queue rule has nothing to say: a backlog is sized above from its
-    # size. The p99 covers the last window, so it still shows a burst the fleet has
-    # already absorbed: only a queue now, with arrivals near what the Ready replicas
-    # carry, says more replicas would still help.
-    loaded = ready > 0 and waiting > 0 and arrivals >= TTFT_LOAD_EVIDENCE * usable * ready
-    settled = _ttft_settled(tier, state, now_s)
-    if target == 0 and loaded and settled and p99 is not None and p99 > config.ttft_target_ms:
-        ratio = min(TTFT_MAX_STEP_RATIO, p99 / config.ttft_target_ms)
-        target = max(ready + 1, math.ceil(ready * ratio - 1e-9))
-        why = f"TTFT p99 {p99:.0f} ms > {config.ttft_target_ms:.0f} ms"
-    # Busy slots are what the engines serve, whatever the plan says a replica can: a tier
-    # whose batches are nearly full is at its capacity for the traffic it really gets.
-    running = signals.running
-    slots = tier.ctx.figures.max_concurrency
-    if target == 0 and running is not None and ready > 0 and slots > 0:
-        occupancy = running / (ready * slots)
-        if occupancy > OCCUPANCY_HIGH:
-            needed = math.ceil(running / (slots * OCCUPANCY_TARGET) - 1e-9)
-            target = min(max(ready + 1, needed), max(2 * ready, ready + REACTIVE_MAX_ADD))
-            why = f"{occupancy:.0%} of the batch slots busy"
-    return target, why
-
-
-def _ttft_settled(tier: _TierInputs, state: TierState, now_s: float) -> bool:
-    """Whether the TTFT p99 can show the last scale-up: its replicas are Ready and the
-    p99's window no longer holds only the minutes before them."""
-    last = state.last_scale_up_s
-    return last is None or now_s - last >= tier.ctx.figures.cold_start_s + TTFT_WINDOW_S
-
-
-def _arrivals_rps(tier: _TierInputs, state: TierState, period_s: float) -> float | None:
-    """Arrivals into the tier: what the engines take on plus what piles up in the queue
-    (vLLM counts requests it serves; a growing queue is demand it has not reached). The
-    growth is taken over at least one sync period: two readings a moment apart are noise."""
-    signals = tier.ctx.signals
-    if signals.request_rate_rps is None:
-        return None
-    growth = 0.0
-    if signals.waiting is not None and state.last_waiting is not None:
-        growth = max(0.0, (signals.waiting - state.last_waiting) / max(tier.dt_s, period_s, 1e-9))
-    return signals.request_rate_rps + growth
-
-
-def _escalation(tier: _TierInputs, state: TierState, config: PolicyConfig, now_s: float) -> tuple[int, str]:
-    """The escalation target (0: none) and why; updates the tier's breach tracking."""
-    signals = tier.ctx.signals
-    waiting = signals.waiting
-    ready = tier.ready
-    if waiting is None or ready is None or tier.missing:
-        state.breach_since_s = state.breach_waiting = None
-        return 0, ""
-    p99 = signals.ttft_p99_ms
-    ttft_breach = (
-        waiting > 0 and p99 is not None and p99 > config.ttft_target_ms and _ttft_settled(tier, state, now_s)
-    )
-    queue_limit = config.queue_depth_per_replica * max(1, ready)
-    reference = state.breach_waiting if state.breach_since_s is not None else state.last_waiting
-    growing = waiting > queue_limit and reference is not None and waiting > reference
-    if not (ttft_breach or growing):
-        state.breach_since_s = state.breach_waiting = None
-        return 0, ""
-    if state.breach_since_s is None:
-        state.breach_since_s = now_s
-        state.breach_waiting = waiting
-    if now_s - state.breach_since_s < ESCALATE_AFTER_S:
-        return 0, ""
-    starting = tier.current > ready
-    recent_up = state.last_scale_up_s is not None and now_s - state.last_scale_up_s < tier.lead_s
-    if starting and recent_up:
-        return 0, ""  # replicas asked for are still in their cold start: let them land
-    served = signals.request_rate_rps
-    arrivals = _arrivals_rps(tier, state, config.sync_period_s)
-    ratio = ESCALATE_MAX_RATIO
-    if served is not None and arrivals is not None and served > 0.0:
-        ratio = min(ESCALATE_MAX_RATIO, arrivals / served * (1.0 + config.headroom))
-    base = max(tier.current, ready)
-    target = max(base + 1, math.ceil(ready * ratio - 1e-9))
-    since = now_s - state.breach_since_s
-    what = (
-        f"TTFT p99 {p99:.0f} ms > {config.ttft_target_ms:.0f} ms"
-        if ttft_breach and p99 is not None
-        else f"queue growing to {waiting:.0f}"
-    )
-    return target, f"escalation: {what} with {waiting:.0f} waiting for {since:.0f} s"
 
 
 def push_window(
@@ -632,7 +321,7 @@ def _observe_tier(
     *,
     dt_s: float,
     service: mix.ServiceMix,
-) -> _TierInputs:
+) -> ObservedTier:
     """One tier's inputs: what it runs, whether it is failing, and its learned capacity.
     Updates the tier's readiness tracking, mix factor and capacity factor (its observed
     mix is already folded in; `service` is every tier's, the prior of a tier that has
@@ -651,7 +340,7 @@ def _observe_tier(
     failing = _track_readiness(tier_state, current, signals.ready_replicas, lead_s, now_s)
     mix_factor = mix.update_mix_factor(tier_state, tier.figures, dt_s, service)
     prior_rps = tier.figures.usable_rps * mix_factor
-    factor = _learn_capacity(
+    factor = learn_capacity(
         tier_state,
         tier,
         signals.ready_replicas,
@@ -662,7 +351,7 @@ def _observe_tier(
         service=service,
         mix_settling=mix.settling(tier_state, tier.figures, service),
     )
-    return _TierInputs(
+    return ObservedTier(
         ctx=tier,
         policy=policy,
         current=current,
@@ -676,7 +365,7 @@ def _observe_tier(
     )
 
 
-def _forecast_demand(ctx: ScalingContext, tiers: Sequence[_TierInputs], state: ScalingState) -> _Demand:
+def _forecast_demand(ctx: ScalingContext, tiers: Sequence[ObservedTier], state: ScalingState) -> _Demand:
     """Predictive: the service demand one lead time ahead. Scores and files forecasts
     for the measured headroom."""
     now = ctx.now_s
@@ -714,7 +403,7 @@ def _forecast_demand(ctx: ScalingContext, tiers: Sequence[_TierInputs], state: S
     return _Demand(config, demand_now, fc, demand, base_rps, history_gap)
 
 
-def _learned_cost_rank(t: _TierInputs, index: int) -> float:
+def _learned_cost_rank(t: ObservedTier, index: int) -> float:
     """The plan's cost per served request, at what a replica really serves: the plan
     priced a request of the declared mix, and a mix that costs one GPU type more than
     another (long prompts on a prefill-bound tier) changes which tier is cheaper."""
@@ -725,7 +414,7 @@ def _learned_cost_rank(t: _TierInputs, index: int) -> float:
     return rank * plan_rps / t.usable_rps
 
 
-def _place_demand(ctx: ScalingContext, demand: _Demand, tiers: Sequence[_TierInputs]) -> _Placed:
+def _place_demand(ctx: ScalingContext, demand: _Demand, tiers: Sequence[ObservedTier]) -> _Placed:
     """Place the demand across tiers by cost; the front door's wakes and the pre-warm
     windows."""
     config = demand.config
@@ -773,7 +462,7 @@ def _place_demand(ctx: ScalingContext, demand: _Demand, tiers: Sequence[_TierInp
 
 
 def _tier_targets(
-    t: _TierInputs, demand: _Demand, placed: _Placed, tier_state: TierState, now_s: float
+    t: ObservedTier, demand: _Demand, placed: _Placed, tier_state: TierState, now_s: float
 ) -> tuple[dict[str, int], dict[str, str]]:
     """Every signal's target for one tier, and why. Updates the escalation tracking."""
     config = demand.config
@@ -802,11 +491,11 @@ def _tier_targets(
                 f"(demand {demand.demand_rps or 0.0:.2f} req/s at +{t.lead_s:.0f} s, "
                 f"+{config.headroom:.0%} headroom{measured}{interrupted})"
             )
-        reactive, why = _reactive(t, config, tier_state, now_s)
+        reactive, why = reactive_target(t, config, tier_state, now_s)
         if reactive:
             targets[SIGNAL_REACTIVE] = reactive
             reasons[SIGNAL_REACTIVE] = why
-        escalation, why = _escalation(t, tier_state, config, now_s)
+        escalation, why = escalation_target(t, tier_state, config, now_s)
         if escalation:
             targets[SIGNAL_ESCALATION] = escalation
             reasons[SIGNAL_ESCALATION] = why
@@ -819,7 +508,7 @@ def _tier_targets(
     return targets, reasons
 
 
-def _may_scale_down(t: _TierInputs, demand: _Demand, placed: _Placed) -> bool:
+def _may_scale_down(t: ObservedTier, demand: _Demand, placed: _Placed) -> bool:
     """Scale-down needs an empty queue, every signal, a whole history and no request
     held at the front door for this tier."""
     queue_empty = t.ctx.signals.waiting is not None and t.ctx.signals.waiting <= 0
@@ -832,7 +521,7 @@ def _may_scale_down(t: _TierInputs, demand: _Demand, placed: _Placed) -> bool:
 
 
 def _decide_tier(
-    t: _TierInputs, demand: _Demand, placed: _Placed, tier_state: TierState, now_s: float
+    t: ObservedTier, demand: _Demand, placed: _Placed, tier_state: TierState, now_s: float
 ) -> TierRecommendation:
     """One tier: the largest target wins, capped at maxReplicas, then paced and bounded."""
     config = demand.config
@@ -889,7 +578,7 @@ def _bound(replicas: int, policy: TierPolicy) -> tuple[int, str]:
     return bounded, f"moved to {side} {bounded} at once (the spec's bounds are not paced)"
 
 
-def _record(tier_state: TierState, t: _TierInputs, new: int, now_s: float) -> None:
+def _record(tier_state: TierState, t: ObservedTier, new: int, now_s: float) -> None:
     """Remember this decision for the next one: scale times, the replicas asked, the queue."""
     if new > t.current:
         tier_state.last_scale_up_s = now_s

@@ -72,8 +72,9 @@ from inferfleet.scaling import (
     TierFigures,
     TierSignals,
 )
+from inferfleet.scaling.capacity import MAX_PREFILL_SHARE
 from inferfleet.scaling.placement import TierSlot, place
-from inferfleet.scaling.policy import MAX_PREFILL_SHARE, cost_rank, max_replicas_of, tier_policy_of
+from inferfleet.scaling.policy import cost_rank, max_replicas_of, tier_policy_of
 from inferfleet.scaling.types import TokenQuantiles
 from inferfleet.scaling.window import SequenceWindow
 from inferfleet.simulate.traces import Trace

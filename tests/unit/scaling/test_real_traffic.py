@@ -28,8 +28,9 @@ from inferfleet.scaling import (
     drift,
     mix,
 )
+from inferfleet.scaling import capacity as capacity_rules
 from inferfleet.scaling import headroom as headroom_rules
-from inferfleet.scaling import policy as policy_rules
+from inferfleet.scaling import reactive as reactive_rules
 
 T0 = dt.datetime(2024, 1, 3, 12, 0, tzinfo=dt.UTC).timestamp()
 PERIOD = 15.0
@@ -204,7 +205,7 @@ def test_one_breach_cuts_the_learned_capacity_once_per_time_it_can_show() -> Non
         if tier.capacity_factor < factor - 1e-9:
             cuts.append(now - T0)
         factor = tier.capacity_factor
-    settle = FIGURES.cold_start_s + policy_rules.TTFT_WINDOW_S
+    settle = FIGURES.cold_start_s + reactive_rules.TTFT_WINDOW_S
     assert len(cuts) >= 3  # a breach that goes on is still acted on ...
     gaps = [b - a for a, b in itertools.pairwise(cuts)]
     assert min(gaps) >= settle  # ... once per time a cut can show in the fleet
@@ -331,23 +332,23 @@ def growing_queue_run(policy: PolicyConfig, ticks: int) -> list[tuple[float, int
 def test_a_growing_queue_raises_the_fleet_within_the_bound_whatever_the_plan_says() -> None:
     # Capacity learning and occupancy off: only escalation is left to see the problem.
     policy = config()
-    saved = policy_rules.OCCUPANCY_HIGH, policy_rules.CAPACITY_MIN
-    policy_rules.OCCUPANCY_HIGH, policy_rules.CAPACITY_MIN = 10.0, 1.0
+    saved = reactive_rules.OCCUPANCY_HIGH, capacity_rules.CAPACITY_MIN
+    reactive_rules.OCCUPANCY_HIGH, capacity_rules.CAPACITY_MIN = 10.0, 1.0
     try:
         run = growing_queue_run(policy, 40)
     finally:
-        policy_rules.OCCUPANCY_HIGH, policy_rules.CAPACITY_MIN = saved
+        reactive_rules.OCCUPANCY_HIGH, capacity_rules.CAPACITY_MIN = saved
     ups = [(t, n, signal) for (t, n, signal), (_, before, _) in zip(run[1:], run, strict=False) if n > before]
     assert ups, "the fleet was never raised"
     first_t, _, first_signal = ups[0]
     # The breach starts at the first tick (the queue grows from it); escalation raises
     # the fleet within ESCALATE_AFTER_S plus one sync period.
-    assert first_t <= policy_rules.ESCALATE_AFTER_S + PERIOD
+    assert first_t <= reactive_rules.ESCALATE_AFTER_S + PERIOD
     assert first_signal == SIGNAL_ESCALATION
     # While the breach lasts the fleet keeps rising, once per lead time at most apart.
     lead = FIGURES.cold_start_s + policy.cold_start_margin_s
     gaps = [b[0] - a[0] for a, b in itertools.pairwise(ups)]
-    assert gaps and max(gaps) <= lead + policy_rules.ESCALATE_AFTER_S + PERIOD
+    assert gaps and max(gaps) <= lead + reactive_rules.ESCALATE_AFTER_S + PERIOD
     # Enough replicas arrive for the 24 req/s the engines really get (3 per replica).
     assert run[-1][1] >= 8
 
@@ -370,8 +371,8 @@ def test_escalation_is_not_outvoted_by_a_forecast_of_low_demand() -> None:
 
 def test_escalation_waits_for_replicas_on_their_way_then_raises_again() -> None:
     policy = config()
-    saved = policy_rules.OCCUPANCY_HIGH
-    policy_rules.OCCUPANCY_HIGH = 10.0
+    saved = reactive_rules.OCCUPANCY_HIGH
+    reactive_rules.OCCUPANCY_HIGH = 10.0
     try:
         state = ScalingState()
         state.tier("h100").last_scale_up_s = T0 - 10.0  # asked for 2 more 10 s ago
@@ -385,7 +386,7 @@ def test_escalation_waits_for_replicas_on_their_way_then_raises_again() -> None:
             if only(rec) > 4:
                 break
     finally:
-        policy_rules.OCCUPANCY_HIGH = saved
+        reactive_rules.OCCUPANCY_HIGH = saved
     lead = FIGURES.cold_start_s + policy.cold_start_margin_s
     raised_at = len(seen) - 1
     assert seen[-1] > 4
