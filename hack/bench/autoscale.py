@@ -11,7 +11,8 @@ lengths from the spec's percentiles. Prints one JSON document: every run, the
 per-case comparison of ours against each baseline, and `targets`: every done-when bound
 of the autoscaling issue judged on each case (`met`, the value and the bound; a rate
 series split by `--split-day` is judged on its held-out last part), with the misses
-listed under `missed`.
+listed under `missed`, and under `dominated` every case where a baseline is at least as
+good on both within-SLO share and GPU-hours (better on one).
 
 Cases (`--cases`), for request traces:
 - `honest`: the spec declares the trace's own token percentiles;
@@ -341,22 +342,50 @@ def _judge_hour(entry: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
+def dominated_by(figures: dict[str, Any]) -> list[str]:
+    """The baselines that beat ours on one of within-SLO share and GPU-hours and are no
+    worse on the other: a policy no baseline dominates is on the trade-off curve, where
+    only a choice of price says which point is better."""
+    attainment, hours = figures["sloAttainment"], figures["gpuHours"]
+    ours_share, ours_hours = attainment["inferfleet"], hours["inferfleet"]
+    return sorted(
+        policy
+        for policy in attainment
+        if policy != "inferfleet"
+        and attainment[policy] >= ours_share
+        and hours[policy] <= ours_hours
+        and (attainment[policy] > ours_share or hours[policy] < ours_hours)
+    )
+
+
 def targets(comparison: list[dict[str, Any]]) -> dict[str, Any]:
     """Every done-when bound of the autoscaling issue, judged on each compared case. A
     rate series split by `--split-day` is judged on its last part (held out); the
-    others on the whole replay."""
+    others on the whole replay. `dominated` lists the cases (judged on the same part)
+    where a baseline is at least as good on both within-SLO share and GPU-hours."""
     bounds: list[dict[str, Any]] = []
+    dominated: list[dict[str, Any]] = []
     for entry in comparison:
+        part, figures = "all", entry
         if "parts" in entry:
-            bounds += _judge_multi_day(
-                entry, f"from day {entry['parts'][-1]['startDay']:g}", entry["parts"][-1]
-            )
-        elif entry["rateSeries"]:
-            bounds += _judge_multi_day(entry, "all", entry)
+            part, figures = f"from day {entry['parts'][-1]['startDay']:g}", entry["parts"][-1]
+        if entry["rateSeries"]:
+            bounds += _judge_multi_day(entry, part, figures)
         else:
             bounds += _judge_hour(entry)
+        by = dominated_by(figures)
+        if by:
+            keys = ("spec", "trace", "case", "replicasAtPeak", "headroom")
+            dominated.append({**{key: entry[key] for key in keys}, "part": part, "by": by})
     missed = [b for b in bounds if not b["met"]]
-    return {"judged": len(bounds), "met": len(bounds) - len(missed), "missed": missed, "bounds": bounds}
+    return {
+        "judged": len(bounds),
+        "met": len(bounds) - len(missed),
+        "missed": missed,
+        "cases": len(comparison),
+        "dominated": dominated,
+        "bounds": bounds,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -135,3 +135,35 @@ def test_a_multi_day_series_without_a_split_is_judged_whole(bench: ModuleType) -
         "violations vs reactive-util": True,
         "GPU-hours vs reactive-util": True,  # equal is no more
     }
+
+
+def test_a_case_is_dominated_only_by_a_baseline_no_worse_on_both_axes(bench: ModuleType) -> None:
+    rows = [
+        a_run("inferfleet", attainment=0.90, gpu_hours=8.0, violations=100),
+        a_run("static-peak", attainment=0.99, gpu_hours=16.0, violations=10),
+        a_run("reactive-util", attainment=0.60, gpu_hours=4.0, violations=400),
+        a_run("queue-only", attainment=0.70, gpu_hours=30.0, violations=300),
+    ]
+    judged = bench.targets(bench.compare(rows))
+    assert judged["cases"] == 1
+    assert judged["dominated"] == []  # each baseline pays on one axis for the other
+    rows[2].update(sloAttainment=0.90)  # as good within SLO, for half the GPU-hours
+    assert [d["by"] for d in bench.targets(bench.compare(rows))["dominated"]] == [["reactive-util"]]
+    rows[2].update(sloAttainment=0.90, gpuHours=8.0)  # a tie on both axes dominates nothing
+    assert bench.targets(bench.compare(rows))["dominated"] == []
+
+
+def test_a_split_rate_series_is_judged_for_dominance_on_its_held_out_part(bench: ModuleType) -> None:
+    def part(attainment: float, gpu_hours: float) -> dict[str, Any]:
+        return {"startS": 0.0, "sloAttainment": attainment, "sloViolations": 0, "gpuHours": gpu_hours}
+
+    def series(policy: str, held_out: dict[str, Any]) -> dict[str, Any]:
+        first = part(0.99, 10.0)
+        return a_run(
+            policy, attainment=0.99, gpu_hours=20.0, violations=0, rateSeries=True, parts=[first, held_out]
+        )
+
+    held_out = {**part(0.99, 10.0), "startS": 7 * 86_400.0}
+    rows = [series("inferfleet", held_out), series("reactive-util", {**held_out, "gpuHours": 9.0})]
+    dominated = bench.targets(bench.compare(rows))["dominated"]
+    assert [(d["part"], d["by"]) for d in dominated] == [("from day 7", ["reactive-util"])]
