@@ -199,6 +199,8 @@ class SimResult:
     timeline: Timeline | None
     last_reason: str = ""
     rejected: int = 0  # answered 4xx: prompt at or beyond max-model-len
+    # Per request, served with decode steps slower than the ITL SLO (None: not tracked).
+    itl_late: np.ndarray | None = None
     # The front door: requests its pickers held while no pod could take them, and those
     # whose hold ran out before a pod was Ready (failures, like the rejected).
     held: int = 0
@@ -466,6 +468,7 @@ def simulate(
     held_expired = 0
     unroutable = 0
     itl_ok = 0
+    itl_late = bytearray(n)  # 1: served with decode steps slower than the ITL SLO
     served = 0
 
     def commit(i: int, k: int, horizon_s: float) -> bool:
@@ -558,6 +561,8 @@ def simulate(
         hist_now[k][bisect.bisect_left(bounds, latency)] += 1
         if step <= itl_limit:
             itl_ok += 1
+        else:
+            itl_late[i] = 1
         served += 1
         started_now[k] += 1
         prompt_now[k] += inputs[i]
@@ -681,6 +686,7 @@ def simulate(
         requests=n,
         ttft_s=np.frombuffer(ttft, dtype=np.float64),
         itl_ok=itl_ok,
+        itl_late=np.frombuffer(itl_late, dtype=np.uint8).astype(bool),
         served=served,
         ttft_slo_ms=config.ttft_slo_ms,
         gpu_hours=gpu_hours,

@@ -167,3 +167,17 @@ def test_a_split_rate_series_is_judged_for_dominance_on_its_held_out_part(bench:
     rows = [series("inferfleet", held_out), series("reactive-util", {**held_out, "gpuHours": 9.0})]
     dominated = bench.targets(bench.compare(rows))["dominated"]
     assert [(d["part"], d["by"]) for d in dominated] == [("from day 7", ["reactive-util"])]
+
+
+def test_with_itl_the_bounds_are_judged_on_requests_within_both_slos(bench: ModuleType) -> None:
+    rows = [
+        a_run("inferfleet", attainment=0.97, gpu_hours=10.0, violations=30, case="misdeclared"),
+        a_run("reactive-util", attainment=0.98, gpu_hours=10.0, violations=20, case="misdeclared"),
+    ]
+    rows[0].update(sloAttainmentWithItl=0.90, sloViolationsWithItl=100)
+    rows[1].update(sloAttainmentWithItl=0.60, sloViolationsWithItl=400)  # fast first tokens, slow decode
+    ttft_only = bench.targets(bench.compare(rows))
+    with_itl = bench.targets(bench.compare(rows, with_itl=True))
+    assert [b["target"] for b in ttft_only["missed"]] == ["within SLO vs reactive-util"]
+    assert with_itl["missed"] == []
+    assert [b["value"] for b in with_itl["bounds"]][:1] == [0.90]

@@ -24,7 +24,7 @@ from inferfleet.simulate.engine import (
     simulate,
     token_buckets,
 )
-from inferfleet.simulate.report import summarize
+from inferfleet.simulate.report import summarize, window
 from tests.toolkit.traces import EPOCH_S, a_trace
 
 
@@ -134,6 +134,31 @@ def test_a_removed_replica_finishes_its_work_and_is_paid_until_then() -> None:
     assert result.ttft_s.tolist() == pytest.approx([0.0, 0.0], abs=1e-6)
     assert result.gpu_hours == pytest.approx((400.0 + 150.0) / 3600.0)
     assert result.scale_downs == 1
+
+
+def test_within_both_slos_counts_a_request_late_on_ttft_and_itl_once() -> None:
+    # Decode steps of 100 ms + 100 ms per running sequence; ITL SLO 250 ms, TTFT 2.5 s,
+    # two slots. At 10 a request decodes alone (200 ms steps); one at 10.5 joins it
+    # (300 ms: ITL-late); at 30 one runs alone again. At 50 three arrive with 20 steps
+    # each: the first two start at once (the second ITL-late) and the third waits for
+    # the first to end at 54 (TTFT 4 s) and joins the second: late on both.
+    config = sim_config(slots=2, step_ms=100.0)
+    tier = config.tiers[0]
+    tier = dataclasses.replace(tier, serving=dataclasses.replace(tier.serving, decode_step_per_seq_ms=100.0))
+    config = dataclasses.replace(config, tiers=(tier,), itl_slo_ms=250.0)
+    replay = a_trace(
+        [10.0, 10.5, 30.0, 50.0, 50.0, 50.0], output_tokens=[11, 11, 11, 21, 21, 21], span_s=120.0
+    )
+    result = simulate(replay, config, Fixed(1), "f")
+    summary = summarize(result)
+    assert result.ttft_s.tolist() == pytest.approx([0.0, 0.0, 0.0, 0.0, 0.0, 4.0], abs=1e-6)
+    assert summary["sloViolations"] == 1
+    assert summary["itlAttainment"] == pytest.approx(3 / 6, abs=1e-6)
+    assert summary["sloViolationsWithItl"] == 3  # not 4: the last is counted once
+    assert summary["sloAttainmentWithItl"] == pytest.approx(3 / 6, abs=1e-6)
+    first, second = window(result, replay.arrival_s, 0.0, 40.0), window(result, replay.arrival_s, 40.0, 120.0)
+    assert (first["sloViolations"], first["sloViolationsWithItl"]) == (0, 1)
+    assert (second["sloViolations"], second["sloViolationsWithItl"]) == (1, 2)
 
 
 def test_waiting_signal_counts_the_queue() -> None:
