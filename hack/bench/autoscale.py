@@ -31,7 +31,9 @@ declaration differs). A rate series has only the honest case.
 `--split-day D` reports every run of a rate series twice more, for the requests and
 GPU-hours before and after day D: develop on the first part, judge on the second.
 `--interruption-hold M` runs the operator with `scaling.interruptionHoldMinutes` M (the
-minutes the forecaster keeps the level from before traffic that stops dead).
+minutes the forecaster keeps the level from before traffic that stops dead);
+`--capacity-slos ttftAndItl` with `scaling.capacitySlos` ttftAndItl (the learned capacity
+also keeps the ITL SLO).
 
     python hack/bench/autoscale.py                  # everything (minutes)
     python hack/bench/autoscale.py --traces azure   # only paths containing "azure"
@@ -164,14 +166,13 @@ def run_case(
     headroom: float | None = None,
     case: str = "honest",
     split_day: float | None = None,
-    interruption_hold_min: int = DEFAULT_SETTINGS.interruption_hold_min,
+    settings: OperatorSettings = DEFAULT_SETTINGS,
 ) -> list[dict[str, Any]]:
     service, trace = prepare(spec_path, trace_path, replicas_at_peak, seed)
     if case != "honest":
         service = misdeclare(service, trace, keep_context=case == "misdeclared")
     service = with_headroom(service, headroom)
     plan = plan_for(service)
-    settings = OperatorSettings(interruption_hold_min=interruption_hold_min)
     config = build_config(service.spec, plan, settings=settings, seed=seed, timeline=False)
     rows = []
     for name in policies:
@@ -420,7 +421,16 @@ def main(argv: list[str] | None = None) -> int:
         default=DEFAULT_SETTINGS.interruption_hold_min,
         help="the operator's scaling.interruptionHoldMinutes for every run (default: %(default)s)",
     )
+    parser.add_argument(
+        "--capacity-slos",
+        choices=["ttft", "ttftAndItl"],
+        default=DEFAULT_SETTINGS.capacity_slos,
+        help="the operator's scaling.capacitySlos for every run (default: %(default)s)",
+    )
     args = parser.parse_args(argv)
+    settings = OperatorSettings(
+        interruption_hold_min=args.interruption_hold, capacity_slos=args.capacity_slos
+    )
     traces = find_traces(TRACES, args.traces)
     specs = sorted(p for p in SPECS.glob("*.yaml") if args.specs is None or args.specs in p.name)
     scales = [int(s) for s in args.scales.split(",")]
@@ -455,7 +465,7 @@ def main(argv: list[str] | None = None) -> int:
                     headroom=h,
                     case=c,
                     split_day=args.split_day,
-                    interruption_hold_min=args.interruption_hold,
+                    settings=settings,
                 )
                 for s, t, n, h, c in cases
             ]
@@ -467,7 +477,7 @@ def main(argv: list[str] | None = None) -> int:
                 run_case(
                     spec, trace, scale, policies, args.seed,
                     headroom=headroom, case=case, split_day=args.split_day,
-                    interruption_hold_min=args.interruption_hold,
+                    settings=settings,
                 )
             )  # fmt: skip
             print(f"done {spec.stem} {trace.name} {case} x{scale} headroom {headroom}", file=sys.stderr)
@@ -476,6 +486,7 @@ def main(argv: list[str] | None = None) -> int:
         "benchmark": "autoscale",
         "wallSeconds": round(time.perf_counter() - started, 1),
         "interruptionHoldMinutes": args.interruption_hold,
+        "capacitySlos": args.capacity_slos,
         "runs": rows,
         "comparison": comparison,
         "targets": targets(comparison),

@@ -86,6 +86,13 @@ class OperatorSettings(BaseModel):
             "re-plans for it (pods roll with the new vLLM flags)."
         ),
     )
+    capacity_slos: Literal["ttft", "ttftAndItl"] = Field(
+        default="ttft",
+        description=(
+            "The SLOs a replica's learned capacity keeps: ttft fills replicas as far as the time "
+            "to first token allows; ttftAndItl also keeps decode steps within the ITL SLO."
+        ),
+    )
     predictive_enabled: bool = Field(default=True)
     forecast_window_hours: float = Field(default=336.0, gt=0, le=24 * 56, description="History read.")
     cold_start_margin_s: float = Field(default=60.0, ge=0, le=3600, description="Added to lead time.")

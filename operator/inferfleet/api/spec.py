@@ -43,6 +43,7 @@ ScalingMode = Literal["active", "advisory"]
 Seasonality = Literal["auto", "daily", "weekly", "none"]
 HeadroomMode = Literal["measured", "fixed"]
 ReplanMode = Literal["advise", "auto"]
+CapacitySlos = Literal["ttft", "ttftAndItl"]
 
 # DNS-1123 label: tier names end up in object names and label values.
 DnsLabel = Annotated[
@@ -543,6 +544,15 @@ class ScalingSpec(ApiModel):
             "When the traffic the engines report departs from the declared workload enough to "
             "change the plan (condition WorkloadDrift): advise only says so (the default); auto "
             "also re-plans for the observed workload (vLLM flags change, pods roll)."
+        ),
+    )
+    capacity_slos: CapacitySlos | None = Field(
+        default=None,
+        description=(
+            "The SLOs a replica's learned capacity keeps: ttft (the default) fills replicas as "
+            "far as the time to first token allows, where long prompts may slow decoding past "
+            "workload.slo.itlP99Ms; ttftAndItl also keeps decode steps within it, at the "
+            "replicas that costs."
         ),
     )
     predictive: PredictiveScaling | None = None

@@ -35,18 +35,32 @@ CAPACITY_MAX = 4.0
 CAPACITY_EVIDENCE_LOAD = 0.7
 # Slots this full while carrying no more than the estimate count as a breach.
 CAPACITY_SLOT_FULL = 0.8
+# With an ITL SLO to keep (spec.scaling.capacitySlos ttftAndItl), prefill may take what
+# the decode step at the target batch leaves within it, and never less than this share
+# (a replica must still take new requests).
+ITL_MIN_PREFILL_SHARE = 0.05
 
 
 def measured_capacity_rps(
-    state: TierState, figures: TierFigures, ready: int, service: mix.ServiceMix = mix.NO_SERVICE_MIX
+    state: TierState,
+    figures: TierFigures,
+    ready: int,
+    service: mix.ServiceMix = mix.NO_SERVICE_MIX,
+    itl_target_ms: float | None = None,
 ) -> float | None:
     """Requests/s one replica takes at its target batch, from Little's law and the
-    roofline; None while there is too little load to measure a hold time."""
+    roofline; None while there is too little load to measure a hold time. With
+    `itl_target_ms`, also what keeps the roofline's decode step within it with the
+    target batch busy: the batch at most what leaves prefill ITL_MIN_PREFILL_SHARE,
+    prefill at most the share the step at that batch leaves."""
     running, rate = state.running_avg, state.rate_avg
     if running is None or rate is None or rate <= 0.0 or running / ready < CAPACITY_MIN_BATCH:
         return None
     slots = figures.max_concurrency
     batch_target = max(1.0, slots * CAPACITY_SLOT_TARGET_MIN, slots - CAPACITY_SLOT_BETA * math.sqrt(slots))
+    if itl_target_ms is not None and figures.decode_step_per_seq_ms > 0.0:
+        step_room_ms = itl_target_ms * (1.0 - ITL_MIN_PREFILL_SHARE) - figures.decode_step_base_ms
+        batch_target = max(1.0, min(batch_target, step_room_ms / figures.decode_step_per_seq_ms))
     batch_now = running / ready
     hold_s = running / rate
     step_now_ms = figures.decode_step_base_ms + figures.decode_step_per_seq_ms * batch_now
@@ -67,7 +81,16 @@ def measured_capacity_rps(
     share_now = min(MAX_PREFILL_SHARE, rate / ready * prefill_s)
     base_hold_s = hold_s * (1.0 - share_now)
     capacity = batch_target / (base_hold_s + batch_target * prefill_s)
-    return min(capacity, CAPACITY_PREFILL_TARGET / prefill_s)
+    return min(capacity, _prefill_share_limit(step_target_ms, itl_target_ms) / prefill_s)
+
+
+def _prefill_share_limit(step_target_ms: float, itl_target_ms: float | None) -> float:
+    """The share of the GPU prefill may take: the target, or with an ITL SLO what the
+    decode step at the target batch leaves within it (a step lasts step / (1 - share)).
+    The full target batch is the worst case the SLO's 99th percentile must cover."""
+    if itl_target_ms is None or step_target_ms <= 0.0:
+        return CAPACITY_PREFILL_TARGET
+    return min(CAPACITY_PREFILL_TARGET, max(ITL_MIN_PREFILL_SHARE, 1.0 - step_target_ms / itl_target_ms))
 
 
 def learn_capacity(
@@ -134,7 +157,7 @@ def learn_capacity(
         # Only while requests arrive: when arrivals stop (a minute without one), the
         # averages drain at their own pace and their ratio is no hold time (a fleet idle
         # in a traffic gap would learn a capacity it never measured).
-        measured = measured_capacity_rps(state, figures, ready, service)
+        measured = measured_capacity_rps(state, figures, ready, service, config.itl_target_ms)
         if measured is not None:
             goal = min(CAPACITY_MAX, max(CAPACITY_MIN, measured / usable))
             pace_s = CAPACITY_RISE_S if goal > factor else CAPACITY_FALL_S

@@ -89,6 +89,9 @@ def resolve_policy(settings: OperatorSettings, spec: InferenceServiceSpec) -> Po
         headroom=float(scaling.headroom if scaling and scaling.headroom is not None else settings.headroom),
         headroom_mode=_headroom_mode(settings, spec),
         queue_depth_per_replica=float(queue_depth),
+        itl_target_ms=float(spec.workload.slo.itl_p99_ms)
+        if _capacity_slos(settings, spec) == "ttftAndItl"
+        else None,
         predictive_enabled=(
             predictive.enabled
             if predictive is not None and predictive.enabled is not None
@@ -127,6 +130,13 @@ def _headroom_mode(settings: OperatorSettings, spec: InferenceServiceSpec) -> Li
     if scaling is not None and scaling.headroom is not None:
         return "fixed"  # a headroom written into the spec is the share the team wants, as it is
     return settings.headroom_mode
+
+
+def _capacity_slos(settings: OperatorSettings, spec: InferenceServiceSpec) -> Literal["ttft", "ttftAndItl"]:
+    scaling = spec.scaling
+    if scaling is not None and scaling.capacity_slos is not None:
+        return scaling.capacity_slos
+    return settings.capacity_slos
 
 
 def replan_mode(settings: OperatorSettings, spec: InferenceServiceSpec) -> Literal["advise", "auto"]:

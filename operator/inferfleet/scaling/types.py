@@ -95,6 +95,9 @@ class PolicyConfig:
     headroom: float = 0.2
     headroom_mode: Literal["measured", "fixed"] = "measured"
     queue_depth_per_replica: float = 4.0
+    # The ITL SLO the learned capacity keeps decode steps within (scaling.capacity);
+    # None: the capacity keeps the TTFT SLO alone (spec.scaling.capacitySlos ttft).
+    itl_target_ms: float | None = None
     predictive_enabled: bool = True
     history_window_hours: float = 336.0
     seasonality: Literal["auto", "daily", "weekly", "none"] = "auto"

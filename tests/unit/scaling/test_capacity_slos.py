@@ -1,0 +1,150 @@
+"""spec.scaling.capacitySlos: the learned capacity keeps the TTFT SLO alone (ttft, the
+default) or the ITL SLO as well (ttftAndItl)."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from inferfleet.api import load_all
+from inferfleet.api.spec import ScalingSpec
+from inferfleet.config import OperatorSettings
+from inferfleet.scaling import (
+    PolicyConfig,
+    ScalePacing,
+    ScalingContext,
+    ScalingState,
+    TierContext,
+    TierFigures,
+    TierPolicy,
+    TierSignals,
+    TokenQuantiles,
+    decide,
+    resolve_policy,
+)
+from inferfleet.scaling import capacity as capacity_rules
+from inferfleet.scaling.types import TierState
+from tests.conftest import EXAMPLES_DIR
+
+T0 = dt.datetime(2024, 1, 3, 12, 0, tzinfo=dt.UTC).timestamp()
+PERIOD = 15.0
+
+
+def a_tier_state(running: float, rate: float) -> TierState:
+    state = TierState()
+    state.running_avg, state.rate_avg = running, rate
+    return state
+
+
+def test_the_itl_slo_limits_the_prefill_share_and_the_batch() -> None:
+    # 64 slots (target batch 64 - 0.5 x 8 = 60), steps 20 ms + 1 ms per sequence,
+    # prefill 10,000 tokens/s for 2,000-token prompts (0.2 s each). Measured: 32 busy
+    # slots at 2 req/s on one replica, a 16 s hold.
+    figures = TierFigures(
+        name="t",
+        usable_rps=1.0,
+        cold_start_s=60.0,
+        max_concurrency=64,
+        decode_step_base_ms=20.0,
+        decode_step_per_seq_ms=1.0,
+        prefill_tokens_per_s=10_000.0,
+        mean_input_tokens=2000.0,
+        mean_output_tokens=200.0,
+    )
+    state = a_tier_state(running=32.0, rate=2.0)
+    # TTFT only: the hold carried to 60 busy slots (x 80 / 52 ms), 40 % of the GPU in
+    # prefill now, prefill held under 80 %.
+    hold_s = 16.0 * 80.0 / 52.0
+    ttft_only = 60.0 / (hold_s * 0.6 + 60.0 * 0.2)
+    assert capacity_rules.measured_capacity_rps(state, figures, 1) == pytest.approx(ttft_only)
+    # ITL 100 ms: 60 busy slots step 80 ms, which leaves prefill 20 % (0.2 / 0.2 s).
+    assert capacity_rules.measured_capacity_rps(state, figures, 1, itl_target_ms=100.0) == pytest.approx(1.0)
+    # ITL 60 ms: the batch stops where the step leaves prefill its minimum 5 %
+    # (57 ms: 37 slots), and prefill gets just that (0.05 / 0.2 s).
+    assert capacity_rules.measured_capacity_rps(state, figures, 1, itl_target_ms=60.0) == pytest.approx(0.25)
+    assert ttft_only > 2.0  # the ITL SLO is what binds in both
+
+
+def test_the_spec_setting_wins_over_the_operator_default() -> None:
+    service = load_all((EXAMPLES_DIR / "llama-70b-chat.yaml").read_text(encoding="utf-8"))[0]
+    itl_ms = service.spec.workload.slo.itl_p99_ms
+    assert resolve_policy(OperatorSettings(), service.spec).itl_target_ms is None  # ttft by default
+    both = OperatorSettings(capacity_slos="ttftAndItl")
+    assert resolve_policy(both, service.spec).itl_target_ms == itl_ms
+    scaling = (service.spec.scaling or ScalingSpec()).model_copy(update={"capacity_slos": "ttft"})
+    spec = service.spec.model_copy(update={"scaling": scaling})
+    assert resolve_policy(both, spec).itl_target_ms is None
+
+
+# An 8B-on-L4-like roofline (the benchmark's plan): 24 slots, steps 42.4 + 0.85 ms per
+# sequence, prefill 6,562 tokens/s; the plan holds an 80 ms ITL at 0.62 req/s for
+# prompts of 2,041 tokens.
+L4 = TierFigures(
+    name="l4",
+    usable_rps=0.62,
+    cold_start_s=60.0,
+    gpus_per_replica=1,
+    max_concurrency=24.0,
+    decode_step_base_ms=42.36,
+    decode_step_per_seq_ms=0.85,
+    prefill_tokens_per_s=6562.0,
+    mean_input_tokens=2041.0,
+    mean_output_tokens=236.0,
+)
+PROMPT_TOKENS = 2041.0
+ITL_MS = 80.0
+
+
+def steady_fleet(itl_target_ms: float | None, rate_rps: float = 6.0, minutes: int = 45) -> int:
+    """Replicas after `minutes` of steady traffic whose engines report what a replica
+    serves at the plan's mix: each request holds a slot for 12 s, well under the TTFT SLO."""
+    policy = PolicyConfig(
+        tiers=(TierPolicy("l4", min_replicas=1, max_replicas=40),),
+        ttft_target_ms=1500.0,
+        headroom=0.0,
+        headroom_mode="fixed",
+        itl_target_ms=itl_target_ms,
+        scale_down=ScalePacing(300.0, 0.0, 2),
+    )
+    state: ScalingState | None = None
+    replicas = 10
+    for tick in range(int(minutes * 60 / PERIOD)):
+        signals = TierSignals(
+            ready_replicas=replicas,
+            desired_replicas=replicas,
+            waiting=0.0,
+            running=min(24.0 * replicas, rate_rps * 12.0),
+            ttft_p99_ms=600.0,
+            request_rate_rps=rate_rps,
+            prompt_tokens_rps=rate_rps * PROMPT_TOKENS,
+            generation_tokens_rps=rate_rps * 236.0,
+            rejected_rps=0.0,
+            prompt_tokens=TokenQuantiles(1600.0, 5000.0, 6000.0),
+            generation_tokens=TokenQuantiles(150.0, 470.0, 590.0),
+        )
+        context = ScalingContext(
+            now_s=T0 + tick * PERIOD,
+            policy=policy,
+            tiers=(TierContext(L4, signals),),
+            rate_history_rps=[rate_rps] * 120,
+        )
+        recommendation, state = decide(context, state)
+        replicas = recommendation.replicas["l4"]
+    return replicas
+
+
+def test_with_the_itl_slo_the_fleet_keeps_prefill_to_what_the_decode_step_leaves() -> None:
+    """The same steady long-prompt load: keeping the TTFT alone, the learned capacity
+    lets prefill take up to 80 % of each L4 (decode steps up to five times their base);
+    with the ITL SLO too, the fleet grows until each replica's prefill share is what a
+    step at the target batch leaves within 80 ms."""
+    ttft_only = steady_fleet(itl_target_ms=None)
+    with_itl = steady_fleet(itl_target_ms=ITL_MS)
+    prefill_s = PROMPT_TOKENS / L4.prefill_tokens_per_s
+    target_batch = 24.0 - 0.5 * 24.0**0.5
+    step_ms = L4.decode_step_base_ms + L4.decode_step_per_seq_ms * target_batch
+    share_left = 1.0 - step_ms / ITL_MS
+    assert 6.0 / with_itl * prefill_s <= share_left + 1e-9  # each replica's prefill share
+    assert 6.0 / ttft_only * prefill_s > share_left  # what TTFT alone allows
+    assert with_itl > ttft_only
