@@ -177,7 +177,18 @@ class OperatorSettings(BaseModel):
         description="Every node-local cache path (cache_node_path and each spec.cache.nodePath) must "
         "lie under this root; empty means cache_node_path itself. System directories can never be it.",
     )
-    cache_budget_gib: float = Field(default=500.0, gt=0)
+    cache_budget_gib: float = Field(
+        default=500.0,
+        gt=0,
+        description="Per-node cache budget of each namespace's tree (GiB); also the most a "
+        "spec.cache.eviction.budgetGiB may ask for.",
+    )
+    cache_volumes: Literal["operator", "preProvisioned"] = Field(
+        default="operator",
+        description="Who creates each namespace's node-cache PersistentVolume and claim: the operator "
+        "(needs the ClusterRole's persistentvolumes grant), or a cluster admin (`inferfleet cache "
+        "volumes`; what a namespace-only install uses).",
+    )
     catalog_file: str | None = Field(
         default=None, description="YAML file with extra GPUs for the hardware catalog."
     )

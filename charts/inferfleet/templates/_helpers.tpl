@@ -87,6 +87,10 @@ cannot be narrowed that way (the name is not known when it is authorised).
 {{- true }}
 {{- end }}
 {{- end }}
+{{- define "inferfleet.cacheVolumes" -}}
+{{- if include "inferfleet.namespaceOnly" . }}preProvisioned{{ else }}{{ .Values.cache.volumes }}{{ end }}
+{{- end }}
+
 {{- define "inferfleet.namespacedRules" -}}
 # The InferenceService: read, plus kopf's progress annotations (never spec).
 - apiGroups: [inferfleet.dev]
@@ -126,6 +130,11 @@ cannot be narrowed that way (the name is not known when it is authorised).
 - apiGroups: [monitoring.coreos.com]
   resources: [podmonitors]
   verbs: [get, list, create, patch, delete]
+# The node cache reaches a namespace's pods only through its claim (bound to the
+# namespace's own PersistentVolume): read, and created once, never patched.
+- apiGroups: [""]
+  resources: [persistentvolumeclaims]
+  verbs: [get, create]
 # Weight pre-cache: a DaemonSet per tier (node-local NVMe) or a Job (shared claim),
 # watched so CacheReady follows their status.
 - apiGroups: [apps]
@@ -184,13 +193,22 @@ cannot be narrowed that way (the name is not known when it is authorised).
 {{- end }}
 
 {{- define "inferfleet.clusterRules" -}}
-# kopf notices CRDs and namespaces being added or removed (read-only).
+# kopf notices CRDs and namespaces being added or removed (read-only); the operator reads
+# a namespace's uid, which names the namespace's tree of the node cache.
 - apiGroups: [apiextensions.k8s.io]
   resources: [customresourcedefinitions]
   verbs: [list, watch]
 - apiGroups: [""]
   resources: [namespaces]
-  verbs: [list, watch]
+  verbs: [list, watch{{ if eq (include "inferfleet.cacheVolumes" .) "operator" }}, get{{ end }}]
+{{- if eq (include "inferfleet.cacheVolumes" .) "operator" }}
+# The node cache: one hostPath PersistentVolume per namespace, pointing at that
+# namespace's own tree and bound to its claim only. Created, read, and deleted only when
+# an earlier namespace of the same name left one behind; never patched.
+- apiGroups: [""]
+  resources: [persistentvolumes]
+  verbs: [get, create, delete]
+{{- end }}
 {{- if .Values.webhook.enabled }}
 # kopf registers the validating admission webhook: it creates the configuration once
 # (a create cannot be limited by name) and afterwards patches only that one object.

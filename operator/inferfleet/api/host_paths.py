@@ -5,6 +5,10 @@ under the node's system directories would let a spec overwrite kubelet state, de
 nodes or configuration, so those are refused everywhere (spec validation, CEL, operator
 settings); the operator's `cache_allowed_root` then narrows what remains to one root
 (`render.checks`).
+
+No component may start with '.': every owner's tree lives under `<root>/.tenants/`
+(precache.volumes), so a node path with no dot component can never lie inside another
+owner's tree, whichever root each of them uses.
 """
 
 from __future__ import annotations
@@ -37,13 +41,13 @@ SYSTEM_PREFIXES: tuple[str, ...] = (
 )
 # An absolute path of plain components: no `.`/`..`, no empty components, no trailing slash.
 NORMALIZED_PATTERN = r"^(/[^/\x00]+)+$"
-_DOT_COMPONENT = re.compile(r"(^|/)\.\.?(/|$)")
+_DOT_COMPONENT = re.compile(r"(^|/)\.")
 
 # The same rules as CEL (the CRD checks them at `kubectl apply`; api.spec mirrors them).
 CEL_NORMALIZED = "^(/[^/]+)+$"
 CEL_SYSTEM_PATHS = "^/(etc|proc|sys|dev|boot|root|run|usr|bin|sbin|lib|lib32|lib64)(/|$)"
 CEL_SYSTEM_VAR_PATHS = "^/var/(run|log|lib/(kubelet|containerd|docker|cri-o))(/|$)"
-CEL_DOT_COMPONENT = "(^|/)[.][.]?(/|$)"
+CEL_DOT_COMPONENT = "(^|/)[.]"
 
 
 def is_under(path: str, root: str) -> bool:
@@ -59,7 +63,7 @@ def unsafe_reason(path: str) -> str | None:
             return "the node's root directory cannot hold the cache"
         return "must be an absolute path without empty components or a trailing '/'"
     if _DOT_COMPONENT.search(path):
-        return "must not contain '.' or '..' components"
+        return "must not contain a component starting with '.' ('.', '..', .tenants, ...)"
     for prefix in SYSTEM_PREFIXES:
         if is_under(path, prefix):
             return f"{prefix} is a system directory of the node; the cache cannot live in or under it"

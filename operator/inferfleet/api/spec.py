@@ -566,8 +566,8 @@ class ScalingSpec(ApiModel):
 
 
 NODE_PATH_MESSAGE = (
-    "cache.nodePath must be a normalized absolute path (no '.' or '..', no trailing '/') outside the "
-    "node's system directories"
+    "cache.nodePath must be a normalized absolute path (no component starting with '.', no trailing '/') "
+    "outside the node's system directories"
 )
 
 

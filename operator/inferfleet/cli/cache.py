@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import sys
 import threading
@@ -244,9 +245,19 @@ def verify_command(
     hint: Annotated[
         str | None, typer.Option("--hint", help="Extra text for the waiting message (who fetches it).")
     ] = None,
+    pin: Annotated[
+        Path | None,
+        typer.Option(
+            "--pin",
+            help="Afterwards make this link point at the verified revision (serving pods load and "
+            "hold the link, so a ref that moves later changes nothing they use). Needs --revision.",
+        ),
+    ] = None,
     output: Annotated[OutputFormat, typer.Option("--output", "-o")] = OutputFormat.table,
 ) -> None:
     """Check a cache against its marker (files, sizes, safetensors headers; --deep: checksums)."""
+    if pin is not None and revision is None:
+        fail("--pin needs --revision: a pin names exactly one revision")
     deadline = time.monotonic() + wait_s
     told = 0.0
     while True:
@@ -267,6 +278,12 @@ def verify_command(
             _failed(error)
         except Exception as error:  # a bug: still one line with a reason, never a traceback
             _failed(CacheError(f"unexpected {type(error).__name__}: {error}"))
+    if pin is not None:
+        ((manifest, _path),) = results
+        try:
+            store.write_pin(pin, dest, manifest.revision_id)
+        except OSError as error:
+            _failed(CacheError(f"{pin}: cannot write the pin: {error.strerror}"))
     if output is OutputFormat.table:
         for manifest, path in results:
             typer.echo(
@@ -302,19 +319,36 @@ def gc_command(
 @cache_app.command("hold")
 def hold_command(
     dest: Annotated[
-        list[Path], typer.Option("--dest", help="A model's cache directory (repeatable; may be read-only).")
-    ],
+        list[Path] | None,
+        typer.Option("--dest", help="A model's cache directory (repeatable; may be read-only)."),
+    ] = None,
     revision: Annotated[
         list[str] | None,
         typer.Option("--revision", help="Ref served, one per --dest (default main)."),
     ] = None,
+    pinned: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--pinned",
+            help="A link `verify --pin` made (repeatable): hold exactly the revision it names, "
+            "wherever the ref points now (serving pods).",
+        ),
+    ] = None,
 ) -> None:
     """Pin cached revisions while this process runs (sidecar of serving pods)."""
+    dests = list(dest or [])
     revisions = list(revision or [])
-    if revisions and len(revisions) != len(dest):
+    if revisions and len(revisions) != len(dests):
         fail("give one --revision per --dest (or none, meaning main for all)")
+    if not dests and not pinned:
+        fail("give --pinned links or --dest directories to hold")
     pins: list[tuple[Path, str]] = []
-    for index, path in enumerate(dest):
+    for link in pinned or []:
+        try:
+            pins.append(store.read_pin(link))
+        except CacheError as error:
+            _failed(error)
+    for index, path in enumerate(dests):
         ref = revisions[index] if revisions else DEFAULT_REF
         revision_id = store.resolve_ref(path, ref)
         if revision_id is None:
@@ -324,6 +358,50 @@ def hold_command(
         _hold(pins, None, 3600.0)
     except CacheError as error:
         _failed(error)
+
+
+@cache_app.command("volumes")
+def volumes_command(
+    namespace: Annotated[str, typer.Option("--namespace", "-n", help="The namespace (owner) to serve.")],
+    node_path: Annotated[
+        str | None,
+        typer.Option("--node-path", help="Node cache root (default: the operator's cache.nodePath setting)."),
+    ] = None,
+    namespace_uid: Annotated[
+        str | None,
+        typer.Option(
+            "--namespace-uid",
+            help="The namespace's uid (kubectl get ns NAME -o jsonpath='{.metadata.uid}'): a re-created "
+            "namespace of the same name then gets a new tree. Without it, the namespace alone names it.",
+        ),
+    ] = None,
+) -> None:
+    """Print the PersistentVolume and claim that give NAMESPACE its own tree of the node cache
+    (what the operator creates itself unless its settings say cache_volumes=preProvisioned)."""
+    import yaml
+
+    from inferfleet.api.host_paths import unsafe_reason
+    from inferfleet.config import OperatorSettings, SettingsInvalid
+    from inferfleet.precache.volumes import NodeCacheVolume
+
+    if re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", namespace) is None:
+        fail(f"--namespace {namespace!r} is not a namespace name (a DNS label)")
+    try:
+        settings = OperatorSettings.from_env()
+    except SettingsInvalid as error:
+        fail(str(error))
+    root = node_path or settings.cache_node_path
+    reason = unsafe_reason(root)
+    if reason is not None:
+        fail(f"--node-path {root!r}: {reason}")
+    wanted = NodeCacheVolume(
+        namespace=namespace,
+        namespace_uid=namespace_uid,
+        node_path=root,
+        default_node_path=settings.cache_node_path,
+        capacity_gib=settings.cache_budget_gib,
+    )
+    typer.echo(yaml.safe_dump_all(wanted.objects(), sort_keys=False), nl=False)
 
 
 __all__ = ["EXIT_FAILED", "EXIT_USAGE", "cache_app"]

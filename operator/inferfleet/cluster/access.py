@@ -86,6 +86,14 @@ LEASE = Resource("coordination.k8s.io/v1", "Lease", "leases")
 # fetch config.json of a model the catalog lacks (controller.modelsource). Never listed.
 SECRET = Resource("v1", "Secret", "secrets")
 
+# The node cache (precache.volumes): one hostPath PersistentVolume per namespace, created
+# (never patched: an existing one is never taken over), read, and deleted only when an
+# earlier namespace of the same name left it; its claim in the namespace; the namespace's
+# uid names the volume's tree so a re-created namespace never inherits it.
+PERSISTENT_VOLUME = Resource("v1", "PersistentVolume", "persistentvolumes", namespaced=False)
+PERSISTENT_VOLUME_CLAIM = Resource("v1", "PersistentVolumeClaim", "persistentvolumeclaims")
+NAMESPACE = Resource("v1", "Namespace", "namespaces", namespaced=False)
+
 _OWNED = frozenset({Operation.APPLY, Operation.GET, Operation.LIST, Operation.DELETE})
 _WORKLOAD = _OWNED | {Operation.SCALE, Operation.WATCH}
 
@@ -110,6 +118,9 @@ PERMISSIONS: dict[Resource, frozenset[Operation]] = {
     ROLE_BINDING: _OWNED,
     LEASE: frozenset({Operation.GET, Operation.CREATE, Operation.UPDATE}),
     SECRET: frozenset({Operation.GET}),
+    PERSISTENT_VOLUME: frozenset({Operation.GET, Operation.CREATE, Operation.DELETE}),
+    PERSISTENT_VOLUME_CLAIM: frozenset({Operation.GET, Operation.CREATE}),
+    NAMESPACE: frozenset({Operation.GET}),
 }
 
 _BY_KIND: dict[tuple[str, str], Resource] = {(r.api_version, r.kind): r for r in PERMISSIONS}

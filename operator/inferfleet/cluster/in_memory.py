@@ -28,7 +28,14 @@ from typing import Any
 from inferfleet.api import labels
 from inferfleet.cluster import access
 from inferfleet.cluster.access import Operation
-from inferfleet.cluster.errors import ApiError, Conflict, KindNotServed, NotFound, PermanentApiError
+from inferfleet.cluster.errors import (
+    ApiError,
+    Conflict,
+    KindNotServed,
+    NotFound,
+    NotPermitted,
+    PermanentApiError,
+)
 from inferfleet.cluster.port import SCALE_FIELD_MANAGER, EventType
 from inferfleet.kubedata import ObjectRef, matches, owner_uids, ref_of
 
@@ -203,6 +210,14 @@ class _Fault:
     remaining: int
 
 
+def _namespaced(ref: ObjectRef) -> bool:
+    """Whether the kind lives in namespaces (kinds the port does not know: as most do)."""
+    try:
+        return access.resource_for(ref.api_version, ref.kind).namespaced
+    except NotPermitted:
+        return True
+
+
 @dataclass
 class InMemoryCluster:
     """The in-memory adapter; also usable as a tiny fake control plane in tests."""
@@ -269,6 +284,14 @@ class InMemoryCluster:
         self._take_ownership((manager, "Update"), ref, touched)
         return self._store(ref, changed, spec_changed=current.get("spec") != changed.get("spec"))
 
+    def add_namespace(self, name: str) -> dict[str, Any]:
+        """A namespace, as `kubectl create namespace` makes it (with its uid)."""
+        return self._apply(
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},
+            manager="kubectl",
+            force=False,
+        )
+
     def user_delete(self, ref: ObjectRef) -> None:
         """Delete as a user would (`kubectl delete`); dependents follow."""
         self._delete_cascading(ref)
@@ -299,8 +322,8 @@ class InMemoryCluster:
 
     def create(self, obj: Mapping[str, Any]) -> dict[str, Any]:
         ref = ref_of(obj)
-        self._enter(Operation.CREATE, ref)
-        if ref.namespace is None:
+        resource = self._enter(Operation.CREATE, ref)
+        if resource.namespaced and ref.namespace is None:
             raise PermanentApiError(f"{ref}: namespaced objects need metadata.namespace", 422)
         if ref in self._stored:
             raise Conflict(f"{ref} already exists", 409)
@@ -420,7 +443,7 @@ class InMemoryCluster:
     def _apply(self, obj: Mapping[str, Any], *, manager: str, force: bool) -> dict[str, Any]:
         body = obj  # only read: its leaves go into `base`, which is stored as JSON at once
         ref = ref_of(body)
-        if ref.namespace is None:
+        if _namespaced(ref) and ref.namespace is None:
             raise PermanentApiError(f"{ref}: namespaced objects need metadata.namespace", 422)
         stored = self._stored.get(ref)
         current = stored.decode() if stored is not None else None
@@ -482,7 +505,35 @@ class InMemoryCluster:
         self._stored[ref] = _Stored.of(obj)
         self._by_kind.setdefault((ref.api_version, ref.kind, ref.namespace), set()).add(ref)
         self._by_uid[metadata["uid"]] = ref
+        if (ref.api_version, ref.kind) in _VOLUME_KINDS:
+            self._bind_volumes()
         return obj
+
+    def _bind_volumes(self) -> None:
+        """What the PersistentVolume controller does for pre-bound volumes: a claim naming a
+        volume (`volumeName`) binds it when the volume's `claimRef` names that claim (and,
+        once bound, its uid); otherwise the claim stays Pending."""
+        claims = [r for r in self._stored if (r.api_version, r.kind) == ("v1", "PersistentVolumeClaim")]
+        for claim_ref in claims:
+            claim = self._stored[claim_ref].decode()
+            if (claim.get("status") or {}).get("phase") == "Bound":
+                continue
+            volume_name = (claim.get("spec") or {}).get("volumeName")
+            volume_ref = ObjectRef("v1", "PersistentVolume", None, str(volume_name))
+            if not volume_name or volume_ref not in self._stored:
+                continue
+            volume = self._stored[volume_ref].decode()
+            wanted = (volume.get("spec") or {}).get("claimRef") or {}
+            if (wanted.get("namespace"), wanted.get("name")) != (claim_ref.namespace, claim_ref.name):
+                continue
+            if wanted.get("uid") not in (None, claim["metadata"]["uid"]):
+                continue  # bound to an earlier claim of that name: Released, never rebound
+            volume["spec"]["claimRef"]["uid"] = claim["metadata"]["uid"]
+            volume["status"] = {"phase": "Bound"}
+            claim["status"] = {"phase": "Bound"}
+            for ref, body in ((volume_ref, volume), (claim_ref, claim)):
+                body["metadata"]["resourceVersion"] = self._next_rv()
+                self._stored[ref] = _Stored.of(body)
 
     def _delete_cascading(self, ref: ObjectRef) -> None:
         uid = self._stored.pop(ref).uid
@@ -497,3 +548,4 @@ class InMemoryCluster:
 
 
 _MISSING = object()
+_VOLUME_KINDS = frozenset({("v1", "PersistentVolume"), ("v1", "PersistentVolumeClaim")})

@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from inferfleet.cluster import Cluster, KindNotServed, PermanentApiError
+from inferfleet.cluster.errors import Conflict
 from inferfleet.kubedata import ObjectRef
-from inferfleet.reconcile.actions import Action, Apply, Delete
+from inferfleet.reconcile.actions import Action, Apply, Create, Delete
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +50,12 @@ def execute(cluster: Cluster, actions: Sequence[Action]) -> Report:
         try:
             if isinstance(action, Apply):
                 report.applied[ref] = cluster.apply(action.obj)
+            elif isinstance(action, Create):
+                try:
+                    report.applied[ref] = cluster.create(action.obj)
+                except Conflict as error:
+                    # It exists (made since we looked, or by someone else): never taken over.
+                    report.failures.append(f"{action}: it already exists ({error})")
             else:
                 assert isinstance(action, Delete)
                 if cluster.delete(ref):

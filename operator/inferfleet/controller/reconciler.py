@@ -32,6 +32,7 @@ from inferfleet.precache import coldstart
 from inferfleet.precache import workloads as cache_objects
 from inferfleet.promql.parse import KvCapacityReading
 from inferfleet.reconcile import compute, replan
+from inferfleet.reconcile import volumes as volume_rules
 from inferfleet.reconcile.actions import Action
 from inferfleet.render import names as render_names
 from inferfleet.render import pod as render_pod
@@ -191,6 +192,7 @@ class Reconciler:
             serving_pods=serving_pods,
             measured_cold_starts=self._measured_cold_starts(serving_pods),
             measured_kv=self._measured_kv(service) if service is not None and plan is not None else {},
+            node_cache=self._node_cache(service) if service is not None and plan is not None else None,
         )
         return body, snapshot
 
@@ -240,6 +242,20 @@ class Reconciler:
             tier: planner.MeasuredKvCapacity(reading.num_gpu_blocks, reading.block_size, reading.pods)
             for tier, reading in self.kv_capacity.tiers_of(service.namespace, service.name).items()
         }
+
+    def _node_cache(self, service: InferenceService) -> volume_rules.ObservedVolume | None:
+        """The namespace's node-cache claim; while it is not bound, also its volume and the
+        namespace's uid (what the volume's tree is named by). Nothing for other cache modes."""
+        if not cache_objects.needs_node_volume(service):
+            return None
+        wanted = cache_objects.node_cache_volume(service, self.settings)
+        claim = self.cluster.get(wanted.claim_ref)
+        bound = claim is not None and (claim.get("status") or {}).get("phase") == "Bound"
+        if bound or self.settings.cache_volumes != "operator":
+            return volume_rules.ObservedVolume(claim)
+        namespace = self.cluster.get(ObjectRef("v1", "Namespace", None, service.namespace))
+        uid = str((namespace or {}).get("metadata", {}).get("uid") or "") or None
+        return volume_rules.ObservedVolume(claim, self.cluster.get(wanted.volume_ref), uid)
 
     def _cache_pods(self, service: InferenceService) -> list[dict[str, Any]]:
         """The pre-cache pods (their readiness per revision is what CacheReady counts)."""

@@ -30,6 +30,7 @@ import json
 import os
 import random
 import shutil
+import stat
 import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
@@ -53,6 +54,7 @@ from inferfleet.precache.errors import (
     SourceInvalid,
     SourceNotFound,
     SourceUnreachable,
+    UnsafeSource,
     WriteFailed,
 )
 from inferfleet.precache.gc import GcPlan
@@ -648,6 +650,10 @@ def _read_config(partial_fd: int) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
+SEALED_FILE_MODE = 0o444
+SEALED_DIR_MODE = 0o555
+
+
 def _seal(
     model_fd: int, partials_fd: int, partial_fd: int, revision_id: str, *, manifest: Manifest, dest: Path
 ) -> None:
@@ -663,13 +669,36 @@ def _seal(
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, MARKER_NAME, src_dir_fd=marker_dir_fd, dst_dir_fd=marker_dir_fd)
-    # Directory entries (the files' final names) must be durable before the rename.
-    for _top, _dirs, _files, directory_fd in os.fwalk(".", dir_fd=partial_fd, follow_symlinks=False):
+    # Sealed means read-only: files 0444, directories 0555, so nothing that writes the
+    # cache (this fetcher, a later one, a garbage collector's mistake) adds or changes a
+    # file inside a complete revision without first undoing this on purpose. Directory
+    # entries (the files' final names) must be durable before the rename.
+    for top, _dirs, files, directory_fd in os.fwalk(".", dir_fd=partial_fd, follow_symlinks=False):
+        for name in files:
+            _seal_file(directory_fd, name, dest)
         os.fsync(directory_fd)
+        if top != ".":
+            os.fchmod(directory_fd, SEALED_DIR_MODE)
     with safefs.subdir(model_fd, REVISIONS_DIR, create=True, where=dest) as revisions_fd:
+        # The revision's own directory stays writable until it has moved: renaming a
+        # directory to another parent rewrites its '..' entry.
         os.rename(revision_id, revision_id, src_dir_fd=partials_fd, dst_dir_fd=revisions_fd)
+        os.fchmod(partial_fd, SEALED_DIR_MODE)
         os.fsync(revisions_fd)
     os.fsync(partials_fd)
+
+
+def _seal_file(directory_fd: int, name: str, dest: Path) -> None:
+    """chmod 0444 through a descriptor: Linux has no lchmod, and the name must not be a
+    symlink someone planted (O_NOFOLLOW refuses it)."""
+    # O_NONBLOCK: a FIFO planted in place of a file must not hang the seal.
+    fd = safefs.open_file(directory_fd, name, os.O_RDONLY | os.O_NONBLOCK, where=dest)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise UnsafeSource(f"{dest}/{name}: not a regular file in a revision being sealed")
+        os.fchmod(fd, SEALED_FILE_MODE)
+    finally:
+        os.close(fd)
 
 
 def cache_key(source_uri: str) -> str:

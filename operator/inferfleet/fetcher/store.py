@@ -142,6 +142,33 @@ def pin_revision(dest: Path, revision_id: str, wait: bool = True) -> int:
     return fd
 
 
+def write_pin(link: Path, dest: Path, revision_id: str) -> None:
+    """Make `link` (in a pod-local directory) point at exactly one complete revision.
+
+    A serving pod's verify container resolves the ref once and leaves this link; vLLM
+    loads it and the hold sidecar pins what it names, so a ref the pre-cache moves later
+    never changes what a running pod loads. Replaced atomically (symlink, then rename)."""
+    target = Path(str(layout_for(dest.absolute()).revision(revision_id)))
+    link.parent.mkdir(parents=True, exist_ok=True)
+    tmp = link.parent / f".{link.name}.{uuid.uuid4().hex[:8]}"
+    os.symlink(target, tmp)
+    os.replace(tmp, link)
+
+
+def read_pin(link: Path) -> tuple[Path, str]:
+    """(model directory, revision id) a pin link names; UnsafeSource for anything that is
+    not a link to `<model>/revisions/<one safe id>`."""
+    try:
+        target = Path(os.readlink(link))
+    except FileNotFoundError:
+        raise CacheMissing(f"{link}: no pinned revision (the verify container did not run)") from None
+    except OSError as error:
+        raise UnsafeSource(f"{link}: not a pin link ({error.strerror})") from None
+    if not target.is_absolute() or target.parent.name != REVISIONS_DIR or ".." in target.parts:
+        raise UnsafeSource(f"{link}: points at {str(target)!r}, not a revision of a model directory")
+    return target.parent.parent, safe_revision_id(target.name)
+
+
 def touch(dest: Path, revision_id: str) -> None:
     """Record a use for LRU (ignored on a read-only mount)."""
     marker = Path(str(layout_for(dest).marker(revision_id)))
@@ -426,7 +453,11 @@ def _to_trash(dest: Path, revision_id: str, suffix: str) -> None:
         safefs.model_dir(dest, create=False) as model_fd,
         safefs.subdir(model_fd, REVISIONS_DIR, create=False, where=dest) as revisions_fd,
         safefs.subdir(model_fd, TRASH_DIR, create=True, where=dest) as trash_fd,
+        safefs.subdir(revisions_fd, revision_id, create=False, where=dest) as revision_fd,
     ):
+        # A sealed revision is 0555; moving a directory to another parent needs write
+        # access to it (its '..' entry changes).
+        os.fchmod(revision_fd, 0o755)
         os.rename(revision_id, f"{revision_id}.{suffix}", src_dir_fd=revisions_fd, dst_dir_fd=trash_fd)
         os.fsync(revisions_fd)
 
@@ -487,6 +518,21 @@ def _drop_dangling_refs(model: Path) -> None:
         return
 
 
+def _writable_tree(parent_fd: int, name: str) -> None:
+    """Give the owner write access back to every directory of a sealed (read-only)
+    revision so it can be deleted; descriptor-relative, never following a symlink."""
+    try:
+        top = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent_fd)
+    except OSError:
+        return  # a file or a symlink: unlinking needs no write access to it
+    try:
+        for _root, _dirs, _files, directory_fd in os.fwalk(".", dir_fd=top, follow_symlinks=False):
+            with suppress(OSError):
+                os.fchmod(directory_fd, 0o755)
+    finally:
+        os.close(top)
+
+
 def empty_trash(dest: Path) -> None:
     """Delete what the trash holds; a trash that is a symlink is refused, never emptied."""
     try:
@@ -495,6 +541,7 @@ def empty_trash(dest: Path) -> None:
             safefs.subdir(model_fd, TRASH_DIR, create=False, where=dest) as trash_fd,
         ):
             for name in os.listdir(trash_fd):
+                _writable_tree(trash_fd, name)
                 # rmtree with dir_fd walks by descriptors and never follows a symlink.
                 shutil.rmtree(name, ignore_errors=True, dir_fd=trash_fd)
                 with suppress(OSError):

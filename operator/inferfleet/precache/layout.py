@@ -118,6 +118,24 @@ def model_key(source: SourceRef) -> str:
     return key
 
 
+def credentials_key(source: SourceRef, secret: tuple[str, str] | None) -> str:
+    """The model directory of a source *as read with one credential*: `model_key`, plus the
+    Secret's name (and key, when not the default `token`) when the spec names one.
+
+    Within one owner's tree, two services that read the same URI with different Secrets
+    (another hub token, another S3 endpoint under the same bucket name) never share a
+    directory, so a service only ever loads what was fetched with its own credential."""
+    key = model_key(source)
+    if secret is None:
+        return key
+    name, secret_key = secret
+    label = name if secret_key == "token" else f"{name}.{secret_key}"
+    suffix = _safe_component(label)
+    if len(key) + len(suffix) + 7 > _MAX_KEY_CHARS + 40:
+        suffix = hashlib.sha256(label.encode()).hexdigest()[:12]
+    return f"{key}--cred-{suffix}"
+
+
 def ref_name(ref: str) -> str:
     """File name of a ref symlink (branches may contain '/')."""
     if not ref or ref in {".", ".."}:

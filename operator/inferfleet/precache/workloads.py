@@ -25,11 +25,17 @@ cache.mode pvc: one Job fetching into the shared claim (one copy serves all node
 per-node pods would only race for the same files); its name carries a hash of what it
 fetches, so a new revision is a new Job and the old one is pruned with it.
 
-Serving pods (both modes) mount the cache read-only, load vLLM from the local revision
-path with HF_HUB_OFFLINE=1, run `inferfleet cache verify --wait-s` as an init container
-(waiting with a message naming the DaemonSet instead of letting vLLM download), and run
-`inferfleet cache hold` as a native sidecar so the revision stays pinned while the pod
-lives.
+The node cache reaches pods only through the namespace's claim (precache.volumes): a
+hostPath in a tenant's pod would fail Pod Security `baseline` and open every other
+team's weights on the node. Pre-cache pods mount the namespace's whole tree; serving
+pods mount only their own models' directories (subPath), read-only.
+
+Serving pods (both modes) run `inferfleet cache verify --wait-s --pin` as an init
+container (waiting with a message naming the DaemonSet instead of letting vLLM
+download), which resolves the ref once and leaves a link to that exact revision in a
+pod-local directory; vLLM loads the link with HF_HUB_OFFLINE=1, and `inferfleet cache
+hold --pinned` (a native sidecar) holds that same revision while the pod lives. A ref
+that moves later (a new fetch) never changes what a running pod loads or holds.
 """
 
 from __future__ import annotations
@@ -43,7 +49,8 @@ from typing import Any, Final
 from inferfleet.api import InferenceService, Plan, TierSpec, labels
 from inferfleet.catalog import placement
 from inferfleet.config import OperatorSettings
-from inferfleet.precache.layout import DEFAULT_REF, SourceRef, model_key, parse_source, ref_name
+from inferfleet.precache import volumes
+from inferfleet.precache.layout import DEFAULT_REF, SourceRef, credentials_key, parse_source, ref_name
 
 COMPONENT_CACHE: Final = "cache"
 LABEL_CACHE_REVISION: Final = f"{labels.GROUP}/cache-revision"
@@ -52,6 +59,10 @@ CACHE_VOLUME: Final = "model-cache"
 # (reconcile.rollout reads it back to hold a rollout until the new revision is cached).
 VERIFY_CONTAINER: Final = "cache-verify"
 CACHE_MOUNT_PATH: Final = "/var/cache/inferfleet"
+# A pod-local directory (emptyDir) holding one link per cached model to the revision the
+# pod's verify container resolved: what vLLM loads and the hold sidecar pins.
+PINS_VOLUME: Final = "pinned-revisions"
+PINS_PATH: Final = "/run/inferfleet/pinned"
 TMP_VOLUME: Final = "tmp"
 SOURCES_ROOT: Final = "/mnt/sources"
 CREDENTIALS_MOUNT: Final = "/var/run/secrets/inferfleet/source"
@@ -73,17 +84,24 @@ class CachedModel:
     role: str  # "model" or "adapter-<name>"
     source: SourceRef
     revision: str
+    # The credentials Secret (name, key) it is read with, part of its directory's name.
+    secret: tuple[str, str] | None = None
 
     @property
     def key(self) -> str:
-        return model_key(self.source)
+        return credentials_key(self.source, self.secret)
 
     def dest(self, root: str = CACHE_MOUNT_PATH) -> str:
         return f"{root}/{self.key}"
 
-    def path(self, root: str = CACHE_MOUNT_PATH) -> str:
-        """What vLLM loads: the ref symlink inside the mounted cache."""
+    def ref_path(self, root: str = CACHE_MOUNT_PATH) -> str:
+        """The ref symlink inside the cache (what the pin resolves once)."""
         return f"{self.dest(root)}/refs/{ref_name(self.revision)}"
+
+    @property
+    def pin(self) -> str:
+        """What vLLM loads: the link the pod's verify container made to one revision."""
+        return f"{PINS_PATH}/{self.role}"
 
 
 def _bounded(name: str, limit: int = _NAME_MAX) -> str:
@@ -110,14 +128,17 @@ def cache_mode(service: InferenceService) -> str:
 def models(service: InferenceService) -> list[CachedModel]:
     """The base model and its adapters, in spec order. file:// sources are already local."""
     spec = service.spec.model
+    ref = spec.credentials_secret_ref
+    secret = (ref.name, ref.key) if ref is not None else None
     base = parse_source(spec.source or f"hf://{spec.name}")
     found: list[CachedModel] = []
     if base.scheme != "file":
-        found.append(CachedModel("model", base, spec.revision or DEFAULT_REF))
+        found.append(CachedModel("model", base, spec.revision or DEFAULT_REF, secret))
     for adapter in spec.adapters or []:
         source = parse_source(adapter.source)
         if source.scheme != "file":
-            found.append(CachedModel(f"adapter-{adapter.name}", source, DEFAULT_REF))
+            # Adapters are fetched with the model's credentials (the pre-cache mounts one Secret).
+            found.append(CachedModel(f"adapter-{adapter.name}", source, DEFAULT_REF, secret))
     return found
 
 
@@ -132,9 +153,29 @@ def node_path(service: InferenceService, settings: OperatorSettings) -> str:
 
 
 def budget_gib(service: InferenceService, settings: OperatorSettings) -> float:
+    """The eviction budget of the namespace's tree on a node (render.checks refuses a spec
+    asking for more than the operator's own budget)."""
     cache = service.spec.cache
     eviction = cache.eviction if cache is not None else None
     return (eviction.budget_gib if eviction is not None else None) or settings.cache_budget_gib
+
+
+def node_cache_volume(
+    service: InferenceService, settings: OperatorSettings, namespace_uid: str | None = None
+) -> volumes.NodeCacheVolume:
+    """The namespace's claim and volume of the node cache root this service uses."""
+    return volumes.NodeCacheVolume(
+        namespace=service.namespace,
+        namespace_uid=namespace_uid,
+        node_path=node_path(service, settings),
+        default_node_path=settings.cache_node_path,
+        capacity_gib=settings.cache_budget_gib,
+    )
+
+
+def needs_node_volume(service: InferenceService) -> bool:
+    """Whether the service's pods mount the namespace's node-cache claim (cache.mode nvme)."""
+    return is_cached(service) and cache_mode(service) == "nvme"
 
 
 def _metadata(service: InferenceService, name: str, tier: str | None, **extra: Any) -> dict[str, Any]:
@@ -192,17 +233,33 @@ def revision_label(service: InferenceService) -> str:
 # --- serving pods ---------------------------------------------------------------------
 
 
-def cache_volume(service: InferenceService, settings: OperatorSettings) -> dict[str, Any]:
+def claim_of(service: InferenceService, settings: OperatorSettings) -> str | None:
+    """The claim holding the cache: the namespace's node-cache claim (nvme) or the spec's
+    own (pvc)."""
     if cache_mode(service) == "pvc":
         cache = service.spec.cache
-        claim = cache.pvc_name if cache is not None else None
-        return {"name": CACHE_VOLUME, "persistentVolumeClaim": {"claimName": claim}}
-    # DirectoryOrCreate: a pod landing on a node before its pre-cache pod still starts and
-    # waits in its init container (a clear message) instead of failing to mount.
-    return {
-        "name": CACHE_VOLUME,
-        "hostPath": {"path": node_path(service, settings), "type": "DirectoryOrCreate"},
-    }
+        return cache.pvc_name if cache is not None else None
+    return node_cache_volume(service, settings).claim
+
+
+def cache_volume(
+    service: InferenceService, settings: OperatorSettings, *, read_only: bool = False
+) -> dict[str, Any]:
+    """The claim as a pod volume: never a hostPath, which Pod Security `baseline` refuses
+    and which would reach every owner's tree on the node."""
+    claim: dict[str, Any] = {"claimName": claim_of(service, settings)}
+    if read_only:
+        claim["readOnly"] = True
+    return {"name": CACHE_VOLUME, "persistentVolumeClaim": claim}
+
+
+def model_mounts(cached: list[CachedModel]) -> list[dict[str, Any]]:
+    """Read-only mounts of exactly these models' directories (subPath): a serving pod
+    sees nothing else of the cache, not even other models of its own namespace."""
+    return [
+        {"name": CACHE_VOLUME, "mountPath": model.dest(), "subPath": model.key, "readOnly": True}
+        for model in cached
+    ]
 
 
 @dataclass(frozen=True)
@@ -217,17 +274,18 @@ class ServingCache:
 
 
 def serving(service: InferenceService, settings: OperatorSettings) -> ServingCache | None:
-    """Model path, adapters, read-only cache mount and offline env; None without a cache."""
+    """Pinned model and adapter paths, read-only mounts and offline env; None without a cache."""
     if not is_cached(service):
         return None
     cached = models(service)
     base = next(m for m in cached if m.role == "model")
-    adapters = {m.role.removeprefix("adapter-"): m.path() for m in cached if m.role != "model"}
+    adapters = {m.role.removeprefix("adapter-"): m.pin for m in cached if m.role != "model"}
+    pins_mount = {"name": PINS_VOLUME, "mountPath": PINS_PATH, "readOnly": True}
     return ServingCache(
-        model_path=base.path(),
+        model_path=base.pin,
         adapter_paths=adapters,
-        volumes=(cache_volume(service, settings),),
-        mounts=({"name": CACHE_VOLUME, "mountPath": CACHE_MOUNT_PATH, "readOnly": True},),
+        volumes=(cache_volume(service, settings, read_only=True), {"name": PINS_VOLUME, "emptyDir": {}}),
+        mounts=(*model_mounts(cached), pins_mount),
         # Offline: if the cache were somehow incomplete, vLLM fails instead of pulling
         # hundreds of GB from the hub behind everyone's back.
         env=(("HF_HUB_OFFLINE", "1"), ("TRANSFORMERS_OFFLINE", "1")),
@@ -247,7 +305,6 @@ def init_containers(service: InferenceService, tier: str, settings: OperatorSett
     if not is_cached(service):
         return []
     cached = models(service)
-    mount = {"name": CACHE_VOLUME, "mountPath": CACHE_MOUNT_PATH, "readOnly": True}
     if cache_mode(service) == "pvc":
         fetcher = f"Job {job_name(service)}"
     else:
@@ -257,6 +314,7 @@ def init_containers(service: InferenceService, tier: str, settings: OperatorSett
     )
     small = {"requests": {"cpu": "10m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}}
     out: list[dict[str, Any]] = []
+    pins_writable = {"name": PINS_VOLUME, "mountPath": PINS_PATH}
     for index, model in enumerate(cached):
         out.append(
             {
@@ -272,8 +330,10 @@ def init_containers(service: InferenceService, tier: str, settings: OperatorSett
                     str(VERIFY_WAIT_S),
                     "--hint",
                     hint,
+                    "--pin",
+                    model.pin,
                 ],
-                "volumeMounts": [mount],
+                "volumeMounts": [*model_mounts([model]), pins_writable],
                 "resources": small,
                 "securityContext": _restricted(),
                 "terminationMessagePolicy": "FallbackToLogsOnError",
@@ -281,7 +341,7 @@ def init_containers(service: InferenceService, tier: str, settings: OperatorSett
         )
     hold_args: list[str] = []
     for model in cached:
-        hold_args += ["--dest", model.dest(), "--revision", model.revision]
+        hold_args += ["--pinned", model.pin]
     out.append(
         {
             # A native sidecar (restartPolicy Always in initContainers): starts after the
@@ -292,7 +352,7 @@ def init_containers(service: InferenceService, tier: str, settings: OperatorSett
             "command": ["inferfleet", "cache", "hold"],
             "args": hold_args,
             "restartPolicy": "Always",
-            "volumeMounts": [mount],
+            "volumeMounts": [*model_mounts(cached), {**pins_writable, "readOnly": True}],
             "resources": small,
             "securityContext": _restricted(),
         }
@@ -422,8 +482,9 @@ def _tier_placement(tier: TierSpec, settings: OperatorSettings) -> dict[str, Any
 # The fetcher runs as the operator image's own non-root user (hack/Dockerfile) with every
 # capability dropped, no privilege escalation, a read-only root filesystem and the
 # runtime's seccomp profile; files it writes are 0644/0755, readable by the serving pods'
-# UID. The kubelet creates a hostPath as root:root 0755, so one init container hands the
-# cache directory to that user: root with CAP_CHOWN alone (no DAC override: it reads
+# UID. The kubelet creates the namespace's tree (a hostPath PersistentVolume, see
+# precache.volumes) as root:root 0755 and applies no fsGroup to it, so one init container
+# hands the tree to that user: root with CAP_CHOWN alone (no DAC override: it reads
 # directories through their 0755 mode), `chown -h` (never follows a symlink), nothing else.
 FETCHER_UID: Final = 65532
 OWNER_CONTAINER: Final = "cache-owner"
@@ -437,8 +498,8 @@ POD_SECURITY: Final = {
     "fsGroupChangePolicy": "OnRootMismatch",
 }
 CHECKOV_SKIPS: Final = {
-    "checkov.io/skip1": "CKV_K8S_23=only the cache-owner init container runs as root, to chown the hostPath",
-    "checkov.io/skip2": "CKV_K8S_40=only the cache-owner init container runs as UID 0, to chown the hostPath",
+    "checkov.io/skip1": "CKV_K8S_23=only the cache-owner init container runs as root, to chown the cache",
+    "checkov.io/skip2": "CKV_K8S_40=only the cache-owner init container runs as UID 0, to chown the cache",
     "checkov.io/skip3": "CKV_K8S_8=a download runs for hours; read timeouts and retries catch a stalled one",
     "checkov.io/skip4": "CKV_K8S_25=the cache-owner init container adds CAP_CHOWN and nothing else",
 }

@@ -24,6 +24,22 @@ class Apply:
 
 
 @dataclass(frozen=True)
+class Create:
+    """Create this object (POST): where it already exists, whoever made it, nothing is
+    written and the pass reports it, so the operator never takes an object over."""
+
+    obj: dict[str, Any]
+    why: str = "create"
+
+    @property
+    def ref(self) -> ObjectRef:
+        return ref_of(self.obj)
+
+    def __str__(self) -> str:
+        return f"{self.why} {self.ref}"
+
+
+@dataclass(frozen=True)
 class Delete:
     """Delete an object the InferenceService no longer declares (a removed tier)."""
 
@@ -34,4 +50,4 @@ class Delete:
         return f"{self.why} {self.ref}"
 
 
-Action = Apply | Delete
+Action = Apply | Create | Delete

@@ -26,10 +26,12 @@ from inferfleet.api import InferenceService, Plan, labels
 from inferfleet.config import OperatorSettings
 from inferfleet.kubedata import Event, ObjectRef, ref_of
 from inferfleet.precache import readiness as cache_readiness
+from inferfleet.precache import workloads as cache_objects
 from inferfleet.reconcile import events as event_rules
 from inferfleet.reconcile import frontdoor as frontdoor_status
 from inferfleet.reconcile import replan, rollout
 from inferfleet.reconcile import status as status_rules
+from inferfleet.reconcile import volumes as volume_rules
 from inferfleet.reconcile.actions import Action, Delete
 from inferfleet.reconcile.diff import diff
 from inferfleet.render import content_hash, frontdoor, render
@@ -52,6 +54,8 @@ class Snapshot:
     serving_pods: Sequence[Mapping[str, Any]] = ()  # vLLM server pods (front door, cold start)
     measured_cold_starts: Mapping[str, planner.MeasuredColdStart] = field(default_factory=dict)
     measured_kv: Mapping[str, planner.MeasuredKvCapacity] = field(default_factory=dict)
+    # The namespace's node-cache claim and volume (cache.mode nvme only).
+    node_cache: volume_rules.ObservedVolume | None = None
 
 
 @dataclass(frozen=True)
@@ -66,6 +70,8 @@ class Intent:
     # An exception the pure core raised on this spec (a bug or an unchecked value): the
     # shell logs it; nothing is applied or pruned and `invalid` says so.
     render_error: Exception | None = None
+    # Whether the namespace's node-cache volume is usable, and what to create for it.
+    node_cache: volume_rules.VolumeVerdict | None = None
 
 
 class Executed(Protocol):
@@ -130,6 +136,15 @@ def desired_actions(
     return tuple(diff(desired, observed, keep_tiers=infeasible)), held
 
 
+def node_cache_verdict(snapshot: Snapshot, service: InferenceService) -> volume_rules.VolumeVerdict | None:
+    """What the namespace's node-cache claim and volume need (cache.mode nvme only)."""
+    if snapshot.node_cache is None or not cache_objects.needs_node_volume(service):
+        return None
+    observed = snapshot.node_cache
+    wanted = cache_objects.node_cache_volume(service, snapshot.settings, observed.namespace_uid)
+    return volume_rules.ensure(wanted, observed, provision=snapshot.settings.cache_volumes == "operator")
+
+
 def compute(snapshot: Snapshot) -> Intent:
     """The pass's intent: nothing to do without a service and a plan."""
     service, plan = snapshot.service, snapshot.plan
@@ -137,11 +152,15 @@ def compute(snapshot: Snapshot) -> Intent:
         return Intent((), (), None, None, snapshot.invalid)
     try:
         actions, held = desired_actions(snapshot, service, plan)
+        volume = node_cache_verdict(snapshot, service)
     except Exception as error:
         # Nothing is applied or pruned: the running fleet stays as it was, and the
         # condition says why instead of the pass failing (and retrying) forever.
         return Intent((), (), None, None, internal_error_message("render", error), render_error=error)
-    return Intent(actions, held, plan, reported(snapshot, plan), snapshot.invalid)
+    if volume is not None:
+        # The claim and its volume first: every pre-cache and serving pod mounts the claim.
+        actions = (*volume.actions, *actions)
+    return Intent(actions, held, plan, reported(snapshot, plan), snapshot.invalid, node_cache=volume)
 
 
 def _after(snapshot: Snapshot, executed: Executed) -> dict[ObjectRef, Mapping[str, Any]]:
@@ -175,12 +194,18 @@ def _cache_status(
         held=[hold.describe() for hold in intent.held],
     )
     status["cache"] = [tier.to_wire() for tier in cache.tiers]
+    state, reason, message = cache.status, cache.reason, cache.message
+    volume = intent.node_cache
+    if volume is not None and not volume.ready:
+        # No pre-cache or serving pod can start before the claim binds: that is the news.
+        state, reason = "False", volume.reason or volume_rules.REASON_VOLUME_PENDING
+        message = f"{volume.message}; {message}" if message else str(volume.message)
     status["conditions"] = status_rules.set_condition(
         status.get("conditions") or [],
         labels.CONDITION_CACHE_READY,
-        cache.status,
-        cache.reason,
-        cache.message,
+        state,
+        reason,
+        message,
         now=snapshot.now,
         generation=snapshot.generation,
     )

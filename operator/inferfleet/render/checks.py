@@ -8,10 +8,11 @@ each problem with the field path to fix:
   catalog lacks without an inline config. The planner marks such tiers infeasible; the
   CLI's `validate` and the webhook refuse the spec outright.
 - `render_problems`: things that must never be rendered: a cache path outside the
-  operator's allowed root, a GPU without node labels whose tier gives no placement of its
-  own (its pods would fit any GPU node), one `serving.image` for tiers of different
-  vendors, a vendor without a default image, scale to zero without a front door that holds
-  requests (no Gateway, or a platform picker not declared to hold them). The reconciler refuses the spec
+  operator's allowed root, an eviction budget above the operator's per-namespace one, a
+  GPU without node labels whose tier gives no placement of its own (its pods would fit
+  any GPU node), one `serving.image` for tiers of different vendors, a vendor without a
+  default image, scale to zero without a front door that holds requests (no Gateway, or
+  a platform picker not declared to hold them). The reconciler refuses the spec
   (InvalidSpec) before rendering; the CLI and the webhook refuse it too.
 """
 
@@ -57,6 +58,22 @@ def catalog_problems(service: InferenceService, catalogs: Catalogs) -> list[Prob
     return found
 
 
+def _budget_problems(service: InferenceService, settings: OperatorSettings) -> list[Problem]:
+    """The node's disk is shared by every namespace's tree: a team may ask for less than
+    the platform's per-namespace budget, never more."""
+    cache = service.spec.cache
+    budget = cache.eviction.budget_gib if cache is not None and cache.eviction is not None else None
+    if budget is None or budget <= settings.cache_budget_gib:
+        return []
+    return [
+        Problem(
+            "spec.cache.eviction.budgetGiB",
+            f"{budget:g} GiB is more than the operator's per-namespace node cache budget "
+            f"({settings.cache_budget_gib:g} GiB, Helm value cache.budgetGiB); ask for at most that",
+        )
+    ]
+
+
 def render_problems(
     service: InferenceService, settings: OperatorSettings, tiers: Collection[str] | None = None
 ) -> list[Problem]:
@@ -72,6 +89,7 @@ def render_problems(
                 f"({settings.cache_root}, Helm value cache.allowedRoot); use a path under it",
             )
         )
+    found += _budget_problems(service, settings)
     catalogs = settings.catalogs()
     needs_serving_image: dict[str, list[str]] = {}
     for index, tier in enumerate(service.spec.tiers):

@@ -26,6 +26,7 @@ Call = tuple[str, str, str]  # (apiGroup, resource, verb)
 # Resources without a namespace: they can only be granted by a ClusterRole.
 CLUSTER_SCOPED = {
     ("", "namespaces"),
+    ("", "persistentvolumes"),
     ("apiextensions.k8s.io", "customresourcedefinitions"),
     ("admissionregistration.k8s.io", "validatingwebhookconfigurations"),
     ("admissionregistration.k8s.io", "mutatingwebhookconfigurations"),
@@ -262,3 +263,21 @@ def test_namespace_only_mode_grants_nothing_cluster_wide(replicas: int) -> None:
 def test_namespace_only_mode_refuses_what_it_cannot_grant(values: dict[str, Any], message: str) -> None:
     with pytest.raises(Exception, match=message):
         render(values)
+
+
+def test_pre_provisioned_node_cache_volumes_grant_no_persistent_volumes() -> None:
+    """With cache.volumes preProvisioned (and so with rbac.namespaceOnly) the operator
+    neither creates PersistentVolumes nor reads namespaces; it uses the claims an admin made."""
+    objects = render({"cache": {"volumes": "preProvisioned"}})
+    (role,) = by_kind(objects, "ClusterRole")
+    calls = rule_calls(role["rules"])
+    assert not only(calls, ("", "persistentvolumes"))
+    assert {verb for group, resource, verb in calls if resource == "namespaces"} == {"list", "watch"}
+    assert ("", "persistentvolumeclaims", "get") in calls
+    env = {
+        e["name"]: e.get("value")
+        for e in by_kind(objects, "Deployment")[0]["spec"]["template"]["spec"]["containers"][0]["env"]
+    }
+    assert env["INFERFLEET_CACHE_VOLUMES"] == "preProvisioned"
+    default = render(None)
+    assert ("", "persistentvolumes", "create") in rule_calls(by_kind(default, "ClusterRole")[0]["rules"])

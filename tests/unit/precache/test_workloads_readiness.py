@@ -44,7 +44,8 @@ def test_one_daemonset_per_feasible_tier_restricted_to_the_tier() -> None:
     assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"]
     (container,) = pod["containers"]
     args = container["args"]
-    dest = "/var/cache/inferfleet/hf--meta-llama--Llama-3.1-8B-Instruct"
+    # The model's directory carries the Secret it is read with (hf-token).
+    dest = "/var/cache/inferfleet/hf--meta-llama--Llama-3.1-8B-Instruct--cred-hf-token"
     assert args[:6] == [
         "--source",
         "hf://meta-llama/Llama-3.1-8B-Instruct",
@@ -61,7 +62,10 @@ def test_one_daemonset_per_feasible_tier_restricted_to_the_tier() -> None:
     assert {"name": "source-credentials", "secret": {"secretName": "hf-token"}} in pod["volumes"]
     assert all("valueFrom" not in e for e in container["env"])
     assert container["readinessProbe"]["exec"]["command"][:3] == ["inferfleet", "cache", "verify"]
-    assert pod["volumes"][0]["hostPath"] == {"path": SETTINGS.cache_node_path, "type": "DirectoryOrCreate"}
+    # The node cache only through the namespace's claim: no hostPath in a tenant's pod.
+    assert pod["volumes"][0] == {"name": "model-cache", "persistentVolumeClaim": {"claimName": "inferfleet-node-cache"}}
+    assert not any("hostPath" in volume for volume in pod["volumes"])
+    assert args[args.index("--node-root") + 1] == "/var/cache/inferfleet"  # eviction within the tree
     assert l4["metadata"]["ownerReferences"][0]["uid"] == "uid-1"
     assert l4["spec"]["template"]["metadata"]["labels"][
         objects.LABEL_CACHE_REVISION
@@ -99,9 +103,17 @@ def test_adapters_get_their_own_fetch_containers_and_serving_paths() -> None:
     validate(ds)
     cache = objects.serving(svc, SETTINGS)
     assert cache is not None
-    assert cache.model_path == "/var/cache/inferfleet/hf--meta-llama--Llama-3.1-8B-Instruct/refs/main"
-    assert cache.adapter_paths == {"sql": "/var/cache/inferfleet/s3--loras--sql/refs/main"}
-    assert cache.mounts[0]["readOnly"] is True
+    # vLLM loads the links the verify containers made, never a ref that can move.
+    assert cache.model_path == "/run/inferfleet/pinned/model"
+    assert cache.adapter_paths == {"sql": "/run/inferfleet/pinned/adapter-sql"}
+    # Only the two models' own directories, read-only: nothing else of the cache.
+    model_key = "hf--meta-llama--Llama-3.1-8B-Instruct--cred-hf-token"
+    assert [(m["subPath"], m["mountPath"], m["readOnly"]) for m in cache.mounts if m["name"] == "model-cache"] == [
+        (model_key, f"/var/cache/inferfleet/{model_key}", True),
+        ("s3--loras--sql--cred-hf-token", "/var/cache/inferfleet/s3--loras--sql--cred-hf-token", True),
+    ]
+    assert all(m["readOnly"] for m in cache.mounts)
+    assert cache.volumes[0]["persistentVolumeClaim"] == {"claimName": "inferfleet-node-cache", "readOnly": True}
     assert ("HF_HUB_OFFLINE", "1") in cache.env
 
 
@@ -110,11 +122,20 @@ def test_serving_pod_init_containers_wait_then_pin() -> None:
     init = objects.init_containers(svc, "l4", SETTINGS)
     assert [c["name"] for c in init] == ["cache-verify", "cache-hold"]
     verify, hold = init
-    assert verify["args"][:4] == ["--dest", "/var/cache/inferfleet/hf--meta-llama--Llama-3.1-8B-Instruct",
-                                  "--revision", "main"]  # fmt: skip
+    dest = "/var/cache/inferfleet/hf--meta-llama--Llama-3.1-8B-Instruct--cred-hf-token"
+    assert verify["args"][:4] == ["--dest", dest, "--revision", "main"]
     assert "DaemonSet llama-8b-chat-l4-cache" in verify["args"][verify["args"].index("--hint") + 1]
+    # The verify container pins the revision it checked; the sidecar holds that pin.
+    assert verify["args"][verify["args"].index("--pin") + 1] == "/run/inferfleet/pinned/model"
+    assert hold["args"] == ["--pinned", "/run/inferfleet/pinned/model"]
     assert hold["restartPolicy"] == "Always"  # native sidecar: lives as long as the pod
-    assert all(m["readOnly"] for c in init for m in c["volumeMounts"])
+    cache_mounts = [m for c in init for m in c["volumeMounts"] if m["name"] == "model-cache"]
+    assert cache_mounts and all(m["readOnly"] and m["subPath"] == dest.rsplit("/", 1)[1] for m in cache_mounts)
+    # Only the verify container writes its pin, to a pod-local emptyDir.
+    assert {"name": "pinned-revisions", "mountPath": "/run/inferfleet/pinned"} in verify["volumeMounts"]
+    assert {"name": "pinned-revisions", "mountPath": "/run/inferfleet/pinned", "readOnly": True} in hold[
+        "volumeMounts"
+    ]
 
 
 def test_pvc_mode_is_one_job_and_none_mode_is_nothing() -> None:

@@ -43,6 +43,8 @@ class Control:
 
     def __init__(self, cluster: InMemoryCluster | None = None) -> None:
         self.cluster = cluster or InMemoryCluster()
+        if self.cluster.get(ObjectRef("v1", "Namespace", None, NAMESPACE)) is None:
+            self.cluster.add_namespace(NAMESPACE)
         self.settings = OperatorSettings()
         self.memo = kopf.Memo(reconciler=self.new_reconciler())
 

@@ -13,7 +13,7 @@ from inferfleet import handlers
 from inferfleet.api import InferenceService, parse
 from inferfleet.config import OperatorSettings
 from inferfleet.reconcile import compute
-from inferfleet.reconcile.actions import Apply
+from inferfleet.reconcile.actions import Apply, Create
 from inferfleet.render import at_revision, render
 from tests.unit.reconcile.fixtures import NAME, NAMESPACE, Control, example
 
@@ -40,7 +40,11 @@ def test_compute_is_pure_and_repeatable() -> None:
     frozen = copy.deepcopy(snapshot)
     first, second = compute.compute(snapshot), compute.compute(snapshot)
     assert first.actions == second.actions and first.actions
-    assert all(isinstance(action, Apply) for action in first.actions)  # nothing exists yet
+    # Nothing exists yet: the namespace's node-cache volume and claim are created (never
+    # applied over something that exists), everything the service owns is applied.
+    assert [type(action) for action in first.actions[:2]] == [Create, Create]
+    assert [action.ref.kind for action in first.actions[:2]] == ["PersistentVolume", "PersistentVolumeClaim"]
+    assert all(isinstance(action, Apply) for action in first.actions[2:])
     assert snapshot == frozen  # compute changed nothing it was given
     assert compute.conclude(snapshot, first) == compute.conclude(snapshot, first)
 

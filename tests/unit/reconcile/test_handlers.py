@@ -29,8 +29,13 @@ def created() -> Control:
     return control
 
 
+# Not the service's own: the namespace, and its node-cache claim and volume, which every
+# service of the namespace shares (test_node_cache_volume_is_the_namespaces_own).
+SHARED_KINDS = {labels.KIND, "Namespace", "PersistentVolume", "PersistentVolumeClaim"}
+
+
 def owned(control: Control) -> list[str]:
-    return sorted(f"{ref.kind}/{ref.name}" for ref in control.cluster.objects if ref.kind != labels.KIND)
+    return sorted(f"{ref.kind}/{ref.name}" for ref in control.cluster.objects if ref.kind not in SHARED_KINDS)
 
 
 def test_create_renders_every_object_and_reports_status() -> None:
@@ -120,6 +125,9 @@ def test_ready_when_every_tier_has_its_replicas() -> None:
 
 def test_a_second_pass_writes_nothing() -> None:
     control = created()
+    # The first pass created the node-cache claim; the one after it sees it bound (what
+    # CacheReady says changes once). From then on a pass writes nothing.
+    control.reconcile()
     calls = len(control.cluster.calls)
     rv = control.cr()["metadata"]["resourceVersion"]
     control.reconcile()
@@ -149,8 +157,9 @@ def test_model_revision_change_rolls_the_pods_and_keeps_replicas() -> None:
     after = control.workloads()["l4"]
     assert after["spec"]["replicas"] == 5
     assert after["metadata"]["generation"] == before["metadata"]["generation"] + 1
-    args = after["spec"]["template"]["spec"]["containers"][0]["args"]
-    assert args[0].endswith("/refs/0e9e39f")  # vLLM loads the pre-cached revision
+    verify = after["spec"]["template"]["spec"]["initContainers"][0]
+    # The new revision is what the pod's verify container checks and pins for vLLM.
+    assert verify["args"][verify["args"].index("--revision") + 1] == "0e9e39f"
     hash_key = labels.ANNOTATION_PLAN_HASH
     assert (
         after["spec"]["template"]["metadata"]["annotations"][hash_key]
@@ -293,7 +302,13 @@ def test_missing_pod_monitor_crd_degrades_but_serves() -> None:
 def test_delete_cascades_through_owner_references() -> None:
     control = created()
     control.cluster.user_delete(ref_of(control.cr()))
-    assert control.cluster.objects == {}
+    # What is left is the namespace's: the node-cache claim and volume other services
+    # of the namespace share, and whose weights outlive every service (Retain).
+    assert sorted(ref.kind for ref in control.cluster.objects) == [
+        "Namespace",
+        "PersistentVolume",
+        "PersistentVolumeClaim",
+    ]
     control.reconcile()  # a late event for a deleted object is a no-op
 
 
@@ -346,12 +361,18 @@ def test_a_cache_path_outside_the_allowed_root_is_never_rendered() -> None:
     planned = control.condition("Planned")
     assert planned["reason"] == labels.REASON_INVALID_SPEC and "spec.cache.nodePath" in planned["message"]
     paths = [
-        volume["hostPath"]["path"]
+        volume["spec"]["hostPath"]["path"]
+        for ref, volume in control.cluster.objects.items()
+        if ref.kind == "PersistentVolume"
+    ]
+    assert paths and not any(path.startswith("/data/weights") for path in paths)
+    claims = {
+        volume["persistentVolumeClaim"]["claimName"]
         for obj in control.cluster.objects.values()
         for volume in _pod_spec(obj).get("volumes", [])
-        if "hostPath" in volume
-    ]
-    assert paths and "/data/weights" not in paths
+        if "persistentVolumeClaim" in volume
+    }
+    assert claims == {"inferfleet-node-cache"}
 
 
 def _pod_spec(obj: dict[str, Any]) -> dict[str, Any]:

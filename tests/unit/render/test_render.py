@@ -103,8 +103,10 @@ def test_planned_vllm_arguments() -> None:
     )
     deployment = by_kind(render(service, plans.plan(tier), SETTINGS), "Deployment")[0]
     args = container(deployment)["args"]
-    # Pre-cached (cache.mode nvme by default): the local revision path replaces --revision.
-    assert args[0] == "/var/cache/inferfleet/hf--meta-llama--Llama-3.1-8B-Instruct/refs/0e9e39f"
+    # Pre-cached (cache.mode nvme by default): the revision the pod pinned replaces --revision.
+    assert args[0] == "/run/inferfleet/pinned/model"
+    verify = deployment["spec"]["template"]["spec"]["initContainers"][0]
+    assert verify["args"][verify["args"].index("--revision") + 1] == "0e9e39f"
     assert flag(args, "--tensor-parallel-size") == "4"
     assert flag(args, "--pipeline-parallel-size") == "1"
     assert flag(args, "--quantization") == "fp8"
@@ -142,8 +144,8 @@ def test_serving_switches_and_lora_and_extra_args() -> None:
     assert {"--no-enable-prefix-caching", "--no-enable-chunked-prefill", "--enable-lora"} <= set(args)
     assert flag(args, "--max-loras") == "1"
     assert flag(args, "--max-lora-rank") == "32"  # 24 rounds up to a rank vLLM accepts
-    assert "sql=/var/cache/inferfleet/hf--org--sql-lora/refs/main" in args  # pre-cached adapters
-    assert "doc=/var/cache/inferfleet/hf--org--doc-lora/refs/main" in args
+    assert "sql=/run/inferfleet/pinned/adapter-sql" in args  # pre-cached adapters, pinned
+    assert "doc=/run/inferfleet/pinned/adapter-doc" in args
     assert flag(args, "--speculative-config") == '{"method":"ngram","num_speculative_tokens":4}'
     assert args[-2:] == ["--seed", "7"]
 
@@ -179,15 +181,25 @@ def test_pre_cached_pods_get_no_hub_token_at_all() -> None:
         assert all(e["name"] not in {"HF_TOKEN", "HF_TOKEN_PATH"} for e in container(deployment)["env"])
 
 
-def test_nvme_cache_mounts_node_path_read_only_and_goes_offline() -> None:
+def test_nvme_cache_mounts_only_its_model_read_only_through_the_claim_and_goes_offline() -> None:
     service = plans.service(cache={"mode": "nvme", "nodePath": "/nvme/weights"})
     deployment = by_kind(render(service, plans.plan(), SETTINGS), "Deployment")[0]
     main = container(deployment)
-    volumes = {v["name"]: v for v in deployment["spec"]["template"]["spec"]["volumes"]}
-    assert volumes["model-cache"]["hostPath"]["path"] == "/nvme/weights"
-    mount = next(m for m in main["volumeMounts"] if m["name"] == "model-cache")
+    pod = deployment["spec"]["template"]["spec"]
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    # The claim of this node path's tree (another root, another claim), read-only; no
+    # hostPath anywhere in a tenant's pod (Pod Security baseline refuses one).
+    claim = volumes["model-cache"]["persistentVolumeClaim"]
+    assert claim["readOnly"] is True and claim["claimName"].startswith("inferfleet-node-cache-")
+    assert claim["claimName"] != "inferfleet-node-cache"
+    assert not any("hostPath" in volume for volume in pod["volumes"])
+    (mount,) = [m for m in main["volumeMounts"] if m["name"] == "model-cache"]
     assert mount["readOnly"] is True
-    assert main["args"][0].startswith(mount["mountPath"] + "/")  # vLLM loads the local revision
+    assert mount["subPath"] == mount["mountPath"].rsplit("/", 1)[1]  # its model directory only
+    assert main["args"][0] == "/run/inferfleet/pinned/model"  # vLLM loads the pinned revision
+    assert {"name": "pinned-revisions", "mountPath": "/run/inferfleet/pinned", "readOnly": True} in main[
+        "volumeMounts"
+    ]
     assert {"name": "HF_HUB_OFFLINE", "value": "1"} in main["env"]
 
 
