@@ -184,3 +184,52 @@ def test_hold_cli_pins_a_revision_until_it_exits(tmp_path: Path) -> None:
     gone = run_cli("cache", "gc", "--root", str(node), "--budget-gib", "0")
     assert gone.returncode == 0, gone.stderr
     assert not (dest / "revisions" / fetched.manifest.revision_id).exists()
+
+
+def test_a_pod_loads_and_holds_the_revision_it_verified_whatever_the_ref_does_later(tmp_path: Path) -> None:
+    """verify --pin resolves the ref once; when a later fetch moves the ref, the pod's link
+    and its hold stay on what it verified, and the garbage collector keeps that revision."""
+    node = tmp_path / "node"
+    dest = node / "m"
+    first = fetch(f"file://{_model_dir(tmp_path, 'm', 1, 1)}", dest, fast_options()).manifest
+    link = tmp_path / "pod" / "pinned" / "model"
+    verified = run_cli("cache", "verify", "--dest", str(dest), "--revision", "main", "--pin", str(link))
+    assert verified.returncode == 0, verified.stderr
+    assert link.resolve() == (dest / "revisions" / first.revision_id).resolve()
+
+    second = fetch(f"file://{_model_dir(tmp_path, 'm', 1, 2)}", dest, fast_options()).manifest
+    assert second.revision_id != first.revision_id
+    assert store.resolve_ref(dest, "main") == second.revision_id  # the ref moved on ...
+    assert link.resolve() == (dest / "revisions" / first.revision_id).resolve()  # ... the pin did not
+
+    holder = subprocess.Popen(
+        [_cli(), "cache", "hold", "--pinned", str(link)], stderr=subprocess.PIPE, text=True
+    )
+    try:
+        deadline = time.monotonic() + 20
+        held = lambda: {r.revision_id for r in store.scan(node) if r.in_use}  # noqa: E731
+        while time.monotonic() < deadline and first.revision_id not in held():
+            time.sleep(0.05)
+        assert held() == {first.revision_id}
+        plan = store.collect_garbage(node, budget_bytes=0, log=lambda _: None)
+        assert first.revision_id not in {v.revision_id for v in plan.evict}
+        assert (dest / "revisions" / first.revision_id).is_dir()
+    finally:
+        holder.terminate()
+        holder.communicate(timeout=20)
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        "relative/revisions/abc",
+        "/cache/m/refs/main",
+        "/cache/m/revisions/../../../etc",
+        "/cache/m/revisions/.x",
+    ],
+)
+def test_a_pin_that_is_no_revision_link_is_refused(tmp_path: Path, target: str) -> None:
+    link = tmp_path / "model"
+    os.symlink(target, link)
+    held = run_cli("cache", "hold", "--pinned", str(link))
+    assert held.returncode == 1 and "UnsafeSource" in held.stderr, held.stderr
