@@ -146,8 +146,18 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
             "delete", "clusterrolebinding", "-l", f"{NAMESPACE_LABEL}=true", "--wait=false", check=False
         )
         found.kubectl("delete", "namespace", "-l", f"{NAMESPACE_LABEL}=true", "--wait=false", check=False)
+        _delete_node_cache_volumes(found)
         found.api.close()
         next(source, None)
+
+
+def _delete_node_cache_volumes(cluster: Cluster) -> None:
+    """The node-cache PersistentVolumes the suite's namespaces got (cluster-scoped, so the
+    namespaces' deletion leaves them): only those of e2e namespaces, on any cluster."""
+    volumes = cluster.list("v1/persistentvolumes", None, "inferfleet.dev/component=node-cache")
+    for volume in volumes:
+        if volume["metadata"]["labels"].get("inferfleet.dev/owner-namespace", "").startswith("e2e-"):
+            cluster.kubectl("delete", "pv", volume["metadata"]["name"], "--wait=false", check=False)
 
 
 @dataclass
