@@ -113,14 +113,17 @@ def test_each_team_reaches_only_its_own_tree_and_its_namespace_stays_at_baseline
     victim, attacker = teams
     operators.start(victim, namespaces=teams)
     for namespace in teams:
-        cluster.apply([gpu_service(NAME, namespace, TIERS)])
+        body = gpu_service(NAME, namespace, TIERS)
+        # A front door too: its endpoint picker runs in the team's namespace as well.
+        body["spec"]["frontDoor"] = {"gateway": {"name": "shared"}}
+        cluster.apply([body])
 
     def both_running() -> None:
         for namespace in teams:
             pods = running_pods(cluster, namespace)
             # Pod Security admission let every pod the operator renders in: the pre-cache
             # pod and the serving pod are both scheduled (on a claim that is bound).
-            assert {"cache", "vllm"} <= set(pods), (namespace, sorted(pods))
+            assert {"cache", "vllm", "epp"} <= set(pods), (namespace, sorted(pods))
             claim = cluster.core().read_namespaced_persistent_volume_claim("inferfleet-node-cache", namespace)
             assert claim.status.phase == "Bound", (namespace, claim.status.phase)
 
