@@ -68,7 +68,9 @@ def test_names_per_namespace_and_root() -> None:
 
 @given(
     roots=st.lists(
-        st.lists(st.sampled_from(["mnt", "nvme", "inferfleet", "x", "team-b", "tenants", "a-uid"]), min_size=1),
+        st.lists(
+            st.sampled_from(["mnt", "nvme", "inferfleet", "x", "team-b", "tenants", "a-uid"]), min_size=1
+        ),
         min_size=2,
         max_size=2,
     ),
@@ -148,3 +150,20 @@ def test_pre_provisioned_volumes_are_only_used() -> None:
     assert "inferfleet cache volumes --namespace team-a" in str(verdict.message)
     pending = _pending(wanted(uid=None).persistent_volume_claim())
     assert ensure(wanted(uid=None), ObservedVolume(pending), provision=False).reason == REASON_VOLUME_PENDING
+
+
+def test_the_cli_prints_what_a_platform_admin_applies(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`inferfleet cache volumes` prints the same two objects the operator creates."""
+    import yaml
+    from typer.testing import CliRunner
+
+    import inferfleet.cli.cache  # noqa: F401  (registers `cache` on the app)
+    from inferfleet.cli import app
+
+    monkeypatch.delenv("INFERFLEET_CACHE_NODE_PATH", raising=False)
+    result = CliRunner().invoke(app, ["cache", "volumes", "--namespace", "team-a", "--namespace-uid", UID])
+    assert result.exit_code == 0, result.output
+    assert list(yaml.safe_load_all(result.output)) == wanted().objects()
+    for bad in (["--namespace", "Team_A"], ["--namespace", "team-a", "--node-path", "/etc/cache"]):
+        refused = CliRunner().invoke(app, ["cache", "volumes", *bad])
+        assert refused.exit_code == 2, refused.output

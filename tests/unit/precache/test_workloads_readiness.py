@@ -63,7 +63,10 @@ def test_one_daemonset_per_feasible_tier_restricted_to_the_tier() -> None:
     assert all("valueFrom" not in e for e in container["env"])
     assert container["readinessProbe"]["exec"]["command"][:3] == ["inferfleet", "cache", "verify"]
     # The node cache only through the namespace's claim: no hostPath in a tenant's pod.
-    assert pod["volumes"][0] == {"name": "model-cache", "persistentVolumeClaim": {"claimName": "inferfleet-node-cache"}}
+    assert pod["volumes"][0] == {
+        "name": "model-cache",
+        "persistentVolumeClaim": {"claimName": "inferfleet-node-cache"},
+    }
     assert not any("hostPath" in volume for volume in pod["volumes"])
     assert args[args.index("--node-root") + 1] == "/var/cache/inferfleet"  # eviction within the tree
     assert l4["metadata"]["ownerReferences"][0]["uid"] == "uid-1"
@@ -108,12 +111,17 @@ def test_adapters_get_their_own_fetch_containers_and_serving_paths() -> None:
     assert cache.adapter_paths == {"sql": "/run/inferfleet/pinned/adapter-sql"}
     # Only the two models' own directories, read-only: nothing else of the cache.
     model_key = "hf--meta-llama--Llama-3.1-8B-Instruct--cred-hf-token"
-    assert [(m["subPath"], m["mountPath"], m["readOnly"]) for m in cache.mounts if m["name"] == "model-cache"] == [
+    assert [
+        (m["subPath"], m["mountPath"], m["readOnly"]) for m in cache.mounts if m["name"] == "model-cache"
+    ] == [
         (model_key, f"/var/cache/inferfleet/{model_key}", True),
         ("s3--loras--sql--cred-hf-token", "/var/cache/inferfleet/s3--loras--sql--cred-hf-token", True),
     ]
     assert all(m["readOnly"] for m in cache.mounts)
-    assert cache.volumes[0]["persistentVolumeClaim"] == {"claimName": "inferfleet-node-cache", "readOnly": True}
+    assert cache.volumes[0]["persistentVolumeClaim"] == {
+        "claimName": "inferfleet-node-cache",
+        "readOnly": True,
+    }
     assert ("HF_HUB_OFFLINE", "1") in cache.env
 
 
@@ -130,7 +138,9 @@ def test_serving_pod_init_containers_wait_then_pin() -> None:
     assert hold["args"] == ["--pinned", "/run/inferfleet/pinned/model"]
     assert hold["restartPolicy"] == "Always"  # native sidecar: lives as long as the pod
     cache_mounts = [m for c in init for m in c["volumeMounts"] if m["name"] == "model-cache"]
-    assert cache_mounts and all(m["readOnly"] and m["subPath"] == dest.rsplit("/", 1)[1] for m in cache_mounts)
+    assert cache_mounts and all(
+        m["readOnly"] and m["subPath"] == dest.rsplit("/", 1)[1] for m in cache_mounts
+    )
     # Only the verify container writes its pin, to a pod-local emptyDir.
     assert {"name": "pinned-revisions", "mountPath": "/run/inferfleet/pinned"} in verify["volumeMounts"]
     assert {"name": "pinned-revisions", "mountPath": "/run/inferfleet/pinned", "readOnly": True} in hold[
