@@ -101,12 +101,16 @@ def main() -> int:
     from inferfleet.config import OperatorSettings
     from inferfleet.controller.reconciler import Reconciler
     from inferfleet.handlers import make_planner
+    from inferfleet.kubedata import ObjectRef
 
     settings = OperatorSettings()
     cluster = InMemoryCluster()
     reconciler = Reconciler(cluster, settings, make_planner(settings))
     keys = []
     for body in variants(args.count):
+        namespace = body["metadata"]["namespace"]
+        if cluster.get(ObjectRef("v1", "Namespace", None, namespace)) is None:
+            cluster.add_namespace(namespace)
         cluster.user_apply(body)
         keys.append((body["metadata"]["namespace"], body["metadata"]["name"]))
     # The cluster holds its own copy; the benchmark keeps only the names, so the peak
