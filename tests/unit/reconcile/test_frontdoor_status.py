@@ -14,7 +14,7 @@ GATEWAY = {
     "group": "gateway.networking.k8s.io",
     "kind": "Gateway",
     "name": "inference-gateway",
-    "namespace": "gateway-system",
+    "namespace": "ml-serving",
 }
 
 
