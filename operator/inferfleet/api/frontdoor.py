@@ -134,7 +134,10 @@ def hostname_template_problem(template: str) -> str | None:
     labels_ = template.split(".")
     for placeholder in HOSTNAME_PLACEHOLDERS:
         if labels_.count(placeholder) != 1:
-            return f"must hold {placeholder} exactly once, as a whole label (e.g. {{name}}.{{namespace}}.llm.example.com)"
+            return (
+                f"must hold {placeholder} exactly once, as a whole label "
+                "(e.g. {name}.{namespace}.llm.example.com)"
+            )
     for label in labels_:
         if label in HOSTNAME_PLACEHOLDERS:
             continue

@@ -52,6 +52,9 @@ class Snapshot:
     serving_pods: Sequence[Mapping[str, Any]] = ()  # vLLM server pods (front door, cold start)
     measured_cold_starts: Mapping[str, planner.MeasuredColdStart] = field(default_factory=dict)
     measured_kv: Mapping[str, planner.MeasuredKvCapacity] = field(default_factory=dict)
+    # Every HTTPRoute the operator can list (any namespace, any Gateway): which of them
+    # take requests our route covers is decided here (reconcile.frontdoor.shadows).
+    gateway_routes: Sequence[Mapping[str, Any]] = ()
 
 
 @dataclass(frozen=True)
@@ -207,7 +210,14 @@ def build_status(snapshot: Snapshot, intent: Intent, executed: Executed) -> dict
         front = frontdoor.resolve(service, intent.rendered_plan, snapshot.settings, measured_s)
         current = [dict(obj) for obj in after.values()]
         pods = list(snapshot.serving_pods)
-        status["frontDoor"] = frontdoor_status.summarize(service, front, current, pods)
+        live = next((o for o in current if o.get("kind") == "HTTPRoute"), None)
+        shadows = frontdoor_status.shadows(
+            service, front, snapshot.settings, live, gateway_routes=snapshot.gateway_routes, now=snapshot.now
+        )
+        status["frontDoor"] = frontdoor_status.summarize(service, front, current, pods, shadows)
+        status["conditions"] = frontdoor_status.degraded_when_shadowed(
+            status, snapshot.previous, now=snapshot.now, generation=snapshot.generation
+        )
     if snapshot.planned_for is not None:
         status["plannedWorkload"] = snapshot.planned_for
     else:

@@ -12,8 +12,9 @@ each problem with the field path to fix:
   own (its pods would fit any GPU node), one `serving.image` for tiers of different
   vendors, a vendor without a default image, scale to zero without a front door that holds
   requests (no Gateway, or a platform picker not declared to hold them), a Gateway in another
-  namespace the settings do not allow, a hostname the Gateway API would refuse. The reconciler refuses the spec
-  (InvalidSpec) before rendering; the CLI and the webhook refuse it too.
+  namespace the settings do not allow, a hostname the Gateway API would refuse. The
+  reconciler refuses the spec (InvalidSpec) before rendering; the CLI and the webhook
+  refuse it too.
 """
 
 from __future__ import annotations

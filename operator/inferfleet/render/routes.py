@@ -119,16 +119,24 @@ def _matches(spec: Mapping[str, Any]) -> tuple[RequestMatch, ...]:
     return tuple(out)
 
 
-def parent_sections(route: Mapping[str, Any], gateway_namespace: str, gateway_name: str) -> frozenset[str] | None:
+def parent_sections(
+    route: Mapping[str, Any], gateway_namespace: str, gateway_name: str
+) -> frozenset[str] | None:
     """The listeners a route attaches to on the Gateway; None: all of them; an empty set:
     it does not attach to this Gateway at all."""
     namespace = _str(_dict(route.get("metadata")).get("namespace"), "default")
     sections: set[str] = set()
     attached = False
     for ref in map(_dict, _list(_dict(route.get("spec")).get("parentRefs"))):
-        if _str(ref.get("group"), GATEWAY_GROUP) != GATEWAY_GROUP or _str(ref.get("kind"), "Gateway") != "Gateway":
+        if (
+            _str(ref.get("group"), GATEWAY_GROUP) != GATEWAY_GROUP
+            or _str(ref.get("kind"), "Gateway") != "Gateway"
+        ):
             continue
-        if _str(ref.get("name")) != gateway_name or _str(ref.get("namespace"), namespace) != gateway_namespace:
+        if (
+            _str(ref.get("name")) != gateway_name
+            or _str(ref.get("namespace"), namespace) != gateway_namespace
+        ):
             continue
         attached = True
         section = _str(ref.get("sectionName"))
@@ -146,7 +154,10 @@ def refused_by(route: Mapping[str, Any], gateway_namespace: str, gateway_name: s
     answers = []
     for parent in map(_dict, _list(_dict(route.get("status")).get("parents"))):
         ref = _dict(parent.get("parentRef"))
-        if _str(ref.get("name")) != gateway_name or _str(ref.get("namespace"), namespace) != gateway_namespace:
+        if (
+            _str(ref.get("name")) != gateway_name
+            or _str(ref.get("namespace"), namespace) != gateway_namespace
+        ):
             continue
         accepted = next(
             (c for c in map(_dict, _list(parent.get("conditions"))) if c.get("type") == "Accepted"), {}
@@ -218,7 +229,7 @@ def _trimmed(prefix: str) -> str:
 def _under(prefix: str, path: str) -> bool:
     """A PathPrefix matches whole path elements: /a covers /a and /a/b, never /ab."""
     prefix = _trimmed(prefix)
-    return prefix == "/" or path == prefix or path.startswith(prefix + "/")
+    return prefix in {"/", path} or path.startswith(prefix + "/")
 
 
 def paths_overlap(a: RequestMatch, b: RequestMatch) -> bool:
@@ -285,13 +296,19 @@ def _why(other: Route, ours: Route, mine: RequestMatch, theirs: RequestMatch, ho
     if ours_host is None or their_host is None:
         return None
     if their_host != ours_host:
-        return f"its hostname matches {host.replace(_ANY_LABEL, '*')} more specifically" if their_host > ours_host else None
+        return (
+            f"its hostname matches {host.replace(_ANY_LABEL, '*')} more specifically"
+            if their_host > ours_host
+            else None
+        )
     if REGEX in (theirs.path_type, mine.path_type):
         return "its regular-expression path may cover ours (their precedence is implementation-specific)"
     if match_rank(theirs) != match_rank(mine):
-        return "its match is more specific (longer path, method, headers or query)" if match_rank(
-            theirs
-        ) > match_rank(mine) else None
+        return (
+            "its match is more specific (longer path, method, headers or query)"
+            if match_rank(theirs) > match_rank(mine)
+            else None
+        )
     if _older(other, ours):
         return f"it has the same precedence and is older (created {other.created or 'unknown'})"
     return None
