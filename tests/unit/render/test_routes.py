@@ -421,7 +421,7 @@ def ref_path_ok(kind: str, value: str, path: str) -> bool:
     if kind == "Exact":
         return path == value
     trimmed = value.rstrip("/") or "/"
-    return trimmed == "/" or path == trimmed or path.startswith(trimmed + "/")
+    return trimmed in {"/", path} or path.startswith(trimmed + "/")
 
 
 def ref_values_ok(
@@ -451,7 +451,7 @@ def ref_winner(candidates: Sequence[routes.Route], request: Request) -> str | No
             exact = m.path_type == "Exact"
             key = (host, exact, len(m.path), m.method is not None, len(m.headers), len(m.query))
             # Oldest first, then namespace/name: ordered so that larger is better.
-            tie = tuple(-ord(c) for c in route.created) + (0,), tuple(-ord(c) for c in route.key) + (0,)
+            tie = (*(-ord(c) for c in route.created), 0), (*(-ord(c) for c in route.key), 0)
             if best is None or (key, tie) > best:
                 best, winner = (key, tie), route.key
     return winner
