@@ -48,7 +48,9 @@ class GatewayRef(ApiModel):
     namespace: DnsLabelName | None = Field(
         default=None,
         description="Namespace of the Gateway; empty means the InferenceService's own. A Gateway in "
-        "another namespace must allow routes from this one (listeners[].allowedRoutes.namespaces).",
+        "another namespace must be the operator's default Gateway or one its settings allow "
+        "(frontDoor.allowedGateways), and must allow routes from this one "
+        "(listeners[].allowedRoutes.namespaces).",
     )
     section_name: DnsLabelName | None = Field(
         default=None, description="Listener of the Gateway to attach to; empty means every listener."
