@@ -238,3 +238,13 @@ def test_one_list_of_routes_serves_every_pass_for_a_while() -> None:
     # Watched namespaces: one list per namespace, never the whole cluster.
     scoped = GatewayRoutes(cluster, ("team-a", "team-b"), max_age_s=0)
     assert {r["metadata"]["namespace"] for r in scoped.all()} == {"team-a", "team-b"}
+
+
+def test_the_operator_reads_routes_where_kopf_watches(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`inferfleet run -n a -n b` with namespaced RBAC: a cluster-wide list would be refused."""
+    cluster = InMemoryCluster()
+    memo = kopf.Memo(settings=SHARED, cluster=cluster, namespaces=("team-a", "team-b"))
+    monkeypatch.setattr(handlers.resync.Resync, "start", lambda self: None)
+    handlers.configure(settings=kopf.OperatorSettings(), memo=memo)
+    reconciler: Reconciler = memo["reconciler"]
+    assert reconciler.routes.watched.namespaces == ("team-a", "team-b")
