@@ -169,3 +169,48 @@ def test_tenants_on_one_gateway_get_their_own_match_and_a_copy_is_reported(
     assert not [
         d for d in cluster.list("apps/v1/deployments", a) if d["metadata"]["name"].startswith("sneaky")
     ]
+
+
+def test_in_model_mode_a_second_service_claiming_a_served_name_is_reported(
+    cluster: Cluster, teams: dict[str, str], operators: Operators
+) -> None:
+    """`model` matches are first come, first served: the later service is told so, by
+    name, and the earlier one keeps its requests."""
+    a, b, gw = teams["a"], teams["b"], teams["gw"]
+    operators.start(
+        a,
+        namespaces=(a, b),
+        env={
+            "INFERFLEET_GATEWAY_NAME": "shared",
+            "INFERFLEET_GATEWAY_NAMESPACE": gw,
+            "INFERFLEET_FRONT_DOOR_MATCH": "model",
+        },
+    )
+    cluster.apply([gpu_service(NAME, a, TIERS, cache={"mode": "none"})])
+    first = eventually(lambda: route_of(cluster, a), 90, what="team A's route")
+    header = {"type": "Exact", "name": "X-Gateway-Model-Name", "value": "meta-llama/Llama-3.1-8B-Instruct"}
+    assert first["spec"]["rules"][0]["matches"] == [
+        {"path": {"type": "PathPrefix", "value": "/"}, "headers": [header]}
+    ]
+    time.sleep(1.5)  # whole seconds: B's route is strictly younger
+    cluster.apply([gpu_service(NAME, b, TIERS, cache={"mode": "none"})])
+
+    def b_shadowed() -> dict[str, Any]:
+        front = (cluster.service(b, NAME).get("status") or {}).get("frontDoor") or {}
+        assert front.get("route") == "Shadowed" and front.get("shadowedBy") == [f"{a}/{NAME}"], front
+        return front
+
+    eventually(b_shadowed, 90, what="team B's route reported as shadowed by team A's")
+
+    def a_keeps_its_requests() -> None:
+        body = cluster.service(a, NAME)
+        front = (body.get("status") or {}).get("frontDoor") or {}
+        assert (front.get("route"), front.get("shadowedBy")) == ("Pending", []), front
+        assert conditions(body)["Degraded"]["status"] == "False"
+
+    # A pass of A's once the operator's route list (10 s) holds B's route: B's younger
+    # copy takes nothing of A's. (A changed annotation triggers the pass.)
+    time.sleep(11)
+    cluster.kubectl("annotate", "inferenceservice", NAME, "-n", a, "e2e/poke=1")
+    time.sleep(5)
+    eventually(a_keeps_its_requests, 30, what="team A unaffected")
