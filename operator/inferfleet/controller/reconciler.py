@@ -38,6 +38,7 @@ from inferfleet.render import frontdoor as render_frontdoor
 from inferfleet.render import names as render_names
 from inferfleet.render import pod as render_pod
 from inferfleet.render.checks import render_problems
+from inferfleet.render.routes import Observed
 from inferfleet.scaling import replan_mode
 
 logger = logging.getLogger(__name__)
@@ -238,7 +239,7 @@ class Reconciler:
             pods, container=render_pod.CONTAINER_NAME, tier_label=labels.LABEL_TIER
         )
 
-    def _gateway_routes(self, service: InferenceService | None) -> list[dict[str, Any]]:
+    def _gateway_routes(self, service: InferenceService | None) -> list[Observed]:
         """The HTTPRoutes that might compete with ours (none without a Gateway)."""
         if service is None or render_frontdoor.gateway_of(service, self.settings) is None:
             return []

@@ -16,6 +16,7 @@ from typing import Any
 
 from inferfleet.cluster import Cluster, KindNotServed, access
 from inferfleet.controller.watched import Watched
+from inferfleet.render.routes import Observed, observe
 
 # A route made by someone else is seen within this long plus one resync interval.
 ROUTES_MAX_AGE_S = 10.0
@@ -37,19 +38,21 @@ class GatewayRoutes:
         self.clock = clock
         self._lock = threading.Lock()
         self._listed_at: float | None = None
-        self._items: list[dict[str, Any]] = []
+        self._items: list[Observed] = []
 
-    def all(self) -> list[dict[str, Any]]:
-        """The routes; the world's errors (TransientApiError) reach the pass, which retries."""
+    def all(self) -> list[Observed]:
+        """The routes, read once per list; the world's errors (TransientApiError) reach the
+        pass, which retries."""
         with self._lock:  # one list at a time: concurrent passes share its answer
             now = self.clock()
             if self._listed_at is not None and now - self._listed_at < self.max_age_s:
                 return self._items
+            items: list[dict[str, Any]]
             try:
                 items = self.watched.list(
                     self.cluster, access.HTTP_ROUTE.api_version, access.HTTP_ROUTE.kind, {}
                 )
             except KindNotServed:
                 items = []  # no Gateway API: no route anywhere
-            self._items, self._listed_at = items, now
-            return items
+            self._items, self._listed_at = [observe(item) for item in items], now
+            return self._items

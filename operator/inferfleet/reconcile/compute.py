@@ -32,7 +32,7 @@ from inferfleet.reconcile import replan, rollout
 from inferfleet.reconcile import status as status_rules
 from inferfleet.reconcile.actions import Action, Delete
 from inferfleet.reconcile.diff import diff
-from inferfleet.render import content_hash, frontdoor, render
+from inferfleet.render import content_hash, frontdoor, render, routes
 
 
 @dataclass(frozen=True)
@@ -52,9 +52,9 @@ class Snapshot:
     serving_pods: Sequence[Mapping[str, Any]] = ()  # vLLM server pods (front door, cold start)
     measured_cold_starts: Mapping[str, planner.MeasuredColdStart] = field(default_factory=dict)
     measured_kv: Mapping[str, planner.MeasuredKvCapacity] = field(default_factory=dict)
-    # Every HTTPRoute the operator can list (any namespace, any Gateway): which of them
-    # take requests our route covers is decided here (reconcile.frontdoor.shadows).
-    gateway_routes: Sequence[Mapping[str, Any]] = ()
+    # Every HTTPRoute the operator can list (any namespace, any Gateway), as read: which of
+    # them take requests our route covers is decided here (reconcile.frontdoor.shadows).
+    gateway_routes: Sequence[routes.Observed] = ()
 
 
 @dataclass(frozen=True)

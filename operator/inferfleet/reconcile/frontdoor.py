@@ -102,7 +102,7 @@ def shadows(
     settings: OperatorSettings,
     live: Mapping[str, Any] | None,
     *,
-    gateway_routes: Sequence[Mapping[str, Any]],
+    gateway_routes: Sequence[routes.Observed],
     now: str,
 ) -> list[routes.Shadow]:
     """Every other route on our Gateway (any tenant's, hand-made or another service's)
@@ -111,7 +111,7 @@ def shadows(
         return []
     namespace, name = gateway_key(service, front.gateway)
     ours = our_route(service, front, settings, live, now)
-    others = (routes.route_of(obj, namespace, name) for obj in gateway_routes)
+    others = (routes.on_gateway(route, namespace, name) for route in gateway_routes)
     return routes.shadowing(ours, [other for other in others if other is not None])
 
 

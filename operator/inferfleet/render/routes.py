@@ -119,72 +119,91 @@ def _matches(spec: Mapping[str, Any]) -> tuple[RequestMatch, ...]:
     return tuple(out)
 
 
-def parent_sections(
-    route: Mapping[str, Any], gateway_namespace: str, gateway_name: str
-) -> frozenset[str] | None:
-    """The listeners a route attaches to on the Gateway; None: all of them; an empty set:
-    it does not attach to this Gateway at all."""
-    namespace = _str(_dict(route.get("metadata")).get("namespace"), "default")
-    sections: set[str] = set()
-    attached = False
-    for ref in map(_dict, _list(_dict(route.get("spec")).get("parentRefs"))):
+@dataclass(frozen=True)
+class Observed:
+    """One HTTPRoute as read, before it is known which Gateway matters: read once per list
+    of routes and shared by every pass (a tenant's largest routes cost one parse, not one
+    per service)."""
+
+    namespace: str
+    name: str
+    created: str
+    hostnames: tuple[str, ...]
+    matches: tuple[RequestMatch, ...]
+    # (namespace, name, sectionName or "") of each Gateway it names in parentRefs.
+    parents: tuple[tuple[str, str, str], ...]
+    # (namespace, name, refused) of each Gateway whose controller answered: refused when
+    # it said Accepted=False for the route's current generation.
+    answers: tuple[tuple[str, str, bool], ...]
+
+
+def _parents(namespace: str, spec: Mapping[str, Any]) -> tuple[tuple[str, str, str], ...]:
+    out = []
+    for ref in map(_dict, _list(spec.get("parentRefs"))):
         if (
             _str(ref.get("group"), GATEWAY_GROUP) != GATEWAY_GROUP
             or _str(ref.get("kind"), "Gateway") != "Gateway"
         ):
             continue
-        if (
-            _str(ref.get("name")) != gateway_name
-            or _str(ref.get("namespace"), namespace) != gateway_namespace
-        ):
-            continue
-        attached = True
-        section = _str(ref.get("sectionName"))
-        if not section:
-            return None
-        sections.add(section)
-    return frozenset(sections) if attached else frozenset()
+        out.append(
+            (_str(ref.get("namespace"), namespace), _str(ref.get("name")), _str(ref.get("sectionName")))
+        )
+    return tuple(out)
 
 
-def refused_by(route: Mapping[str, Any], gateway_namespace: str, gateway_name: str) -> bool:
-    """The Gateway's controller said, for the route's current generation, that it does not
-    accept it: such a route takes no request. A route not yet answered might."""
-    metadata = _dict(route.get("metadata"))
-    namespace = _str(metadata.get("namespace"), "default")
-    answers = []
-    for parent in map(_dict, _list(_dict(route.get("status")).get("parents"))):
+def _answers(namespace: str, obj: Mapping[str, Any]) -> tuple[tuple[str, str, bool], ...]:
+    generation = _dict(obj.get("metadata")).get("generation")
+    out = []
+    for parent in map(_dict, _list(_dict(obj.get("status")).get("parents"))):
         ref = _dict(parent.get("parentRef"))
-        if (
-            _str(ref.get("name")) != gateway_name
-            or _str(ref.get("namespace"), namespace) != gateway_namespace
-        ):
-            continue
         accepted = next(
             (c for c in map(_dict, _list(parent.get("conditions"))) if c.get("type") == "Accepted"), {}
         )
-        current = accepted.get("observedGeneration") == metadata.get("generation")
-        answers.append(current and accepted.get("status") == "False")
-    return bool(answers) and all(answers)
+        refused = accepted.get("observedGeneration") == generation and accepted.get("status") == "False"
+        out.append((_str(ref.get("namespace"), namespace), _str(ref.get("name")), refused))
+    return tuple(out)
 
 
-def route_of(obj: Mapping[str, Any], gateway_namespace: str, gateway_name: str) -> Route | None:
-    """The route as it competes on this Gateway; None when it does not attach to it or
-    the Gateway refused it."""
-    sections = parent_sections(obj, gateway_namespace, gateway_name)
-    if sections is not None and not sections:
-        return None
-    if refused_by(obj, gateway_namespace, gateway_name):
-        return None
+def observe(obj: Mapping[str, Any]) -> Observed:
+    """Read an HTTPRoute as the API server would default it, whatever it holds."""
     metadata = _dict(obj.get("metadata"))
     spec = _dict(obj.get("spec"))
-    return Route(
-        namespace=_str(metadata.get("namespace"), "default"),
+    namespace = _str(metadata.get("namespace"), "default")
+    return Observed(
+        namespace=namespace,
         name=_str(metadata.get("name")),
         created=_str(metadata.get("creationTimestamp")),
         hostnames=tuple(h.lower() for h in _list(spec.get("hostnames")) if isinstance(h, str)),
         matches=_matches(spec),
-        sections=sections,
+        parents=_parents(namespace, spec),
+        answers=_answers(namespace, obj),
     )
+
+
+def on_gateway(route: Observed, gateway_namespace: str, gateway_name: str) -> Route | None:
+    """The route as it competes on this Gateway; None when it does not attach to it, or
+    the Gateway's controller refused it for its current generation (it then takes no
+    request; one not yet answered might). Status is the controller's to write: a tenant
+    who may write `httproutes/status` could hide a route this way."""
+    gateway = (gateway_namespace, gateway_name)
+    sections = [section for namespace, name, section in route.parents if (namespace, name) == gateway]
+    if not sections:
+        return None
+    refusals = [refused for namespace, name, refused in route.answers if (namespace, name) == gateway]
+    if refusals and all(refusals):
+        return None
+    return Route(
+        namespace=route.namespace,
+        name=route.name,
+        created=route.created,
+        hostnames=route.hostnames,
+        matches=route.matches,
+        sections=None if "" in sections else frozenset(sections),
+    )
+
+
+def route_of(obj: Mapping[str, Any], gateway_namespace: str, gateway_name: str) -> Route | None:
+    return on_gateway(observe(obj), gateway_namespace, gateway_name)
 
 
 # --- hosts ---------------------------------------------------------------------------------
@@ -289,44 +308,89 @@ def _older(other: Route, ours: Route) -> bool:
     return (other.created, other.key) < (ours.created, ours.key)
 
 
-def _why(other: Route, ours: Route, mine: RequestMatch, theirs: RequestMatch, host: str) -> str | None:
-    """Why `theirs` (of `other`) beats `mine` (of `ours`) for requests to `host` that both
-    cover, or None when it does not."""
-    ours_host, their_host = host_rank(ours.hostnames, host), host_rank(other.hostnames, host)
-    if ours_host is None or their_host is None:
-        return None
-    if their_host != ours_host:
-        return (
-            f"its hostname matches {host.replace(_ANY_LABEL, '*')} more specifically"
-            if their_host > ours_host
-            else None
-        )
+def _host_contest(ours: Route, other: Route) -> tuple[str | None, bool]:
+    """Over every host both routes take: one where `other`'s hostname is the more specific
+    (None if there is none), and whether on some host neither is (matches then decide).
+    Host ranks do not depend on the matches, so this runs once per pair of routes."""
+    more_specific: str | None = None
+    tie = False
+    for host in candidate_hosts(ours, other):
+        ours_rank, their_rank = host_rank(ours.hostnames, host), host_rank(other.hostnames, host)
+        if ours_rank is None or their_rank is None:
+            continue
+        if their_rank > ours_rank and more_specific is None:
+            more_specific = host.replace(_ANY_LABEL, "*")
+        tie = tie or their_rank == ours_rank
+    return more_specific, tie
+
+
+def _wins_tie(other: Route, ours: Route, mine: RequestMatch, theirs: RequestMatch) -> str | None:
+    """Why `theirs` beats `mine` on a host where neither hostname is the more specific."""
     if REGEX in (theirs.path_type, mine.path_type):
         return "its regular-expression path may cover ours (their precedence is implementation-specific)"
     if match_rank(theirs) != match_rank(mine):
-        return (
-            "its match is more specific (longer path, method, headers or query)"
-            if match_rank(theirs) > match_rank(mine)
-            else None
-        )
+        more = match_rank(theirs) > match_rank(mine)
+        return "its match is more specific (longer path, method, headers or query)" if more else None
     if _older(other, ours):
         return f"it has the same precedence and is older (created {other.created or 'unknown'})"
     return None
 
 
+def _keyed_by_header(matches: tuple[RequestMatch, ...]) -> tuple[str, dict[str, RequestMatch]] | None:
+    """When our matches differ only in the value of one Exact header (`model` mode: one
+    per served name), that header's name and the match per value; else None. Another
+    route's match then meets at most the one with its value (or any, if it does not pin
+    that header), so a check costs one look-up per match, not one per pair."""
+    first = matches[0]
+    if len(matches) < 2 or len(first.headers) != 1:
+        return None
+    name = first.headers[0].name
+    shared = (first.path_type, first.path, first.method, first.query)
+    by_value: dict[str, RequestMatch] = {}
+    for match in matches:
+        if (match.path_type, match.path, match.method, match.query) != shared or len(match.headers) != 1:
+            return None
+        (header,) = match.headers
+        if header.name != name or header.type != EXACT:
+            return None
+        by_value[header.value] = match
+    return name, by_value
+
+
+def _meeting(
+    ours: tuple[RequestMatch, ...],
+    keyed: tuple[str, dict[str, RequestMatch]] | None,
+    theirs: RequestMatch,
+) -> Iterable[RequestMatch]:
+    """Our matches that may meet `theirs` (a superset; requests_overlap decides)."""
+    if keyed is None:
+        return ours
+    name, by_value = keyed
+    pinned = next((h for h in theirs.headers if h.name == name and h.type == EXACT), None)
+    if pinned is None:
+        return ours[:1]  # the others differ from it only in a header `theirs` leaves open
+    found = by_value.get(pinned.value)
+    return (found,) if found is not None else ()
+
+
 def shadows(ours: Route, other: Route) -> Shadow | None:
-    """Whether `other` takes some request that one of our matches covers."""
+    """Whether `other` takes some request that one of our matches covers. Bounded by the
+    API's own limits whatever a tenant writes: 16 hostnames, 128 matches a route."""
     if other.key == ours.key or not _listeners_meet(ours, other):
         return None
-    hosts = candidate_hosts(ours, other)
-    for mine in ours.matches:
-        for theirs in other.matches:
+    more_specific, tie = _host_contest(ours, other)
+    if more_specific is None and not tie:
+        return None
+    keyed = _keyed_by_header(ours.matches)
+    for theirs in other.matches:
+        for mine in _meeting(ours.matches, keyed, theirs):
             if not requests_overlap(mine, theirs):
                 continue
-            for host in hosts:
-                reason = _why(other, ours, mine, theirs, host)
-                if reason is not None:
-                    return Shadow(other.key, reason)
+            if more_specific is not None:
+                return Shadow(other.key, f"its hostname matches {more_specific} more specifically")
+            reason = _wins_tie(other, ours, mine, theirs)
+            if reason is not None:
+                return Shadow(other.key, reason)
     return None
 
 

@@ -237,7 +237,7 @@ def test_one_list_of_routes_serves_every_pass_for_a_while() -> None:
     assert cluster.route_lists == 2
     # Watched namespaces: one list per namespace, never the whole cluster.
     scoped = GatewayRoutes(cluster, ("team-a", "team-b"), max_age_s=0)
-    assert {r["metadata"]["namespace"] for r in scoped.all()} == {"team-a", "team-b"}
+    assert {r.namespace for r in scoped.all()} == {"team-a", "team-b"}
 
 
 def test_the_operator_reads_routes_where_kopf_watches(monkeypatch: pytest.MonkeyPatch) -> None:
