@@ -41,8 +41,9 @@ for d in docs:
         parent = spec["parentRefs"][0]
         backends = ", ".join(f"{b['name']}" + (f" (weight {b['weight']})" if "weight" in b else "")
                              for b in spec["rules"][0]["backendRefs"])
-        print(f"HTTPRoute {meta['name']}: Gateway {parent.get('namespace', meta['namespace'])}/{parent['name']}"
-              f" -> {backends}; request timeout {spec['rules'][0]['timeouts']['request']}")
+        match = spec.get("hostnames") or [m["path"]["value"] for m in spec["rules"][0]["matches"]]
+        print(f"HTTPRoute {meta['name']}: Gateway {parent.get('namespace', meta['namespace'])}/{parent['name']},"
+              f" match {', '.join(match)} -> {backends}; request timeout {spec['rules'][0]['timeouts']['request']}")
     elif d["kind"] == "InferencePool":
         print(f"InferencePool {meta['name']}: pods {spec['selector']['matchLabels']}, picker "
               f"{spec['endpointPickerRef']['name']}, hold {meta['annotations']['inferfleet.dev/hold-seconds']} s")

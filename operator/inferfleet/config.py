@@ -15,13 +15,14 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from inferfleet.api import frontdoor as front_door_api
 from inferfleet.api import host_paths
 from inferfleet.catalog import Catalogs, default_catalogs
 from inferfleet.planner.releases import DEFAULT_VLLM_IMAGE
 
 ENV_PREFIX = "INFERFLEET_"
 # Settings read from one comma-separated variable.
-_LIST_FIELDS = frozenset({"namespaces", "amd_supplemental_groups"})
+_LIST_FIELDS = frozenset({"namespaces", "amd_supplemental_groups", "allowed_gateways"})
 
 
 class SettingsInvalid(ValueError):
@@ -165,6 +166,27 @@ class OperatorSettings(BaseModel):
         max_length=63,
         description="Namespace of that Gateway; unset means each InferenceService's own.",
     )
+    # Tenancy (issue 27): on a shared Gateway each service's route has a match of its own,
+    # and a spec names a Gateway in another namespace only where the platform allows it.
+    front_door_match: front_door_api.RouteMatch = Field(
+        default="path",
+        description=(
+            "What tells one service's requests from another's on a shared Gateway: path (prefix "
+            "/<namespace>/<name>, rewritten to /), hostname (front_door_hostname), or model (the "
+            "X-Gateway-Model-Name header a body-based router sets from the request's model)."
+        ),
+    )
+    front_door_hostname: str | None = Field(
+        default=None,
+        max_length=front_door_api.HOSTNAME_MAX_CHARS,
+        description="Hostname template for front_door_match hostname, with {name} and {namespace} "
+        "each as a whole label (e.g. {name}.{namespace}.llm.example.com).",
+    )
+    allowed_gateways: tuple[str, ...] = Field(
+        default=(),
+        description="Gateways in other namespaces a spec may name (namespace/name or namespace/*, "
+        "comma-separated); the default Gateway and any in the service's own namespace always are.",
+    )
     epp_image: str = Field(
         default="ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.10.0",
         min_length=1,
@@ -223,6 +245,23 @@ class OperatorSettings(BaseModel):
         if len(value) > 16 or any(gid < 1 or gid > 2**31 - 1 for gid in value):
             raise ValueError("at most 16 group ids, each between 1 and 2147483647")
         return value
+
+    @model_validator(mode="after")
+    def _front_door(self) -> OperatorSettings:
+        template = self.front_door_hostname
+        problem = front_door_api.hostname_template_problem(template) if template is not None else None
+        if problem is not None:
+            raise ValueError(f"{ENV_PREFIX}FRONT_DOOR_HOSTNAME {template!r}: {problem}")
+        if self.front_door_match == "hostname" and template is None:
+            raise ValueError(
+                f"{ENV_PREFIX}FRONT_DOOR_MATCH hostname needs {ENV_PREFIX}FRONT_DOOR_HOSTNAME "
+                "(e.g. {name}.{namespace}.llm.example.com)"
+            )
+        for entry in self.allowed_gateways:
+            problem = front_door_api.allowed_gateway_problem(entry)
+            if problem is not None:
+                raise ValueError(f"{ENV_PREFIX}ALLOWED_GATEWAYS {problem}")
+        return self
 
     @model_validator(mode="after")
     def _cache_paths(self) -> OperatorSettings:

@@ -38,6 +38,7 @@ from inferfleet.config import OperatorSettings
 from inferfleet.controller import certificates, leader, resync
 from inferfleet.controller.passes import run_pass
 from inferfleet.controller.reconciler import Planner, Reconciler
+from inferfleet.controller.routes import GatewayRoutes
 from inferfleet.controller.webhook_server import AdmissionServer
 from inferfleet.metrics import operator_metrics
 from inferfleet.metrics.operator_metrics import OperatorMetrics
@@ -144,8 +145,16 @@ def configure(*, settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
         kv_capacity = KvCapacityReader(
             PrometheusClient(PrometheusConfig.from_settings(operator_settings), metrics_of(memo))
         )
+        # Other teams' routes are read where kopf watches (a cluster-wide list is forbidden
+        # with namespaced RBAC).
+        watched = memo.get("namespaces")
+        routes = GatewayRoutes(cluster, operator_settings.namespaces if watched is None else watched)
         memo["reconciler"] = Reconciler(
-            cluster, operator_settings, make_planner(operator_settings, cluster), kv_capacity=kv_capacity
+            cluster,
+            operator_settings,
+            make_planner(operator_settings, cluster),
+            kv_capacity=kv_capacity,
+            routes=routes,
         )
     if memo.get("resync") is None:
         namespaces = memo.get("namespaces")

@@ -73,8 +73,14 @@ class FrontDoorStatus(ApiModel):
 
     mode: str = Field(description="gateway or service.")
     gateway: str | None = Field(default=None, description="namespace/name of the Gateway.")
-    route: str = Field(description="Accepted, NotAccepted, Pending, Missing, or None (service mode).")
+    route: str = Field(
+        description="Accepted, NotAccepted, Pending, Missing, Shadowed (another route on the Gateway "
+        "takes requests this route covers), or None (service mode)."
+    )
     route_message: str | None = None
+    shadowed_by: list[str] | None = Field(
+        default=None, description="namespace/name of the routes that take requests this route covers."
+    )
     endpoints: int = Field(default=0, description="Ready serving pods behind the front door.")
     pools: list[PoolStatus] | None = None
 

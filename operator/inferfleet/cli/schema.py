@@ -36,7 +36,8 @@ def validate(
 
     Beyond the schema: GPU and model names the catalogs lack, a cache path outside the
     operator's allowed root (INFERFLEET_CACHE_ALLOWED_ROOT), tiers without a placement, one
-    serving.image for GPUs of several vendors."""
+    serving.image for GPUs of several vendors, a Gateway in another namespace the operator
+    does not allow (INFERFLEET_ALLOWED_GATEWAYS)."""
     from inferfleet.render.checks import problems
 
     settings = load_settings(catalog_file)

@@ -26,6 +26,7 @@ from inferfleet.cluster import Cluster, KindNotServed, access
 from inferfleet.cluster.events import post_events
 from inferfleet.config import OperatorSettings
 from inferfleet.controller import executor
+from inferfleet.controller.routes import GatewayRoutes
 from inferfleet.controller.single_flight import SingleFlight
 from inferfleet.kubedata import KUBE_TIME_FORMAT, ObjectRef, owner_uids
 from inferfleet.precache import coldstart
@@ -34,9 +35,11 @@ from inferfleet.promql.parse import KvCapacityReading
 from inferfleet.reconcile import compute, replan
 from inferfleet.reconcile import volumes as volume_rules
 from inferfleet.reconcile.actions import Action
+from inferfleet.render import frontdoor as render_frontdoor
 from inferfleet.render import names as render_names
 from inferfleet.render import pod as render_pod
 from inferfleet.render.checks import render_problems
+from inferfleet.render.routes import Observed
 from inferfleet.scaling import replan_mode
 
 logger = logging.getLogger(__name__)
@@ -106,12 +109,16 @@ class Reconciler:
         planner: Planner,
         clock: Clock = utc_now,
         kv_capacity: KvCapacitySource | None = None,
+        *,
+        routes: GatewayRoutes | None = None,
     ) -> None:
         self.cluster = cluster
         self.settings = settings
         self.planner = planner
         self.clock = clock
         self.kv_capacity = kv_capacity
+        # Other routes on the Gateways (shadow check), one list shared by all passes.
+        self.routes = routes or GatewayRoutes(cluster, settings.namespaces)
         # Passes of one service never overlap, whatever triggers them (single_flight).
         self.in_flight = SingleFlight()
 
@@ -193,6 +200,7 @@ class Reconciler:
             measured_cold_starts=self._measured_cold_starts(serving_pods),
             measured_kv=self._measured_kv(service) if service is not None and plan is not None else {},
             node_cache=self._node_cache(service) if service is not None and plan is not None else None,
+            gateway_routes=self._gateway_routes(service) if plan is not None else [],
         )
         return body, snapshot
 
@@ -232,6 +240,12 @@ class Reconciler:
         return coldstart.measured_cold_starts(
             pods, container=render_pod.CONTAINER_NAME, tier_label=labels.LABEL_TIER
         )
+
+    def _gateway_routes(self, service: InferenceService | None) -> list[Observed]:
+        """The HTTPRoutes that might compete with ours (none without a Gateway)."""
+        if service is None or render_frontdoor.gateway_of(service, self.settings) is None:
+            return []
+        return self.routes.all()
 
     def _measured_kv(self, service: InferenceService) -> dict[str, planner.MeasuredKvCapacity]:
         """Per tier, the KV cache its running engines allocated (planner.observed says how

@@ -34,7 +34,7 @@ from inferfleet.reconcile import status as status_rules
 from inferfleet.reconcile import volumes as volume_rules
 from inferfleet.reconcile.actions import Action, Delete
 from inferfleet.reconcile.diff import diff
-from inferfleet.render import content_hash, frontdoor, render
+from inferfleet.render import content_hash, frontdoor, render, routes
 
 
 @dataclass(frozen=True)
@@ -56,6 +56,9 @@ class Snapshot:
     measured_kv: Mapping[str, planner.MeasuredKvCapacity] = field(default_factory=dict)
     # The namespace's node-cache claim and volume (cache.mode nvme only).
     node_cache: volume_rules.ObservedVolume | None = None
+    # Every HTTPRoute the operator can list (any namespace, any Gateway), as read: which of
+    # them take requests our route covers is decided here (reconcile.frontdoor.shadows).
+    gateway_routes: Sequence[routes.Observed] = ()
 
 
 @dataclass(frozen=True)
@@ -232,7 +235,14 @@ def build_status(snapshot: Snapshot, intent: Intent, executed: Executed) -> dict
         front = frontdoor.resolve(service, intent.rendered_plan, snapshot.settings, measured_s)
         current = [dict(obj) for obj in after.values()]
         pods = list(snapshot.serving_pods)
-        status["frontDoor"] = frontdoor_status.summarize(service, front, current, pods)
+        live = next((o for o in current if o.get("kind") == "HTTPRoute"), None)
+        shadows = frontdoor_status.shadows(
+            service, front, snapshot.settings, live, gateway_routes=snapshot.gateway_routes, now=snapshot.now
+        )
+        status["frontDoor"] = frontdoor_status.summarize(service, front, current, pods, shadows)
+        status["conditions"] = frontdoor_status.degraded_when_shadowed(
+            status, snapshot.previous, now=snapshot.now, generation=snapshot.generation
+        )
     if snapshot.planned_for is not None:
         status["plannedWorkload"] = snapshot.planned_for
     else:

@@ -12,8 +12,9 @@ each problem with the field path to fix:
   GPU without node labels whose tier gives no placement of its own (its pods would fit
   any GPU node), one `serving.image` for tiers of different vendors, a vendor without a
   default image, scale to zero without a front door that holds requests (no Gateway, or
-  a platform picker not declared to hold them). The reconciler refuses the spec
-  (InvalidSpec) before rendering; the CLI and the webhook refuse it too.
+  a platform picker not declared to hold them), a Gateway in another namespace the
+  settings do not allow, a hostname the Gateway API would refuse. The reconciler refuses
+  the spec (InvalidSpec) before rendering; the CLI and the webhook refuse it too.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Collection
 
 from inferfleet.api import InferenceService, Problem
+from inferfleet.api.frontdoor import gateway_allowed, hostname_problem, render_hostname
 from inferfleet.api.host_paths import is_under
 from inferfleet.api.spec import NO_ACCELERATOR, InlineGpu
 from inferfleet.catalog import Catalogs
@@ -159,9 +161,49 @@ def render_problems(
     return found
 
 
+def gateway_problems(service: InferenceService, settings: OperatorSettings) -> list[Problem]:
+    """A Gateway is the platform's: a spec may name one in another namespace only where the
+    operator's settings allow it (the default Gateway, `allowed_gateways`), or a team
+    could attach routes to a Gateway the platform never meant for it. In `hostname` mode
+    the service's hostname must be one the Gateway API accepts."""
+    found: list[Problem] = []
+    front = service.spec.front_door
+    ref = front.gateway if front is not None and front.mode != "service" else None
+    if ref is not None and ref.namespace and ref.namespace != service.namespace:
+        default = (settings.gateway_namespace or service.namespace, settings.gateway_name)
+        if (ref.namespace, ref.name) != default and not gateway_allowed(
+            settings.allowed_gateways, ref.namespace, ref.name
+        ):
+            allowed = ", ".join(settings.allowed_gateways) or "none"
+            found.append(
+                Problem(
+                    "spec.frontDoor.gateway",
+                    f"Gateway {ref.namespace}/{ref.name} is in another namespace and the operator does not "
+                    f"allow it (Helm frontDoor.allowedGateways: {allowed}); drop frontDoor.gateway to use "
+                    "the operator's default Gateway, name one in this namespace, or ask the platform team "
+                    "to allow it",
+                )
+            )
+    if settings.front_door_match == "hostname" and frontdoor.gateway_of(service, settings) is not None:
+        hostname = render_hostname(settings.front_door_hostname or "", service.namespace, service.name)
+        problem = hostname_problem(hostname)
+        if problem is not None:
+            found.append(
+                Problem(
+                    "metadata.name",
+                    f"the route's hostname from the operator's template (Helm frontDoor.hostname) is not "
+                    f"valid: {problem}; use a shorter name or namespace",
+                )
+            )
+    return found
+
+
 def front_door_problems(service: InferenceService, settings: OperatorSettings) -> list[Problem]:
     """Scale to zero needs a front door that holds the first request while a tier starts;
     a platform's endpoint picker serves one pool, so it cannot serve per-tier pools."""
+    gateway = gateway_problems(service, settings)
+    if gateway:
+        return gateway
     front = service.spec.front_door
     if (
         front is not None

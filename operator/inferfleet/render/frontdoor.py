@@ -30,12 +30,12 @@ from typing import Any
 import yaml
 
 from inferfleet.api import InferenceService, Plan, TierPlan, labels
-from inferfleet.api.frontdoor import EndpointPickerRef
+from inferfleet.api.frontdoor import EndpointPickerRef, render_hostname
 from inferfleet.config import OperatorSettings
 from inferfleet.planner.workload import tier_share
 from inferfleet.render import lifecycle, names, templating
 from inferfleet.render.service_objects import prometheus_name
-from inferfleet.render.vllm_args import HTTP_PORT
+from inferfleet.render.vllm_args import HTTP_PORT, served_model_name
 
 # Pod labels the endpoint picker's plugins read (a picker sees pod labels, not
 # annotations). The context-length range is llm-d's `context-length-aware` plugin's
@@ -73,6 +73,12 @@ WEIGHT_SCALE = 1000
 # Holds move in whole steps so a new cold-start measurement rarely restarts a picker
 # (a restart drops what it holds).
 HOLD_STEP_S = 30
+
+# The header a body-based router (the Inference Extension's BBR, GKE's body-based
+# routing) sets from the `model` of an OpenAI-style request body, before routes match.
+MODEL_HEADER = "X-Gateway-Model-Name"
+# The Gateway API allows 64 matches per rule.
+MATCHES_PER_RULE = 64
 
 # The flow-control queue metric, per pool (label `inference_pool`): what the autoscaler
 # wakes a tier on. llm-d's router exports it under its own prefix as well.
@@ -129,6 +135,66 @@ def gateway_of(service: InferenceService, settings: OperatorSettings) -> Gateway
     if settings.gateway_name:
         return Gateway(settings.gateway_name, settings.gateway_namespace, None)
     return None
+
+
+def path_prefix(service: InferenceService) -> str:
+    """The path of a service's own on a shared Gateway: `/<namespace>/<name>`. Namespaces
+    and names are DNS labels, so no two services' prefixes cover each other."""
+    return f"/{service.namespace}/{service.name}"
+
+
+def served_names(service: InferenceService) -> list[str]:
+    """The `model` values vLLM answers to: the served model name and each adapter's."""
+    adapters = service.spec.model.adapters or []
+    return [served_model_name(service), *(adapter.name for adapter in adapters)]
+
+
+@dataclass(frozen=True)
+class RouteShape:
+    """Which requests a service's HTTPRoute takes: its hostnames and matches (wire form),
+    and whether the path prefix is cut before vLLM sees the request."""
+
+    hostnames: tuple[str, ...]
+    matches: tuple[dict[str, Any], ...]
+    rewrite_prefix: bool
+
+
+def route_shape(service: InferenceService, settings: OperatorSettings) -> RouteShape:
+    """A match of the service's own, as `settings.front_door_match` asks: unique per
+    namespace/name for `path` and `hostname`; for `model`, the names the spec serves."""
+    match settings.front_door_match:
+        case "hostname":
+            template = settings.front_door_hostname or ""
+            hostname = render_hostname(template, service.namespace, service.name)
+            return RouteShape((hostname,), ({"path": {"type": "PathPrefix", "value": "/"}},), False)
+        case "model":
+            matches = tuple(
+                {
+                    "path": {"type": "PathPrefix", "value": "/"},
+                    "headers": [{"type": "Exact", "name": MODEL_HEADER, "value": model}],
+                }
+                for model in served_names(service)
+            )
+            return RouteShape((), matches, False)
+        case _:
+            prefix = {"path": {"type": "PathPrefix", "value": path_prefix(service)}}
+            return RouteShape((), (prefix,), True)
+
+
+def route_rules(shape: RouteShape, backends: list[dict[str, Any]], timeout: str) -> list[dict[str, Any]]:
+    """The route's rules: its matches (64 to a rule), the prefix rewrite, the backends and
+    the timeout (the Gateway must wait out the picker's hold plus the longest answer)."""
+    rules = []
+    for start in range(0, len(shape.matches), MATCHES_PER_RULE):
+        rule: dict[str, Any] = {"matches": list(shape.matches[start : start + MATCHES_PER_RULE])}
+        if shape.rewrite_prefix:
+            # vLLM serves /v1/...: the Gateway cuts /<namespace>/<name> before forwarding.
+            rewrite = {"path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/"}}
+            rule["filters"] = [{"type": "URLRewrite", "urlRewrite": rewrite}]
+        rule["backendRefs"] = backends
+        rule["timeouts"] = {"request": timeout}
+        rules.append(rule)
+    return rules
 
 
 def mode_of(service: InferenceService, settings: OperatorSettings) -> str:
@@ -504,14 +570,15 @@ def objects(
         if pool.weight is not None:
             backend["weight"] = pool.weight
         backends.append(backend)
+    shape = route_shape(service, settings)
     out.append(
         templating.render_json(
             "httproute.json.j2",
             name=route_name(service),
             labels=object_labels,
             parent=parent,
-            backends=backends,
-            request_timeout=f"{request_timeout_s(service, front)}s",
+            hostnames=list(shape.hostnames),
+            rules=route_rules(shape, backends, f"{request_timeout_s(service, front)}s"),
             **_common(service, owner),
         )
     )

@@ -195,6 +195,7 @@ def test_default_values_are_the_operators_defaults(default_objects: list[dict[st
         "INFERFLEET_PROMETHEUS_BEARER_TOKEN_FILE",
         "INFERFLEET_GATEWAY_NAME",
         "INFERFLEET_GATEWAY_NAMESPACE",
+        "INFERFLEET_FRONT_DOOR_HOSTNAME",
     }
     assert fields - set(env) == optional
     assert OperatorSettings.from_env(env) == OperatorSettings()
@@ -228,6 +229,9 @@ def test_values_become_the_operators_settings(full_objects: list[dict[str, Any]]
     assert settings.epp_image == values["images"]["endpointPicker"]
     assert settings.gateway_name == values["frontDoor"]["gateway"]["name"]
     assert settings.gateway_namespace == values["frontDoor"]["gateway"]["namespace"]
+    assert settings.front_door_match == "hostname"
+    assert settings.front_door_hostname == values["frontDoor"]["hostname"]
+    assert settings.allowed_gateways == ("team-gateways/*", "shared/inference-gateway")
     assert settings.amd_supplemental_groups == (44, 992)
     assert settings.vllm_run_as_user == values["serving"]["runAsUser"]
     assert settings.vllm_run_as_root is True

@@ -81,7 +81,7 @@ conditions = st.lists(
     | st.fixed_dictionaries(
         {
             "mode": st.sampled_from(["gateway", "service"]),
-            "route": st.sampled_from(["Accepted", "NotAccepted", "Pending", "Missing", "None"]),
+            "route": st.sampled_from(["Accepted", "NotAccepted", "Pending", "Missing", "None", "Shadowed"]),
             "endpoints": st.integers(0, 3),
         },
         optional={"gateway": st.just("gw-ns/gw"), "routeMessage": st.text(max_size=20)},
@@ -114,7 +114,7 @@ def test_any_status_yields_a_valid_health(
         assert first.get(labels.CONDITION_SCALING_ACTIVE) != "False"  # the autoscaler decides
         if front is not None and front["mode"] == "gateway":  # a front door that takes requests
             assert front["route"] == "Accepted"
-    if front is not None and front["mode"] == "gateway" and front["route"] == "NotAccepted":
+    if front is not None and front["mode"] == "gateway" and front["route"] in {"NotAccepted", "Shadowed"}:
         assert result["status"] in {"Degraded", "Progressing"}  # Progressing: stale generation
     if observed is not None and observed < generation:
         assert result["status"] == "Progressing"

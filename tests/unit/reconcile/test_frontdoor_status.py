@@ -14,7 +14,7 @@ GATEWAY = {
     "group": "gateway.networking.k8s.io",
     "kind": "Gateway",
     "name": "inference-gateway",
-    "namespace": "gateway-system",
+    "namespace": "ml-serving",
 }
 
 
@@ -125,6 +125,7 @@ def test_switching_to_service_mode_prunes_the_front_door() -> None:
         "gateway": "",
         "route": "None",
         "routeMessage": "",
+        "shadowedBy": [],
         "endpoints": 0,
         "pools": [],
     }

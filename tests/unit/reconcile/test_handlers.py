@@ -78,7 +78,7 @@ def test_create_renders_every_object_and_reports_status() -> None:
     front = status["frontDoor"]
     assert (front["mode"], front["gateway"], front["route"], front["endpoints"]) == (
         "gateway",
-        "gateway-system/inference-gateway",
+        "ml-serving/inference-gateway",
         "Pending",
         0,
     )

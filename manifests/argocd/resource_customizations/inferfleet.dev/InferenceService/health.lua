@@ -6,7 +6,8 @@
 -- endpoints) can take requests (noting when a tier's plan cannot meet the latency SLOs,
 -- or when the traffic has drifted from the declared workload); Degraded when the spec
 -- cannot be planned, the reconciler reports a failure, the autoscaler cannot decide
--- (ScalingActive=False: replicas held) or the Gateway refuses the route. Plain Lua 5.1
+-- (ScalingActive=False: replicas held), the Gateway refuses the route or another route on
+-- the Gateway shadows it (takes requests its match covers). Plain Lua 5.1
 -- (Argo CD runs gopher-lua).
 local hs = {}
 
@@ -77,6 +78,13 @@ end
 if gateway_mode and front.route == "NotAccepted" then
   hs.status = "Degraded"
   hs.message = "Front door: the Gateway did not accept the " .. route_words()
+  return hs
+end
+-- Another route on the Gateway takes requests this service's route covers: some of its
+-- clients reach someone else, whatever the Gateway says of the route itself.
+if gateway_mode and front.route == "Shadowed" then
+  hs.status = "Degraded"
+  hs.message = "Front door: another route takes this service's requests on the " .. route_words()
   return hs
 end
 
