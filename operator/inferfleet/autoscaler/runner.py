@@ -43,7 +43,7 @@ from inferfleet.metrics.operator_metrics import OperatorMetrics
 from inferfleet.metrics.prometheus import PrometheusClient, PrometheusConfig, QueryFailed, SignalReader
 from inferfleet.promql.parse import ServiceKey, TierKey
 from inferfleet.promql.queries import QueryConfig
-from inferfleet.promql.signals import SignalSnapshot, sane
+from inferfleet.promql.signals import SignalSnapshot
 from inferfleet.reconcile.status import set_condition
 from inferfleet.scalestep.step import (
     STATUS_HEARTBEAT_S,
@@ -317,9 +317,10 @@ class Autoscaler:
             unavailable = next(iter(snapshot.failed.values()), "Prometheus unavailable")
         tiers = {}
         for tier in service.spec.tiers:
+            # TierReadings hold only measurements (checked when they were made).
             observed = snapshot.tier(service.namespace, service.name, tier.name)
             if observed is not None:
-                tiers[tier.name] = sane(observed)
+                tiers[tier.name] = observed
         door = None
         if snapshot.door_failed is None:
             door = {

@@ -529,8 +529,9 @@ def front_door_signals(
         return None
     held = observation.door_waiting
     pools = tuple(
-        # Prometheus answered and the pool has no series: its picker never held anything.
-        DoorPool(pool.tiers + pool.overflow, None if held is None else (held.get(pool.name) or 0.0))
+        # Prometheus answered and the pool has no series: its picker never held anything;
+        # a series whose reading is no count stays unknown (None), as when not read.
+        DoorPool(pool.tiers + pool.overflow, None if held is None else held.get(pool.name, 0.0))
         for pool in front.pools
     )
     cached = frozenset(
