@@ -114,6 +114,10 @@ class EmulatedPod:
     max_model_len: int = 8192
     both_forms: bool = False
     exported_labels: dict[str, str] = field(default_factory=dict)
+    # The pod's Kubernetes labels when it is not one of the operator's (None: it is).
+    kube_labels: dict[str, str] | None = None
+    # Requests an endpoint picker holds per pool (its flow-control queue gauge).
+    door_held: dict[str, float] = field(default_factory=dict)
     _finished: _Flow = field(default_factory=_Flow)
     _prompt: _Flow = field(default_factory=_Flow)
     _generated: _Flow = field(default_factory=_Flow)
@@ -129,7 +133,9 @@ class EmulatedPod:
 
     @property
     def pod_labels(self) -> dict[str, str]:
-        """The Kubernetes labels the operator gives a vLLM server pod of this tier."""
+        """The pod's Kubernetes labels: by default the operator's for a vLLM server of this tier."""
+        if self.kube_labels is not None:
+            return dict(self.kube_labels)
         return {
             **render_names.tier_labels(self.service, self.tier),
             api_labels.LABEL_COMPONENT: render_names.COMPONENT_SERVER,
@@ -326,6 +332,12 @@ class EmulatedPod:
                 le = "+Inf" if bound == float("inf") else repr(bound)
                 lines.append(series(f"{metric}_bucket", cumulative, {"le": le}))
             lines.append(series(f"{metric}_count", cumulative))
+        if self.door_held:
+            lines.append("# TYPE inference_extension_flow_control_queue_size gauge")
+            lines += [
+                series("inference_extension_flow_control_queue_size", held, {"inference_pool": pool})
+                for pool, held in sorted(self.door_held.items())
+            ]
         # The OpenAI server's own counter (prometheus-fastapi-instrumentator's names).
         http = {"handler": "/v1/chat/completions", "method": "POST"}
         lines += [
