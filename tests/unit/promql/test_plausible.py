@@ -12,8 +12,6 @@ from typing import Any
 
 import pytest
 
-from inferfleet.autoscaler.runner import Autoscaler
-from inferfleet.cluster import InMemoryCluster
 from inferfleet.config import OperatorSettings
 from inferfleet.promql import plausible
 from inferfleet.promql.parse import ServiceKey, TierKey, parse_matrix, parse_pod_load, service_key
@@ -22,10 +20,8 @@ from inferfleet.promql.signals import TierReadings, assemble
 from inferfleet.scalestep.step import Observation, ServiceInput, front_door_signals
 from inferfleet.scaling import TokenQuantiles
 from tests.toolkit import a_scaled_service, a_small_tier_plan
-from tests.toolkit import reconciled as tk
 from tests.toolkit.prometheus import a_range, a_sample, a_vector, service_labels
 from tests.toolkit.step import step_input
-from tests.unit.autoscaler.conftest import ScriptedReader
 
 T0 = 1_800_000_000.0
 GARBAGE = [math.nan, math.inf, -math.inf, -1.0, -1e-3, 1e13]
@@ -185,32 +181,3 @@ def test_bounds_are_closed_and_reject_non_finite() -> None:
     assert plausible.FRACTION(-0.0) == 0.0
     for bounds in (plausible.COUNT, plausible.FRACTION, plausible.RATE, plausible.TOKENS, plausible.REPLICAS):
         assert bounds(math.nan) is None and bounds(math.inf) is None and bounds(None) is None
-
-
-def test_the_live_loop_hands_decide_the_whole_request_mix() -> None:
-    """The loop used to pass each tier through a filter that kept only the load signals,
-    so output tokens, 4xx answers and token percentiles never reached the step live and
-    WorkloadDrift could not turn True outside the tests of the step itself."""
-    cluster, reader = InMemoryCluster(), ScriptedReader()
-    tk.install(
-        cluster,
-        a_scaled_service("chat", "ns").only_tier("l4", "L4", min_replicas=2, max_replicas=6),
-        plans=[a_small_tier_plan("l4")],
-    )
-    reader.set(
-        "ns", "chat", "l4",
-        waiting=0.0, running=4.0, request_rate_rps=2.0, ready_replicas=2,
-        prompt_tokens_rps=6000.0, generation_tokens_rps=500.0, rejected_rps=1.0,
-        prompt_tokens=TokenQuantiles(2500.0, 7000.0, 8000.0),
-        generation_tokens=TokenQuantiles(200.0, 600.0, 900.0),
-    )  # fmt: skip
-    autoscaler = Autoscaler(cluster, reader, OperatorSettings(sync_period_s=15))
-    try:
-        for tick in range(12):
-            autoscaler.run_once(T0 + tick * 15)
-    finally:
-        reader.close()
-    drift = tk.condition(cluster, "ns", "chat", "WorkloadDrift")
-    assert drift is not None and (drift["status"], drift["reason"]) == ("True", "PromptsRejected"), drift
-    observed = tk.status(cluster, "ns", "chat")["observedWorkload"]
-    assert observed["inputTokens"] == {"p50": 2500, "p95": 7000, "p99": 8000}
