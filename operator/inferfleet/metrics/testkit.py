@@ -118,6 +118,8 @@ class EmulatedPod:
     kube_labels: dict[str, str] | None = None
     # Requests an endpoint picker holds per pool (its flow-control queue gauge).
     door_held: dict[str, float] = field(default_factory=dict)
+    # The name of the container port /metrics is served on (a picker's is `metrics`).
+    port_name: str = PORT_NAME
     _finished: _Flow = field(default_factory=_Flow)
     _prompt: _Flow = field(default_factory=_Flow)
     _generated: _Flow = field(default_factory=_Flow)
@@ -165,7 +167,9 @@ class EmulatedPod:
             },
             "spec": {
                 "nodeName": "node-0",
-                "containers": [{"name": "vllm", "ports": [{"name": PORT_NAME, "containerPort": int(port)}]}],
+                "containers": [
+                    {"name": "vllm", "ports": [{"name": self.port_name, "containerPort": int(port)}]}
+                ],
             },
             "status": {
                 "phase": "Running",

@@ -41,8 +41,10 @@ from inferfleet.metrics.testkit import (
 from inferfleet.promql.parse import KvCapacityReading, ServiceKey, TierKey
 from inferfleet.promql.queries import QueryConfig
 from inferfleet.promql.signals import SignalSnapshot
+from inferfleet.render import render
+from inferfleet.render.frontdoor import COMPONENT_EPP
 from tests.integration.prometheus.conftest import SCRAPE_INTERVAL_S
-from tests.toolkit import a_scaled_service, a_small_tier_plan
+from tests.toolkit import a_plan, a_scaled_service, a_service, a_small_tier_plan, a_tier_plan
 from tests.toolkit import reconciled as tk
 
 pytestmark = pytest.mark.integration
@@ -60,6 +62,7 @@ QUERIES = QueryConfig(
 DECIDING = QueryConfig(rate_window_s=4, max_sample_age_s=5)
 SETTINGS = OperatorSettings(sync_period_s=5, queue_depth_per_replica=4.0, predictive_enabled=False)
 ENFORCED = PrometheusSettings(enforced_namespace_label="namespace")
+GATEWAY = OperatorSettings(gateway_name="inference-gateway", gateway_namespace="gateway-system")
 FORGER_LABELS = {"app": "forger"}
 
 
@@ -90,6 +93,16 @@ def pods() -> list[EmulatedPod]:
             both_forms=True,
             exported_labels=claims("busy", "busy-l4-0"),
             num_gpu_blocks=8,
+        ),
+        # The victim's endpoint picker, holding 3 requests for its pool `chat`.
+        EmulatedPod(
+            "chat-epp-0",
+            VICTIM,
+            "chat",
+            "epp",
+            kube_labels={labels.LABEL_SERVICE: "chat", labels.LABEL_COMPONENT: COMPONENT_EPP},
+            port_name="metrics",
+            door_held={"chat": 3.0},
         ),
         # The attacker's forgers: ordinary pods of its namespace, scraped by its monitors.
         EmulatedPod(
@@ -198,21 +211,30 @@ def emulator() -> Iterator[Emulator]:
         yield running
 
 
+def picker_monitor() -> dict[str, Any]:
+    """The operator's PodMonitor of the victim's endpoint pickers, as it renders it."""
+    service = a_service().with_spec(frontDoor={"holdSeconds": 30}).service()
+    objects = render(service, a_plan(a_tier_plan("h100")), GATEWAY)
+    (monitor,) = [o for o in objects if o["kind"] == "PodMonitor" and o["metadata"]["name"] == "chat-epp"]
+    monitor["metadata"]["namespace"] = VICTIM
+    return monitor
+
+
 def start_prometheus(
     binary: str, emulator: Emulator, monitors: Sequence[dict[str, Any]], settings: PrometheusSettings | None
 ) -> PrometheusServer:
     operator_pods = [pod for pod in emulator.pods.values() if pod.kube_labels is None]
     configs = emulator.operator_scrape_configs(SCRAPE_INTERVAL_S, prometheus=settings, pods=operator_pods)
     targets = {"static_configs": emulator.pod_targets()}
-    for monitor in monitors:
+    for monitor in [picker_monitor(), *monitors]:
         configs += pod_monitor_scrape_configs(
             monitor, targets, prometheus=settings, max_interval_s=SCRAPE_INTERVAL_S
         )
     server = PrometheusServer(configs, binary=binary, scrape_interval_s=SCRAPE_INTERVAL_S).start()
     try:
-        # The operator's three pods, and two per attacker monitor (its forgers, or the
-        # victim's two pods for the second scrape).
-        server.wait_for_targets(3 + 2 * len(monitors))
+        # The operator's three vLLM pods and the victim's picker, and two per attacker
+        # monitor (its forgers, or the victim's two vLLM pods for the second scrape).
+        server.wait_for_targets(4 + 2 * len(monitors))
         span_s = 2 * QUERIES.rate_window_s
         # Two windows of scrapes behind every series, the attacker's included.
         server.wait_for(
@@ -261,8 +283,9 @@ def assert_the_victim_reads_its_own_pods_only(server: PrometheusServer) -> None:
     busy = snapshot.tier(VICTIM, "busy", "l4")
     assert busy is not None, snapshot.problems
     assert (busy.waiting, busy.running, busy.kv_cache_usage, busy.ready_replicas) == (40.0, 8.0, 0.9, 1)
-    # The victim runs no endpoint picker: no pool of its holds anything.
-    assert {key for key in snapshot.door_waiting if key.namespace == VICTIM} == set()
+    # The victim's picker holds 3 for its pool; the forged 500 and -500 count for nobody.
+    victim_door = {key: held for key, held in snapshot.door_waiting.items() if key.namespace == VICTIM}
+    assert victim_door == {TierKey(VICTIM, "chat", "chat"): 3.0}
     history = [value for value in snapshot.rate_history[ServiceKey(VICTIM, "chat")] if not math.isnan(value)]
     assert history and history[-1] == pytest.approx(0.5, rel=0.3), history
     # The attacker's own service: its garbage is missing data for it alone.
