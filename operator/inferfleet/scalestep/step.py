@@ -29,6 +29,7 @@ from inferfleet.api.spec import TokenPercentiles
 from inferfleet.config import OperatorSettings
 from inferfleet.kubedata import Event, ObjectRef, kube_time, parse_kube_time
 from inferfleet.planner.workload import mean_tokens
+from inferfleet.promql import plausible
 from inferfleet.promql.signals import TierReadings
 from inferfleet.render import frontdoor
 from inferfleet.scalestep import workload as workload_drift
@@ -570,9 +571,9 @@ def deletion_costs(pods: Sequence[Mapping[str, Any]], in_flight: Mapping[str, fl
         name = str(metadata.get("name", ""))
         if not name or metadata.get("deletionTimestamp"):
             continue
-        reading = in_flight.get(name, 0.0)
-        # A reading that is no count (NaN, infinite, negative) is unknown: idle, as above.
-        usable = reading if math.isfinite(reading) and reading > 0 else 0.0
+        # A reading that is no count (promql.plausible: NaN, infinite, negative, beyond any
+        # fleet) is unknown: idle, as above.
+        usable = plausible.COUNT(in_flight.get(name, 0.0)) or 0.0
         cost = str(min(2**31 - 1, round(usable)))
         current = (metadata.get("annotations") or {}).get(labels.ANNOTATION_POD_DELETION_COST)
         if current != cost:
