@@ -25,11 +25,12 @@ import subprocess
 import sys
 import threading
 import urllib.error
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from inferfleet.metrics import testkit
 from inferfleet.metrics.testkit import PrometheusServer
 from tests.conftest import REPO_ROOT
 from tests.e2e.harness import Cluster, controlplane, ready
@@ -153,122 +154,31 @@ class StandinBridge:
 # --- Prometheus configured from PodMonitors ---------------------------------------------------
 
 
-def _relabeling(rule: Mapping[str, Any]) -> dict[str, Any]:
-    """A PodMonitor RelabelConfig (camelCase) as Prometheus's relabel_config."""
-    names = {
-        "sourceLabels": "source_labels",
-        "targetLabel": "target_label",
-        "replacement": "replacement",
-        "regex": "regex",
-        "separator": "separator",
-        "modulus": "modulus",
-        "action": "action",
-    }
-    unknown = set(rule) - set(names)
-    if unknown:
-        raise ValueError(f"relabeling fields this suite does not translate: {sorted(unknown)}")
-    out = {names[key]: value for key, value in rule.items()}
-    if "action" in out:
-        out["action"] = str(out["action"]).lower()
-    return out
-
-
 def pod_targets(pods: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """file_sd target groups with kubernetes_sd's role=pod meta labels: one per container port."""
-    groups = []
-    for pod in pods:
-        metadata, spec, status = pod["metadata"], pod["spec"], pod.get("status") or {}
-        meta = {
-            "__meta_kubernetes_namespace": metadata["namespace"],
-            "__meta_kubernetes_pod_name": metadata["name"],
-            "__meta_kubernetes_pod_uid": metadata["uid"],
-            "__meta_kubernetes_pod_node_name": spec.get("nodeName", ""),
-            "__meta_kubernetes_pod_ip": status.get("podIP", ""),
-            "__meta_kubernetes_pod_phase": status.get("phase", ""),
-            "__meta_kubernetes_pod_ready": "true" if ready(pod) else "false",
-        }
-        for key, value in (metadata.get("labels") or {}).items():
-            meta[f"__meta_kubernetes_pod_label_{sanitize(key)}"] = value
-            meta[f"__meta_kubernetes_pod_labelpresent_{sanitize(key)}"] = "true"
-        for key, value in (metadata.get("annotations") or {}).items():
-            meta[f"__meta_kubernetes_pod_annotation_{sanitize(key)}"] = value
-            meta[f"__meta_kubernetes_pod_annotationpresent_{sanitize(key)}"] = "true"
-        for container in spec.get("containers") or []:
-            for port in container.get("ports") or []:
-                labels = {
-                    **meta,
-                    "__meta_kubernetes_pod_container_name": container["name"],
-                    "__meta_kubernetes_pod_container_port_name": port.get("name", ""),
-                    "__meta_kubernetes_pod_container_port_number": str(port["containerPort"]),
-                }
-                address = f"{status.get('podIP') or '0.0.0.0'}:{port['containerPort']}"
-                groups.append({"targets": [address], "labels": labels})
-    return groups
+    return testkit.pod_targets(pods)
 
 
-def scrape_jobs(pod_monitor: Mapping[str, Any], targets_file: Path) -> list[dict[str, Any]]:
-    """What prometheus-operator generates for one PodMonitor (the parts the operator uses)."""
-    metadata, spec = pod_monitor["metadata"], pod_monitor["spec"]
-    namespace = metadata["namespace"]
-    selector = spec.get("selector") or {}
-    if selector.get("matchExpressions"):
-        raise ValueError("matchExpressions selectors are not translated by this suite")
-    jobs = []
-    for index, endpoint in enumerate(spec.get("podMetricsEndpoints") or []):
-        relabel: list[dict[str, Any]] = []
-        for key, value in sorted((selector.get("matchLabels") or {}).items()):
-            relabel.append(
-                {
-                    "action": "keep",
-                    "source_labels": [
-                        f"__meta_kubernetes_pod_label_{sanitize(key)}",
-                        f"__meta_kubernetes_pod_labelpresent_{sanitize(key)}",
-                    ],
-                    "regex": f"({re.escape(value)});true",
-                }
-            )
-        if endpoint.get("port"):
-            relabel.append(
-                {
-                    "action": "keep",
-                    "source_labels": ["__meta_kubernetes_pod_container_port_name"],
-                    "regex": re.escape(endpoint["port"]),
-                }
-            )
-        relabel += [
-            {"source_labels": ["__meta_kubernetes_namespace"], "target_label": "namespace"},
-            {"source_labels": ["__meta_kubernetes_pod_container_name"], "target_label": "container"},
-            {"source_labels": ["__meta_kubernetes_pod_name"], "target_label": "pod"},
-            {"target_label": "job", "replacement": f"{namespace}/{metadata['name']}"},
-            {"target_label": "endpoint", "replacement": str(endpoint.get("port", index))},
-        ]
-        relabel += [_relabeling(rule) for rule in endpoint.get("relabelings") or []]
-        # The suite's pod network: only pods with a running stand-in, at its address.
-        annotation = f"__meta_kubernetes_pod_annotation_{sanitize(ADDRESS_ANNOTATION)}"
-        relabel += [
+def scrape_jobs(
+    pod_monitor: Mapping[str, Any],
+    targets_files: Sequence[Path],
+    settings: testkit.PrometheusSettings | None = None,
+) -> list[dict[str, Any]]:
+    """What prometheus-operator generates for one PodMonitor (`testkit`), the pods it may
+    discover listed in `targets_files`. The suite's pod network: only pods with a
+    running stand-in (or another server a test names in the annotation), at that address."""
+    annotation = f"__meta_kubernetes_pod_annotation_{sanitize(ADDRESS_ANNOTATION)}"
+    files = [str(path) for path in targets_files]
+    return testkit.pod_monitor_scrape_configs(
+        pod_monitor,
+        {"file_sd_configs": [{"files": files, "refresh_interval": "1s"}]},
+        prometheus=settings,
+        discovery_relabelings=[
             {"action": "keep", "source_labels": [annotation], "regex": ".+"},
             {"source_labels": [annotation], "target_label": "__address__"},
-            {"source_labels": ["__address__"], "target_label": "instance"},
-        ]
-        interval_s = min(MAX_SCRAPE_INTERVAL_S, _seconds(endpoint.get("interval", "30s")))
-        jobs.append(
-            {
-                "job_name": f"podMonitor/{namespace}/{metadata['name']}/{index}",
-                "scrape_interval": f"{interval_s}s",
-                "scrape_timeout": f"{interval_s}s",
-                "metrics_path": endpoint.get("path", "/metrics"),
-                "file_sd_configs": [{"files": [str(targets_file)], "refresh_interval": "1s"}],
-                "relabel_configs": relabel,
-            }
-        )
-    return jobs
-
-
-def _seconds(duration: str) -> int:
-    match = re.fullmatch(r"(\d+)(s|m)", str(duration))
-    if match is None:
-        return 30
-    return int(match.group(1)) * (60 if match.group(2) == "m" else 1)
+        ],
+        max_interval_s=MAX_SCRAPE_INTERVAL_S,
+    )
 
 
 class PodMonitorPrometheus:
@@ -280,8 +190,11 @@ class PodMonitorPrometheus:
         workdir: Path,
         namespaces: Iterable[str] | None = None,
         interval_s: float = 1.0,
+        settings: testkit.PrometheusSettings | None = None,
     ) -> None:
         self.cluster = cluster
+        # The Prometheus CR's fields that change the generated config (namespace enforcement).
+        self.settings = settings
         self.namespaces = None if namespaces is None else tuple(namespaces)
         self.workdir = workdir
         workdir.mkdir(parents=True, exist_ok=True)
@@ -324,7 +237,11 @@ class PodMonitorPrometheus:
         monitors = sorted(
             self._pod_monitors(), key=lambda m: (m["metadata"]["namespace"], m["metadata"]["name"])
         )
-        for namespace in sorted({m["metadata"]["namespace"] for m in monitors}):
+        # Each monitor's own namespace, and the ones its namespaceSelector names.
+        seen = {m["metadata"]["namespace"] for m in monitors}
+        for monitor in monitors:
+            seen.update((monitor["spec"].get("namespaceSelector") or {}).get("matchNames") or [])
+        for namespace in sorted(seen):
             targets = pod_targets(self.cluster.list("v1/pods", namespace))
             path = self.workdir / f"targets-{namespace}.json"
             text = json.dumps(targets, sort_keys=True)
@@ -333,7 +250,10 @@ class PodMonitorPrometheus:
                 scratch.write_text(text, encoding="utf-8")
                 scratch.replace(path)  # Prometheus never reads half a file
         for monitor in monitors:
-            jobs += scrape_jobs(monitor, self.workdir / f"targets-{monitor['metadata']['namespace']}.json")
+            selected = (monitor["spec"].get("namespaceSelector") or {}).get("matchNames") or []
+            namespaces = sorted({monitor["metadata"]["namespace"], *selected})
+            files = [self.workdir / f"targets-{namespace}.json" for namespace in namespaces]
+            jobs += scrape_jobs(monitor, files, self.settings)
         if jobs != self._jobs:
             self.server.reload(jobs)
             self._jobs = jobs

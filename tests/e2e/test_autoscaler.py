@@ -20,6 +20,8 @@ from tests.e2e.observability import PodMonitorPrometheus, StandinBridge
 from tests.e2e.spec import gpu_service
 
 NAME = "chat"
+# The operator's own scrape job, in the service's namespace (what its queries select).
+SERIES = 'job="inferfleet-vllm",namespace="{namespace}"'
 SCALE_MANAGER = "inferfleet-operator-scale"
 TIER = {
     "name": "l4",
@@ -101,7 +103,7 @@ def test_autoscaler_scales_through_the_scale_subresource_and_holds_without_prome
     # Prometheus found the pod through the operator's PodMonitor, and the relabelling gives
     # the series exactly the labels the autoscaler's queries group by.
     def scraped() -> list[dict[str, Any]]:
-        found = prometheus.query(f'vllm:num_requests_running{{inferfleet_namespace="{namespace}"}}')
+        found = prometheus.query(f"vllm:num_requests_running{{{SERIES.format(namespace=namespace)}}}")
         assert found, (
             f"no series yet; targets up: {len(prometheus.targets_up())}; errors: {prometheus.errors[-1:]}"
         )
@@ -128,7 +130,8 @@ def test_autoscaler_scales_through_the_scale_subresource_and_holds_without_prome
     with Load(address, "meta-llama/Llama-3.1-8B-Instruct", clients=12, max_tokens=1500):
 
         def queued() -> None:
-            found = prometheus.query(f'sum(vllm:num_requests_waiting{{inferfleet_namespace="{namespace}"}})')
+            selector = SERIES.format(namespace=namespace)
+            found = prometheus.query(f"sum(vllm:num_requests_waiting{{{selector}}})")
             assert found and float(found[0]["value"][1]) >= 8, found
 
         eventually(queued, 60, what="the queue to show in Prometheus")

@@ -14,13 +14,13 @@ from inferfleet.promql.parse import TierKey, VectorResult
 
 
 def tier_labels(tier: str = "h100", *, namespace: str = "ns", service: str = "svc") -> dict[str, str]:
-    """The series labels the PodMonitor relabels a tier's pods into."""
-    return {"inferfleet_namespace": namespace, "inferfleet_service": service, "inferfleet_tier": tier}
+    """The target labels a tier's series carry (namespace from discovery, the rest from the PodMonitor)."""
+    return {"namespace": namespace, "inferfleet_service": service, "inferfleet_tier": tier}
 
 
 def service_labels(*, namespace: str = "ns", service: str = "svc") -> dict[str, str]:
     """A service-wide series (the rate history): no tier label."""
-    return {"inferfleet_namespace": namespace, "inferfleet_service": service}
+    return {"namespace": namespace, "inferfleet_service": service}
 
 
 def a_sample(

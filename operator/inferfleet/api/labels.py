@@ -33,10 +33,23 @@ MANAGED_BY_VALUE: Final = "inferfleet"
 ANNOTATION_PLAN_HASH: Final = f"{GROUP}/plan-hash"
 ANNOTATION_POD_DELETION_COST: Final = "controller.kubernetes.io/pod-deletion-cost"
 
-# Series labels the PodMonitor relabels pod labels into; the autoscaler groups by these.
-SERIES_LABEL_NAMESPACE: Final = "inferfleet_namespace"
+# Series labels the autoscaler selects and groups by. Prometheus attaches them to the
+# target, never the scraped endpoint (the PodMonitor keeps honorLabels off, so a label an
+# endpoint exports under one of these names arrives as `exported_<name>`):
+# - `namespace` and `pod` from service discovery (prometheus-operator sets them for every
+#   PodMonitor; a Prometheus with `enforcedNamespaceLabel: namespace` pins `namespace` to
+#   the monitor's own namespace, whatever the monitor's relabelings say);
+# - `job`, which the operator's PodMonitors set to SCRAPE_JOB_*;
+# - the service and tier, copied from the pod's labels by the operator's PodMonitor.
+SERIES_LABEL_NAMESPACE: Final = "namespace"
+SERIES_LABEL_POD: Final = "pod"
+SERIES_LABEL_JOB: Final = "job"
 SERIES_LABEL_SERVICE: Final = "inferfleet_service"
 SERIES_LABEL_TIER: Final = "inferfleet_tier"
+# The `job` of the targets the operator's own PodMonitors scrape: the vLLM servers and
+# the front door's endpoint pickers. The autoscaler reads no other job's series.
+SCRAPE_JOB_SERVER: Final = "inferfleet-vllm"
+SCRAPE_JOB_PICKER: Final = "inferfleet-epp"
 
 # Condition types. Each has one writer (LeaderWorkerSet's convention), named in
 # CONDITION_OWNERS: nobody reads a message to learn who wrote a condition, and no writer

@@ -17,6 +17,7 @@ from. A heartbeat write every few minutes bounds how old the stored state can be
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -43,7 +44,7 @@ from inferfleet.metrics.operator_metrics import OperatorMetrics
 from inferfleet.metrics.prometheus import PrometheusClient, PrometheusConfig, QueryFailed, SignalReader
 from inferfleet.promql.parse import ServiceKey, TierKey
 from inferfleet.promql.queries import QueryConfig
-from inferfleet.promql.signals import SignalSnapshot, sane
+from inferfleet.promql.signals import SignalSnapshot
 from inferfleet.reconcile.status import set_condition
 from inferfleet.scalestep.step import (
     STATUS_HEARTBEAT_S,
@@ -317,9 +318,19 @@ class Autoscaler:
             unavailable = next(iter(snapshot.failed.values()), "Prometheus unavailable")
         tiers = {}
         for tier in service.spec.tiers:
+            # TierReadings hold only measurements (checked when they were made). The load
+            # signals only, as the loop has always passed them: the request mix has never
+            # reached the step live, and letting it through changes decisions and status
+            # writes, which is a change of its own.
             observed = snapshot.tier(service.namespace, service.name, tier.name)
             if observed is not None:
-                tiers[tier.name] = sane(observed)
+                tiers[tier.name] = dataclasses.replace(
+                    observed,
+                    generation_tokens_rps=None,
+                    rejected_rps=None,
+                    prompt_tokens=None,
+                    generation_tokens=None,
+                )
         door = None
         if snapshot.door_failed is None:
             door = {

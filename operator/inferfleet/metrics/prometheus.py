@@ -9,7 +9,6 @@ step has completed, and backs off while Prometheus is failing.
 from __future__ import annotations
 
 import logging
-import math
 import threading
 import time
 from collections.abc import Callable
@@ -35,10 +34,9 @@ from inferfleet.promql.parse import (
     VectorResult,
     parse_kv_capacity,
     parse_matrix,
-    parse_sample,
+    parse_pod_load,
     parse_vector,
     service_key,
-    tier_key,
 )
 from inferfleet.promql.queries import (
     MIX_SIGNALS,
@@ -255,20 +253,7 @@ class SignalReader:
 
     def pod_in_flight(self, now_s: float) -> dict[TierKey, dict[str, float]]:
         """Running requests per pod of every tier, for pod-deletion-cost; raises QueryFailed."""
-        result = self.client.instant(pod_load_query(self.config), now_s)
-        out: dict[TierKey, dict[str, float]] = {}
-        for item in result:
-            if not isinstance(item, dict) or not isinstance(item.get("metric"), dict):
-                continue
-            labels: dict[str, Any] = item["metric"]
-            key = tier_key(labels)
-            sample = parse_sample(item.get("value"))
-            if key is None or sample is None or sample[1] is None or not labels.get("pod"):
-                continue
-            if not math.isfinite(sample[1]) or sample[1] < 0:
-                continue  # no count of requests: the pod reads as idle (deletion_costs)
-            out.setdefault(key, {})[str(labels["pod"])] = sample[1]
-        return out
+        return parse_pod_load(self.client.instant(pod_load_query(self.config), now_s))
 
     def _refresh_history(self, now_s: float) -> str | None:
         if self.history is None:

@@ -8,6 +8,13 @@ ticking a clock.
 
 `PrometheusServer` runs the real `prometheus` binary on a free loopback port with a
 generated config and a temporary storage directory.
+
+`pod_monitor_scrape_configs` writes the scrape configs prometheus-operator generates for
+a PodMonitor (its job name, honor_labels, the relabelings it puts before and after the
+monitor's own, and the namespace enforcement a Prometheus with `enforcedNamespaceLabel`
+appends), so the real Prometheus attaches exactly the labels it would in a cluster:
+Debian's build has no Kubernetes service discovery, so targets carry the
+`__meta_kubernetes_*` labels it would give (`pod_targets`).
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -34,8 +41,11 @@ from typing import Any, Literal
 
 import yaml
 
-from inferfleet.api.labels import SERIES_LABEL_NAMESPACE, SERIES_LABEL_SERVICE, SERIES_LABEL_TIER
+from inferfleet.api import labels as api_labels
 from inferfleet.promql.queries import TTFT_BUCKETS_S
+from inferfleet.render import names as render_names
+from inferfleet.render.pod import PORT_NAME
+from inferfleet.render.service_objects import prometheus_name, server_pod_monitor
 
 NameStyle = Literal["colon", "underscore"]
 Clock = Callable[[], float]
@@ -77,7 +87,10 @@ class EmulatedPod:
     requests a second are answered 400 by the HTTP layer (`http_requests_total`,
     status `4xx`), as vLLM does for a prompt beyond max-model-len.
     `name_style="underscore"` exposes `vllm_…` names (the escaped form),
-    `legacy_kv=True` the pre-0.9.2 `gpu_cache_usage_perc` name.
+    `legacy_kv=True` the pre-0.9.2 `gpu_cache_usage_perc` name, `both_forms=True` every
+    name in both forms at once. `exported_labels` go on every series the pod exports
+    (what a hostile engine would claim about itself: `namespace`, `job`, ...). The
+    gauges take any float, NaN and infinities included.
     """
 
     name: str
@@ -99,6 +112,14 @@ class EmulatedPod:
     output_tokens: float = 128.0
     rejected_rps: float = 0.0
     max_model_len: int = 8192
+    both_forms: bool = False
+    exported_labels: dict[str, str] = field(default_factory=dict)
+    # The pod's Kubernetes labels when it is not one of the operator's (None: it is).
+    kube_labels: dict[str, str] | None = None
+    # Requests an endpoint picker holds per pool (its flow-control queue gauge).
+    door_held: dict[str, float] = field(default_factory=dict)
+    # The name of the container port /metrics is served on (a picker's is `metrics`).
+    port_name: str = PORT_NAME
     _finished: _Flow = field(default_factory=_Flow)
     _prompt: _Flow = field(default_factory=_Flow)
     _generated: _Flow = field(default_factory=_Flow)
@@ -113,11 +134,48 @@ class EmulatedPod:
     _banked_count: float = 0.0
 
     @property
-    def labels(self) -> dict[str, str]:
+    def pod_labels(self) -> dict[str, str]:
+        """The pod's Kubernetes labels: by default the operator's for a vLLM server of this tier."""
+        if self.kube_labels is not None:
+            return dict(self.kube_labels)
         return {
-            SERIES_LABEL_NAMESPACE: self.namespace,
-            SERIES_LABEL_SERVICE: self.service,
-            SERIES_LABEL_TIER: self.tier,
+            **render_names.tier_labels(self.service, self.tier),
+            api_labels.LABEL_COMPONENT: render_names.COMPONENT_SERVER,
+        }
+
+    @property
+    def target_labels(self) -> dict[str, str]:
+        """The labels Prometheus attaches to this pod's series through the operator's
+        PodMonitor (for the combined scrape, which stands in for many pods)."""
+        return {
+            api_labels.SERIES_LABEL_NAMESPACE: self.namespace,
+            api_labels.SERIES_LABEL_POD: self.name,
+            api_labels.SERIES_LABEL_JOB: api_labels.SCRAPE_JOB_SERVER,
+            api_labels.SERIES_LABEL_SERVICE: self.service,
+            api_labels.SERIES_LABEL_TIER: self.tier,
+        }
+
+    def pod_object(self, address: str) -> dict[str, Any]:
+        """The Pod as the API server would list it (for `pod_targets`)."""
+        host, port = address.rsplit(":", 1)
+        return {
+            "metadata": {
+                "name": self.name,
+                "namespace": self.namespace,
+                "uid": f"uid-{self.namespace}-{self.name}",
+                "labels": self.pod_labels,
+            },
+            "spec": {
+                "nodeName": "node-0",
+                "containers": [
+                    {"name": "vllm", "ports": [{"name": self.port_name, "containerPort": int(port)}]}
+                ],
+            },
+            "status": {
+                "phase": "Running",
+                "podIP": host,
+                "conditions": [{"type": "Ready", "status": "True"}],
+            },
         }
 
     def set(
@@ -208,6 +266,12 @@ class EmulatedPod:
     def _name(self, name: str) -> str:
         return name.replace(":", "_") if self.name_style == "underscore" else name
 
+    def _forms(self, line: str) -> list[str]:
+        # Every line in both exposition forms: a pod that spells each name twice.
+        if not self.both_forms:
+            return [line]
+        return [line, line.replace("vllm:", "vllm_")] if "vllm:" in line else [line]
+
     def exposition(self, now_s: float, extra_labels: dict[str, str] | None = None) -> list[str]:
         """Text-format lines for this pod (HELP lines left out; Prometheus ignores them)."""
         with self._lock:
@@ -223,7 +287,8 @@ class EmulatedPod:
             output_counts = self._token_counts(self._banked_output, self.output_tokens, fresh_count)
             token_bounds = self.token_buckets()
             waiting, running, kv = self.waiting, self.running, self.kv_cache_usage
-        labels = {"model_name": self.model_name, "engine": "0", **(extra_labels or {})}
+        labels = {"model_name": self.model_name, "engine": "0", **self.exported_labels}
+        labels.update(extra_labels or {})
 
         def series(name: str, value: float, more: dict[str, str] | None = None) -> str:
             merged = {**labels, **(more or {})}
@@ -271,6 +336,12 @@ class EmulatedPod:
                 le = "+Inf" if bound == float("inf") else repr(bound)
                 lines.append(series(f"{metric}_bucket", cumulative, {"le": le}))
             lines.append(series(f"{metric}_count", cumulative))
+        if self.door_held:
+            lines.append("# TYPE inference_extension_flow_control_queue_size gauge")
+            lines += [
+                series("inference_extension_flow_control_queue_size", held, {"inference_pool": pool})
+                for pool, held in sorted(self.door_held.items())
+            ]
         # The OpenAI server's own counter (prometheus-fastapi-instrumentator's names).
         http = {"handler": "/v1/chat/completions", "method": "POST"}
         lines += [
@@ -278,15 +349,16 @@ class EmulatedPod:
             series("http_requests_total", float(finished), {**http, "status": "2xx"}),
             series("http_requests_total", float(rejected), {**http, "status": "4xx"}),
         ]
-        return lines
+        return [form for line in lines for form in self._forms(line)]
 
 
 class VllmEmulator:
     """Serves `/pods/<name>/metrics` per pod and `/metrics` with every pod's series.
 
-    The combined `/metrics` labels each series with the `inferfleet_*` labels and an
-    `instance` per pod, so one scrape target (with `honor_labels: true`) can stand in
-    for thousands of pods in a benchmark.
+    The combined `/metrics` labels each series with the labels the operator's PodMonitor
+    would attach (`namespace`, `pod`, `job`, `inferfleet_*`) and an `instance` per pod,
+    so one scrape target (with `honor_labels: true`) can stand in for thousands of pods
+    in a benchmark.
     """
 
     def __init__(self, clock: Clock = time.time) -> None:
@@ -308,7 +380,7 @@ class VllmEmulator:
             lines: list[str] = []
             for pod in self.pods.values():
                 if pod.up:
-                    extra = {**pod.labels, "instance": pod.name}
+                    extra = {**pod.target_labels, "instance": pod.name}
                     lines.extend(line for line in pod.exposition(now_s, extra) if not line.startswith("#"))
             return "\n".join(lines) + "\n"
         parts = path.strip("/").split("/")
@@ -367,25 +439,34 @@ class VllmEmulator:
     ) -> None:
         self.stop()
 
-    def pod_scrape_config(self, job: str = "vllm", scrape_interval_s: float = 1.0) -> dict[str, Any]:
-        """One target per pod, labelled as the rendered PodMonitor's relabelling would."""
-        return {
-            "job_name": job,
-            "scrape_interval": f"{scrape_interval_s:g}s",
-            "scrape_timeout": f"{scrape_interval_s:g}s",
-            "static_configs": [
-                {
-                    "targets": [self.address],
-                    "labels": {
-                        **pod.labels,
-                        "pod": pod.name,
-                        "instance": pod.name,
-                        "__metrics_path__": f"/pods/{pod.name}/metrics",
-                    },
-                }
-                for pod in self.pods.values()
-            ],
-        }
+    def pod_targets(self, pods: Iterable[EmulatedPod] | None = None) -> list[dict[str, Any]]:
+        """Target groups for `pods` (default: all), as kubernetes_sd would find them,
+        each scraped at its own path on the emulator."""
+        groups = []
+        for pod in self.pods.values() if pods is None else pods:
+            for group in pod_targets([pod.pod_object(self.address)]):
+                group["labels"]["__metrics_path__"] = f"/pods/{pod.name}/metrics"
+                groups.append(group)
+        return groups
+
+    def operator_scrape_configs(
+        self,
+        scrape_interval_s: float = 1.0,
+        prometheus: PrometheusSettings | None = None,
+        pods: Iterable[EmulatedPod] | None = None,
+    ) -> list[dict[str, Any]]:
+        """What prometheus-operator generates for the operator's PodMonitor of every
+        emulated service, each PodMonitor seeing the pods of its own namespace."""
+        chosen = list(self.pods.values() if pods is None else pods)
+        configs: list[dict[str, Any]] = []
+        for namespace, service in sorted({(pod.namespace, pod.service) for pod in chosen}):
+            configs += pod_monitor_scrape_configs(
+                server_pod_monitor(namespace, service),
+                {"static_configs": self.pod_targets(chosen)},
+                prometheus=prometheus,
+                max_interval_s=scrape_interval_s,
+            )
+        return configs
 
     def combined_scrape_config(self, job: str = "vllm-all", scrape_interval_s: float = 2.0) -> dict[str, Any]:
         return {
@@ -395,6 +476,230 @@ class VllmEmulator:
             "scrape_timeout": f"{scrape_interval_s:g}s",
             "static_configs": [{"targets": [self.address]}],
         }
+
+
+# --- what prometheus-operator generates for a PodMonitor ------------------------------------
+
+
+@dataclass(frozen=True)
+class PrometheusSettings:
+    """The fields of a prometheus-operator `Prometheus` that change what it generates for
+    every PodMonitor: `enforcedNamespaceLabel` (appended, last, to each monitor's
+    relabelings and metricRelabelings, set to the monitor's own namespace),
+    `overrideHonorLabels` (honor_labels always false) and `ignoreNamespaceSelectors`."""
+
+    enforced_namespace_label: str | None = None
+    override_honor_labels: bool = False
+    # Every monitor discovers targets in its own namespace only.
+    ignore_namespace_selectors: bool = False
+
+
+def sanitize(label: str) -> str:
+    """A Kubernetes label name as Prometheus's meta label suffix."""
+    return prometheus_name(label)
+
+
+_RELABEL_FIELDS = {
+    "sourceLabels": "source_labels",
+    "targetLabel": "target_label",
+    "replacement": "replacement",
+    "regex": "regex",
+    "separator": "separator",
+    "modulus": "modulus",
+    "action": "action",
+}
+
+
+def relabel_config(rule: Mapping[str, Any]) -> dict[str, Any]:
+    """A monitoring.coreos.com RelabelConfig (camelCase) as Prometheus's relabel_config."""
+    unknown = set(rule) - set(_RELABEL_FIELDS)
+    if unknown:
+        raise ValueError(f"relabeling fields this translation does not know: {sorted(unknown)}")
+    out = {_RELABEL_FIELDS[key]: value for key, value in rule.items()}
+    if "action" in out:
+        out["action"] = str(out["action"]).lower()
+    return out
+
+
+def _ready(pod: Mapping[str, Any]) -> bool:
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def pod_targets(
+    pods: Iterable[Mapping[str, Any]], address_of: Callable[[Mapping[str, Any], int], str] | None = None
+) -> list[dict[str, Any]]:
+    """Target groups with kubernetes_sd's role=pod meta labels: one per container port.
+    `address_of(pod, port)` gives the address (default: the pod IP)."""
+    groups = []
+    for pod in pods:
+        metadata, spec, status = pod["metadata"], pod["spec"], pod.get("status") or {}
+        meta = {
+            "__meta_kubernetes_namespace": metadata["namespace"],
+            "__meta_kubernetes_pod_name": metadata["name"],
+            "__meta_kubernetes_pod_uid": metadata.get("uid", ""),
+            "__meta_kubernetes_pod_node_name": spec.get("nodeName", ""),
+            "__meta_kubernetes_pod_ip": status.get("podIP", ""),
+            "__meta_kubernetes_pod_phase": status.get("phase", ""),
+            "__meta_kubernetes_pod_ready": "true" if _ready(pod) else "false",
+        }
+        for key, value in (metadata.get("labels") or {}).items():
+            meta[f"__meta_kubernetes_pod_label_{sanitize(key)}"] = value
+            meta[f"__meta_kubernetes_pod_labelpresent_{sanitize(key)}"] = "true"
+        for key, value in (metadata.get("annotations") or {}).items():
+            meta[f"__meta_kubernetes_pod_annotation_{sanitize(key)}"] = value
+            meta[f"__meta_kubernetes_pod_annotationpresent_{sanitize(key)}"] = "true"
+        for container in spec.get("containers") or []:
+            for port in container.get("ports") or []:
+                labels = {
+                    **meta,
+                    "__meta_kubernetes_pod_container_name": container["name"],
+                    "__meta_kubernetes_pod_container_port_name": port.get("name", ""),
+                    "__meta_kubernetes_pod_container_port_number": str(port["containerPort"]),
+                }
+                number = int(port["containerPort"])
+                address = (
+                    address_of(pod, number)
+                    if address_of is not None
+                    else f"{status.get('podIP') or '0.0.0.0'}:{number}"
+                )
+                groups.append({"targets": [address], "labels": labels})
+    return groups
+
+
+def _selector_relabelings(selector: Mapping[str, Any]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for key, value in sorted((selector.get("matchLabels") or {}).items()):
+        out.append(
+            {
+                "action": "keep",
+                "source_labels": [
+                    f"__meta_kubernetes_pod_label_{sanitize(key)}",
+                    f"__meta_kubernetes_pod_labelpresent_{sanitize(key)}",
+                ],
+                "regex": f"({value});true",
+            }
+        )
+    for expression in selector.get("matchExpressions") or []:
+        key, operator = sanitize(expression["key"]), expression["operator"]
+        values = "|".join(expression.get("values") or [])
+        both = [f"__meta_kubernetes_pod_label_{key}", f"__meta_kubernetes_pod_labelpresent_{key}"]
+        present = [f"__meta_kubernetes_pod_labelpresent_{key}"]
+        rule = {
+            "In": {"action": "keep", "source_labels": both, "regex": f"({values});true"},
+            "NotIn": {"action": "drop", "source_labels": both, "regex": f"({values});true"},
+            "Exists": {"action": "keep", "source_labels": present, "regex": "true"},
+            "DoesNotExist": {"action": "drop", "source_labels": present, "regex": "true"},
+        }.get(operator)
+        if rule is None:
+            raise ValueError(f"unknown selector operator {operator!r}")
+        out.append(rule)
+    return out
+
+
+_TMP_JOB = "__tmp_prometheus_job_name"
+
+
+def _filter(action: str, label: str, regex: str) -> dict[str, Any]:
+    return {"action": action, "source_labels": [label], "regex": regex}
+
+
+def _seconds(duration: str) -> float:
+    units = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+    for unit in ("ms", "s", "m", "h"):
+        if duration.endswith(unit) and duration[: -len(unit)].isdigit():
+            return int(duration[: -len(unit)]) * units[unit]
+    raise ValueError(f"unsupported duration {duration!r}")
+
+
+def pod_monitor_scrape_configs(
+    monitor: Mapping[str, Any],
+    service_discovery: Mapping[str, Any],
+    *,
+    prometheus: PrometheusSettings | None = None,
+    discovery_relabelings: Sequence[Mapping[str, Any]] = (),
+    max_interval_s: float | None = None,
+) -> list[dict[str, Any]]:
+    """The scrape configs prometheus-operator generates for one PodMonitor, in its order
+    (pkg/prometheus/promcfg.go, generatePodMonitorConfig): job `podMonitor/<ns>/<name>/<i>`,
+    `honor_labels` (false unless the endpoint asks and the Prometheus does not override),
+    then the relabelings: the job into `__tmp_prometheus_job_name`, drop Failed/Succeeded
+    pods, keep the selector's pods and the endpoint's port, set `namespace`, `container`,
+    `pod`, `job` (`<ns>/<name>`), `endpoint`; then the monitor's own relabelings; then,
+    with `enforcedNamespaceLabel`, that label set to the monitor's namespace, last. The
+    monitor's metricRelabelings get the same enforcement appended.
+
+    `service_discovery` stands in for kubernetes_sd (e.g. `{"static_configs": groups}`
+    from `pod_targets`); `discovery_relabelings` run first, for what service discovery
+    would know and the stand-in does not (an address); `max_interval_s` caps the
+    monitor's interval so tests need not wait 15 s per scrape. A monitor without a
+    namespaceSelector sees its own namespace only, as in a cluster."""
+    settings = prometheus or PrometheusSettings()
+    metadata, spec = monitor["metadata"], monitor["spec"]
+    namespace, name = metadata["namespace"], metadata["name"]
+    enforced: list[dict[str, Any]] = []
+    if settings.enforced_namespace_label:
+        enforced = [{"target_label": settings.enforced_namespace_label, "replacement": namespace}]
+    configs = []
+    for index, endpoint in enumerate(spec.get("podMetricsEndpoints") or []):
+        relabel: list[dict[str, Any]] = [{"source_labels": ["job"], "target_label": _TMP_JOB}]
+        relabel += [dict(rule) for rule in discovery_relabelings]
+        # kubernetes_sd's `namespaces`: the monitor's own unless its namespaceSelector
+        # names others (or any) and the Prometheus lets it.
+        selected = spec.get("namespaceSelector") or {}
+        if settings.ignore_namespace_selectors or not (selected.get("any") or selected.get("matchNames")):
+            relabel.append(_filter("keep", "__meta_kubernetes_namespace", namespace))
+        elif not selected.get("any"):
+            names = "|".join(selected["matchNames"])
+            relabel.append(_filter("keep", "__meta_kubernetes_namespace", names))
+        relabel.append(_filter("drop", "__meta_kubernetes_pod_phase", "(Failed|Succeeded)"))
+        relabel += _selector_relabelings(spec.get("selector") or {})
+        relabel.append(_filter("keep", "__meta_kubernetes_pod_container_port_name", endpoint["port"]))
+        relabel += [
+            {"source_labels": ["__meta_kubernetes_namespace"], "target_label": "namespace"},
+            {"source_labels": ["__meta_kubernetes_pod_container_name"], "target_label": "container"},
+            {"source_labels": ["__meta_kubernetes_pod_name"], "target_label": "pod"},
+        ]
+        for label in spec.get("podTargetLabels") or []:
+            relabel.append(
+                {
+                    "source_labels": [f"__meta_kubernetes_pod_label_{sanitize(label)}"],
+                    "target_label": sanitize(label),
+                    "regex": "(.+)",
+                    "replacement": "${1}",
+                }
+            )
+        relabel.append({"target_label": "job", "replacement": f"{namespace}/{name}"})
+        if spec.get("jobLabel"):
+            relabel.append(
+                {
+                    "source_labels": [f"__meta_kubernetes_pod_label_{sanitize(spec['jobLabel'])}"],
+                    "target_label": "job",
+                    "regex": "(.+)",
+                    "replacement": "${1}",
+                }
+            )
+        relabel.append({"target_label": "endpoint", "replacement": endpoint["port"]})
+        relabel += [relabel_config(rule) for rule in endpoint.get("relabelings") or []]
+        relabel += enforced
+        interval_s = _seconds(endpoint.get("interval", "30s"))
+        if max_interval_s is not None:
+            interval_s = min(interval_s, max_interval_s)
+        config: dict[str, Any] = {
+            "job_name": f"podMonitor/{namespace}/{name}/{index}",
+            "honor_labels": bool(endpoint.get("honorLabels", False)) and not settings.override_honor_labels,
+            "scrape_interval": f"{interval_s:g}s",
+            "scrape_timeout": f"{interval_s:g}s",
+            "metrics_path": endpoint.get("path", "/metrics"),
+            **service_discovery,
+            "relabel_configs": relabel,
+        }
+        metric_relabel = [relabel_config(rule) for rule in endpoint.get("metricRelabelings") or []]
+        metric_relabel += enforced
+        if metric_relabel:
+            config["metric_relabel_configs"] = metric_relabel
+        configs.append(config)
+    return configs
 
 
 class PrometheusServer:

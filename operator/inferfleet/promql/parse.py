@@ -3,7 +3,8 @@
 Input is the `data.result` list of `/api/v1/query` (vector) or `/api/v1/query_range`
 (matrix) exactly as the HTTP API returns it: values are strings, NaN is `"NaN"`.
 Anything that cannot be attributed to one InferenceService tier is dropped and counted
-in `problems`, never guessed at.
+in `problems`, never guessed at. The keys come from the target labels the queries group
+by (`namespace`, `inferfleet_service`, `inferfleet_tier`; see `queries`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, NamedTuple, TypeVar
 
+from inferfleet.api.labels import SERIES_LABEL_POD
+from inferfleet.promql import plausible
 from inferfleet.promql.queries import KV_BLOCK_SIZE_LABEL, KV_BLOCKS_LABEL, SERIES_LABELS
 
 
@@ -142,11 +145,17 @@ def parse_vector(
     return out
 
 
-def parse_matrix(result: Iterable[Any], key_of: Callable[[Mapping[str, Any]], K | None]) -> MatrixResult[K]:
+def parse_matrix(
+    result: Iterable[Any],
+    key_of: Callable[[Mapping[str, Any]], K | None],
+    reading: Callable[[float | None], float | None] = plausible.rate,
+) -> MatrixResult[K]:
     """Parse a range-query (matrix) result keyed by `key_of` (`tier_key` or `service_key`).
 
-    NaN, infinite and malformed points are skipped: for a rate history a missing point
-    is a gap, which the forecaster handles, while a made-up value would mislead it.
+    Each point goes through `reading` (by default: a request rate); what is no
+    measurement (NaN, infinite, negative, beyond any fleet) is skipped, as are malformed
+    points: for a rate history a missing point is a gap, which the forecaster handles,
+    while a made-up value would mislead it.
     """
     out: MatrixResult[K] = MatrixResult()
     for key, item in _keyed_series(result, key_of, "grouping labels", out.problems):
@@ -160,13 +169,30 @@ def parse_matrix(result: Iterable[Any], key_of: Callable[[Mapping[str, Any]], K 
             if sample is None:
                 out.problems.append(f"{key}: malformed point {raw!r}")
                 continue
-            timestamp_s, value = sample
-            if value is None or math.isinf(value):
+            timestamp_s, value = sample[0], reading(sample[1])
+            if value is None:
                 continue
             points.append((timestamp_s, value))
         points.sort()
         out.series.setdefault(key, []).extend(points)
         out.series[key].sort()
+    return out
+
+
+def parse_pod_load(result: Iterable[Any]) -> dict[TierKey, dict[str, float]]:
+    """Running requests per pod of every tier (`pod_load_query`). A pod whose reading is
+    no count is left out: unknown, which pod-deletion-cost treats as idle."""
+    out: dict[TierKey, dict[str, float]] = {}
+    for item in result:
+        if not isinstance(item, Mapping) or not isinstance(item.get("metric"), Mapping):
+            continue
+        labels: Mapping[str, Any] = item["metric"]
+        key, pod = tier_key(labels), labels.get(SERIES_LABEL_POD)
+        sample = parse_sample(item.get("value"))
+        running = None if sample is None else plausible.COUNT(sample[1])
+        if key is None or not isinstance(pod, str) or not pod or running is None:
+            continue
+        out.setdefault(key, {})[pod] = running
     return out
 
 
@@ -185,34 +211,42 @@ class KvCapacityResult:
     problems: list[str] = field(default_factory=list)
 
 
-def _positive_int(value: Any) -> int | None:
-    try:
-        number = int(str(value))
-    except (TypeError, ValueError):
-        return None
-    return number if number > 0 else None
+# What vLLM's cache_config_info says for num_gpu_blocks before the cache is allocated.
+_NOT_ALLOCATED = "None"
 
 
 def parse_kv_capacity(result: Iterable[Any]) -> KvCapacityResult:
     """Per tier, the smallest block count any replica allocated (the replica that holds
-    least sets what the tier can promise) and how many replicas reported one."""
+    least sets what the tier can promise) and how many replicas reported one.
+
+    A replica still starting (vLLM reports `num_gpu_blocks="None"` until its KV cache is
+    allocated) is left out. One whose numbers are no allocation (not whole numbers,
+    zero, beyond `plausible.KV_*_MAX`) leaves its tier without a reading: its capacity is
+    unknown, and so is the smallest of the tier's. Other tiers keep theirs."""
     out = KvCapacityResult()
+    spoiled: set[TierKey] = set()
     for key, item in _keyed_series(result, tier_key, "tier labels", out.problems):
         labels = item.get("metric") or {}
-        blocks = _positive_int(labels.get(KV_BLOCKS_LABEL))
-        block_size = _positive_int(labels.get(KV_BLOCK_SIZE_LABEL))
-        sample = parse_sample(item.get("value"))
-        if blocks is None or block_size is None or sample is None or not sample[1]:
-            out.problems.append(f"{key}: no usable {KV_BLOCKS_LABEL}/{KV_BLOCK_SIZE_LABEL} in {labels!r}")
+        if labels.get(KV_BLOCKS_LABEL) == _NOT_ALLOCATED:
+            out.problems.append(f"{key}: a replica has not allocated its KV cache yet")
             continue
-        pods = int(sample[1])
+        blocks = plausible.positive_int(labels.get(KV_BLOCKS_LABEL), plausible.KV_BLOCKS_MAX)
+        block_size = plausible.positive_int(labels.get(KV_BLOCK_SIZE_LABEL), plausible.KV_BLOCK_SIZE_MAX)
+        sample = parse_sample(item.get("value"))
+        pods = None if sample is None else plausible.REPLICAS(sample[1])
+        if blocks is None or block_size is None or pods is None or pods < 1 or pods != int(pods):
+            out.problems.append(f"{key}: no usable {KV_BLOCKS_LABEL}/{KV_BLOCK_SIZE_LABEL} in {labels!r}")
+            spoiled.add(key)
+            continue
         found = out.tiers.get(key)
         if found is None:
-            out.tiers[key] = KvCapacityReading(blocks, block_size, pods)
+            out.tiers[key] = KvCapacityReading(blocks, block_size, int(pods))
             continue
         smallest = min(
             (found.num_gpu_blocks * found.block_size, found.num_gpu_blocks, found.block_size),
             (blocks * block_size, blocks, block_size),
         )
-        out.tiers[key] = KvCapacityReading(smallest[1], smallest[2], found.pods + pods)
+        out.tiers[key] = KvCapacityReading(smallest[1], smallest[2], found.pods + int(pods))
+    for key in spoiled:
+        out.tiers.pop(key, None)
     return out

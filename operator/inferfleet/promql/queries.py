@@ -1,27 +1,48 @@
 """PromQL for the autoscaler's signals (pure: strings in, strings out).
 
-Every query aggregates over *all* InferenceServices at once and groups by the three
-series labels the PodMonitor relabels pod labels into, so the cost of one autoscaler
-loop is a fixed number of queries however many objects exist.
+Every query aggregates over *all* InferenceServices at once and groups by the target
+labels Prometheus attaches (`namespace`, and the service and tier the operator's
+PodMonitor copies from pod labels), so the cost of one autoscaler loop is a fixed number
+of queries however many objects exist.
+
+Only series of the operator's own scrape jobs count (`job="inferfleet-vllm"`, the
+pickers' `job="inferfleet-epp"`): a pod scraped by anyone else's monitor, whatever labels
+it exports or its monitor writes, is never read. Which namespace a series counts for is
+only as trustworthy as the `namespace` label; the platform's Prometheus must pin it to
+the monitor's namespace (`enforcedNamespaceLabel: namespace`, see the README's security
+section), or one namespace's PodMonitor could relabel its series into another's.
 
 Newer Prometheus client libraries can expose `vllm:foo` as `vllm_foo` when a scrape
-negotiates OpenMetrics with UTF-8 escaping; one scrape carries one form or the other,
-never both, so the two forms are matched by one selector,
-`{__name__=~"vllm:foo|vllm_foo"}` (cheap: no join). vLLM has also renamed metrics
-over time, and a release in the deprecation window exposes the old and the new name
-side by side; renamed metrics are combined with PromQL's `or`, which matches series
-on their labels ignoring `__name__`, so such a pod is counted once (the left-hand,
-current name wins).
+negotiates OpenMetrics with UTF-8 escaping, and vLLM has renamed metrics over time (a
+release in the deprecation window exposes the old and the new name side by side). Every
+exposed name gets an expression of its own and they are combined with `or`, which
+matches series on their labels ignoring `__name__`, so a pod is counted once (the
+left-hand, current name wins). Never one regex selector over several names: rate() and
+timestamp() drop the name, and one pod exposing two of them would then fail the whole
+query ("vector cannot contain metrics with the same labelset") for every tenant.
+
+Gauges are checked series by series before they are summed: a pod's reading outside
+what the signal can measure (negative, NaN, infinite, a KV usage above 1) turns its
+tier's sum into NaN, which the parser reads as missing data for that tier alone.
 """
 
 from __future__ import annotations
 
 import enum
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from inferfleet.api.labels import SERIES_LABEL_NAMESPACE, SERIES_LABEL_SERVICE, SERIES_LABEL_TIER
+from inferfleet.api.labels import (
+    SCRAPE_JOB_PICKER,
+    SCRAPE_JOB_SERVER,
+    SERIES_LABEL_JOB,
+    SERIES_LABEL_NAMESPACE,
+    SERIES_LABEL_POD,
+    SERIES_LABEL_SERVICE,
+    SERIES_LABEL_TIER,
+)
+from inferfleet.promql import plausible
 
 # The grouping labels, in the order `TierKey` uses them.
 SERIES_LABELS: tuple[str, str, str] = (SERIES_LABEL_NAMESPACE, SERIES_LABEL_SERVICE, SERIES_LABEL_TIER)
@@ -88,10 +109,24 @@ def escaped(name: str) -> str:
     return name.replace(":", "_")
 
 
-def selector(name: str) -> str:
-    """Both exposition forms of one metric name, in one selector."""
-    variants = [name] if escaped(name) == name else [name, escaped(name)]
-    return f'{{__name__=~"{"|".join(variants)}"}}'
+def exposed_names(names: Sequence[str]) -> list[str]:
+    """Every name a family can be exposed under, current name first, each form once."""
+    out: list[str] = []
+    for name in names:
+        for form in (name, escaped(name)):
+            if form not in out:
+                out.append(form)
+    return out
+
+
+def series(name: str, job: str = SCRAPE_JOB_SERVER, matchers: str = "") -> str:
+    """One exact metric name, from the operator's own scrape job only."""
+    extra = f", {matchers}" if matchers else ""
+    return f'{name}{{{SERIES_LABEL_JOB}="{job}"{extra}}}'
+
+
+def _family(names: Sequence[str], each: Callable[[str], str], job: str = SCRAPE_JOB_SERVER) -> str:
+    return " or ".join(each(series(name, job)) for name in exposed_names(names))
 
 
 @dataclass(frozen=True)
@@ -170,32 +205,51 @@ def _duration(seconds: int) -> str:
     return f"{int(seconds)}s"
 
 
-def _fresh(name: str, max_age_s: int) -> str:
+def _number(value: float) -> str:
+    """A PromQL number literal (plain decimal: `1e+12` style exponents are avoided)."""
+    if not math.isfinite(value):
+        raise ValueError(f"not a finite bound: {value}")
+    return repr(float(value)) if abs(value) < 1e16 else f"{value:.17g}"
+
+
+def _fresh(selector: str, max_age_s: int) -> str:
     # timestamp() yields each sample's own scrape time, so this keeps only series scraped
     # within max_age_s of the evaluation time.
-    return f"({name} and (time() - timestamp({name})) < {int(max_age_s)})"
+    return f"({selector} and (time() - timestamp({selector})) < {int(max_age_s)})"
 
 
-def _fresh_family(names: Sequence[str], max_age_s: int) -> str:
-    return " or ".join(_fresh(selector(name), max_age_s) for name in names)
+def _fresh_family(names: Sequence[str], max_age_s: int, job: str = SCRAPE_JOB_SERVER) -> str:
+    return _family(names, lambda selector: _fresh(selector, max_age_s), job)
 
 
-def _rate_family(names: Sequence[str], window_s: int) -> str:
+def _rate_family(names: Sequence[str], window_s: int, job: str = SCRAPE_JOB_SERVER) -> str:
     window = _duration(window_s)
-    return " or ".join(f"rate({selector(name)}[{window}])" for name in names)
+    return _family(names, lambda selector: f"rate({selector}[{window}])", job)
 
 
-def gauge_sum(names: Sequence[str], max_age_s: int) -> str:
-    return f"sum by ({_BY}) ({_fresh_family(names, max_age_s)})"
+def checked(expr: str, bounds: plausible.Bounds) -> str:
+    """`expr` with each series outside `bounds` (NaN fails every comparison) as NaN.
+
+    Summed, one such pod makes its tier's reading NaN, which the parser reads as missing
+    data for that tier, instead of a bad pod's -50 hiding among its siblings' load.
+    `+ 0` and `* NaN` both drop the metric name, so `or` pairs each series with itself.
+    """
+    low, high = _number(bounds.low), _number(bounds.high)
+    return f"((({expr}) + 0) >= {low} <= {high}) or (({expr}) * NaN)"
 
 
-def gauge_avg(names: Sequence[str], max_age_s: int) -> str:
-    return f"avg by ({_BY}) ({_fresh_family(names, max_age_s)})"
+def gauge_sum(names: Sequence[str], max_age_s: int, bounds: plausible.Bounds = plausible.COUNT) -> str:
+    return f"sum by ({_BY}) ({checked(_fresh_family(names, max_age_s), bounds)})"
+
+
+def gauge_avg(names: Sequence[str], max_age_s: int, bounds: plausible.Bounds = plausible.FRACTION) -> str:
+    return f"avg by ({_BY}) ({checked(_fresh_family(names, max_age_s), bounds)})"
 
 
 def replicas_reporting(names: Sequence[str], max_age_s: int) -> str:
-    """Replicas (scrape targets) with a fresh sample, counting a multi-engine pod once."""
-    return f"count by ({_BY}) (group by ({_BY}, instance) ({_fresh_family(names, max_age_s)}))"
+    """Replicas (pods) with a fresh sample, counting a multi-engine pod once."""
+    family = _fresh_family(names, max_age_s)
+    return f"count by ({_BY}) (group by ({_BY}, {SERIES_LABEL_POD}) ({family}))"
 
 
 def histogram_quantile(names: Sequence[str], quantile: float, window_s: int) -> str:
@@ -209,8 +263,8 @@ def counter_rate(names: Sequence[str], window_s: int) -> str:
 def rejected_rate(names: MetricNames, window_s: int) -> str:
     """4xx answers per second from the completion handlers (400 for a prompt beyond
     max-model-len; the instrumentator groups codes as `4xx` by default)."""
-    series = f'{{__name__=~"{names.http_requests}", handler=~"{names.completion_handlers}", status=~"4.."}}'
-    return f"sum by ({_BY}) (rate({series}[{_duration(window_s)}]))"
+    selector = series(names.http_requests, matchers=f'handler=~"{names.completion_handlers}", status=~"4.."')
+    return f"sum by ({_BY}) (rate({selector}[{_duration(window_s)}]))"
 
 
 def signal_queries(config: QueryConfig) -> dict[Signal, str]:
@@ -246,15 +300,20 @@ def signal_queries(config: QueryConfig) -> dict[Signal, str]:
 def door_query(config: QueryConfig) -> str:
     """Requests the front door holds, per pool, keyed like a tier: the pool's name goes
     into the tier label, so the result parses as `TierKey(namespace, service, pool)`.
-    The pickers' PodMonitor relabels the namespace and service labels."""
-    fresh = _fresh_family(config.names.door_queue, config.max_sample_age_s)
-    relabelled = f'label_replace({fresh}, "{SERIES_LABEL_TIER}", "$1", "inference_pool", "(.+)")'
+
+    Summed per pool first: label_replace over raw series could make two of them one label
+    set (a picker exporting its own `inferfleet_tier`) and fail the query for everyone."""
+    fresh = _fresh_family(config.names.door_queue, config.max_sample_age_s, SCRAPE_JOB_PICKER)
+    by_pool = f"{SERIES_LABEL_NAMESPACE}, {SERIES_LABEL_SERVICE}, inference_pool"
+    per_pool = f"sum by ({by_pool}) ({checked(fresh, plausible.COUNT)})"
+    relabelled = f'label_replace({per_pool}, "{SERIES_LABEL_TIER}", "$1", "inference_pool", "(.+)")'
     return f"sum by ({_BY}) ({relabelled})"
 
 
 def pod_load_query(config: QueryConfig) -> str:
-    """In-flight requests per pod (needs the PodMonitor's `pod` label); read only on scale-down."""
-    return f"sum by ({_BY}, pod) ({_fresh_family(config.names.running, config.max_sample_age_s)})"
+    """In-flight requests per pod (the target's `pod` label); read only on scale-down."""
+    family = _fresh_family(config.names.running, config.max_sample_age_s)
+    return f"sum by ({_BY}, {SERIES_LABEL_POD}) ({family})"
 
 
 # Labels of `vllm:cache_config_info` that carry the allocated KV cache.
@@ -265,13 +324,14 @@ KV_BLOCK_SIZE_LABEL = "block_size"
 def kv_capacity_query(config: QueryConfig) -> str:
     """Replicas per (tier, num_gpu_blocks, block_size) that report their KV cache.
 
-    An info metric carries its numbers in labels, so the query counts scrape targets per
-    distinct value; the parser takes each tier's smallest. Not fresh-filtered like the
-    load gauges: the value never changes while an engine lives, and Prometheus' own
-    lookback drops pods that are gone."""
-    names = config.names.cache_config_info
+    An info metric carries its numbers in labels, so the query counts pods per distinct
+    value; the parser takes each tier's smallest. Not fresh-filtered like the load
+    gauges: the value never changes while an engine lives, and Prometheus' own lookback
+    drops pods that are gone."""
     by = f"{_BY}, {KV_BLOCKS_LABEL}, {KV_BLOCK_SIZE_LABEL}"
-    family = " or ".join(f"group by ({by}, instance) ({selector(name)})" for name in names)
+    family = _family(
+        config.names.cache_config_info, lambda selector: f"group by ({by}, {SERIES_LABEL_POD}) ({selector})"
+    )
     return f"count by ({by}) ({family})"
 
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from inferfleet.promql import plausible
 from inferfleet.promql.parse import ServiceKey, TierKey, VectorResult
 from inferfleet.promql.queries import TTFT_BUCKETS_S, Signal
 from inferfleet.scaling.types import TokenQuantiles
@@ -16,6 +16,10 @@ from inferfleet.scaling.types import TokenQuantiles
 class TierReadings:
     """One tier's Prometheus readings at one instant; None means "no data", never zero.
 
+    A value that is no measurement of its signal (NaN, infinite, negative, a KV usage
+    above 1, ... see `plausible`) is None, however the readings were made (assembled
+    from Prometheus, scripted by a test, built by another reader): construction is the
+    one place a tier's reading is checked, so the tier holds instead of acting on it.
     The autoscaler step turns them into `scaling.TierSignals`, what decide() reads.
     """
 
@@ -32,6 +36,23 @@ class TierReadings:
     # Token-length percentiles over the mix window (None: no finished request).
     prompt_tokens: TokenQuantiles | None = None
     generation_tokens: TokenQuantiles | None = None
+
+    def __post_init__(self) -> None:
+        checked: dict[str, object] = {
+            "waiting": plausible.COUNT(self.waiting),
+            "running": plausible.COUNT(self.running),
+            "ttft_p99_s": _ttft(self.ttft_p99_s),
+            "kv_cache_usage": plausible.FRACTION(self.kv_cache_usage),
+            "request_rate_rps": plausible.rate(self.request_rate_rps),
+            "ready_replicas": _replicas(self.ready_replicas),
+            "prompt_tokens_rps": plausible.rate(self.prompt_tokens_rps),
+            "generation_tokens_rps": plausible.rate(self.generation_tokens_rps),
+            "rejected_rps": plausible.rate(self.rejected_rps),
+            "prompt_tokens": _token_quantiles(self.prompt_tokens),
+            "generation_tokens": _token_quantiles(self.generation_tokens),
+        }
+        for name, value in checked.items():
+            object.__setattr__(self, name, value)
 
     @property
     def has_load_data(self) -> bool:
@@ -73,65 +94,34 @@ class SignalSnapshot:
         return self.tiers.get(TierKey(namespace, service, tier))
 
 
-# No count, rate, duration or fraction the policy reads comes near this; a reading that
-# does is garbage, and arithmetic on it (1e308 x 2) would overflow to infinity.
-MAX_READING = 1e12
-
-
-def _number(value: float | None) -> float | None:
-    """A reading the policy may act on, or None ("no data").
-
-    Every signal here is a count, a rate, a duration or a fraction: a NaN, an infinity
-    or a negative number is no measurement of any of them. It is read as missing (the
-    tier holds), never as demand: one pod reporting `num_requests_waiting = +Inf` must
-    not scale its tier to the maximum, let alone break the loop for every other tier.
-    Finite values beyond any real fleet (MAX_READING) are read the same way.
-    """
-    if value is None or not math.isfinite(value) or value < 0 or value > MAX_READING:
-        return None
-    return value
-
-
-def _counter_rate(value: float | None) -> float | None:
-    # rate() can dip a hair below zero after an extrapolated counter reset: that dip is
-    # noise around zero, so it reads as zero; anything further below is no rate at all.
-    if value is not None and math.isfinite(value) and -1e-6 <= value < 0:
-        return 0.0
-    return _number(value)
-
-
 def _ttft(value: float | None) -> float | None:
     # histogram_quantile answers +Inf only when the quantile lies above the largest finite
     # bucket (TTFT_BUCKETS_S[-1], 42 minutes): no request waits that long, so it is garbage
     # like any other non-finite value. Finite values above the last bucket are capped there.
-    value = _number(value)
+    value = plausible.DURATION_S(value)
     return None if value is None else min(value, TTFT_BUCKETS_S[-1])
 
 
-def sane(signals: TierReadings) -> TierReadings:
-    """The same signals with every unusable reading (non-finite, negative) as None.
+def _replicas(value: float | None) -> int | None:
+    checked = None if value is None else plausible.REPLICAS(float(value))
+    return None if checked is None else round(checked)
 
-    `assemble` already reads values this way; this applies the rule to signals that
-    reached the autoscaler another way (tests, other readers), at the one place where
-    they become a decision."""
-    ready = _number(None if signals.ready_replicas is None else float(signals.ready_replicas))
-    return TierReadings(
-        waiting=_number(signals.waiting),
-        running=_number(signals.running),
-        ttft_p99_s=_ttft(signals.ttft_p99_s),
-        kv_cache_usage=_number(signals.kv_cache_usage),
-        request_rate_rps=_counter_rate(signals.request_rate_rps),
-        ready_replicas=None if ready is None else signals.ready_replicas,
-        prompt_tokens_rps=_counter_rate(signals.prompt_tokens_rps),
-    )
+
+def _token_quantiles(quantiles: TokenQuantiles | None) -> TokenQuantiles | None:
+    if quantiles is None:
+        return None
+    values = [plausible.TOKENS(value) for value in (quantiles.p50, quantiles.p95, quantiles.p99)]
+    if any(value is None for value in values):
+        return None
+    # histogram_quantile is monotone in the quantile; sorting guards a hand-made answer.
+    p50, p95, p99 = sorted(float(value) for value in values if value is not None)
+    return TokenQuantiles(p50, p95, p99)
 
 
 def _quantiles(values: list[float | None]) -> TokenQuantiles | None:
-    if any(value is None or value < 0 or math.isinf(value) for value in values):
+    if any(value is None for value in values):
         return None
     p50, p95, p99 = (float(value) for value in values if value is not None)
-    # histogram_quantile is monotone in the quantile; sorting guards a hand-made answer.
-    p50, p95, p99 = sorted((p50, p95, p99))
     return TokenQuantiles(p50, p95, p99)
 
 
@@ -160,29 +150,28 @@ def assemble(
 
     tiers: dict[TierKey, TierReadings] = {}
     for key in sorted(keys):
-        ready = _number(value(Signal.ready_replicas, key))
         tiers[key] = TierReadings(
-            waiting=_number(value(Signal.waiting, key)),
-            running=_number(value(Signal.running, key)),
-            ttft_p99_s=_ttft(value(Signal.ttft_p99, key)),
-            kv_cache_usage=_number(value(Signal.kv_cache_usage, key)),
-            request_rate_rps=_counter_rate(value(Signal.request_rate, key)),
-            ready_replicas=None if ready is None else round(ready),
-            prompt_tokens_rps=_counter_rate(value(Signal.prompt_tokens_rate, key)),
-            generation_tokens_rps=_counter_rate(value(Signal.generation_tokens_rate, key)),
-            rejected_rps=_counter_rate(value(Signal.rejected_rate, key)),
+            waiting=value(Signal.waiting, key),
+            running=value(Signal.running, key),
+            ttft_p99_s=value(Signal.ttft_p99, key),
+            kv_cache_usage=value(Signal.kv_cache_usage, key),
+            request_rate_rps=value(Signal.request_rate, key),
+            ready_replicas=_replicas(value(Signal.ready_replicas, key)),
+            prompt_tokens_rps=value(Signal.prompt_tokens_rate, key),
+            generation_tokens_rps=value(Signal.generation_tokens_rate, key),
+            rejected_rps=value(Signal.rejected_rate, key),
             prompt_tokens=_quantiles(
                 [
-                    _number(value(Signal.prompt_tokens_p50, key)),
-                    _number(value(Signal.prompt_tokens_p95, key)),
-                    _number(value(Signal.prompt_tokens_p99, key)),
+                    value(Signal.prompt_tokens_p50, key),
+                    value(Signal.prompt_tokens_p95, key),
+                    value(Signal.prompt_tokens_p99, key),
                 ]
             ),
             generation_tokens=_quantiles(
                 [
-                    _number(value(Signal.generation_tokens_p50, key)),
-                    _number(value(Signal.generation_tokens_p95, key)),
-                    _number(value(Signal.generation_tokens_p99, key)),
+                    value(Signal.generation_tokens_p50, key),
+                    value(Signal.generation_tokens_p95, key),
+                    value(Signal.generation_tokens_p99, key),
                 ]
             ),
         )
@@ -194,7 +183,8 @@ def assemble(
         history_failed=history_failed,
         problems=tuple(problems) + tuple(f"door: {problem}" for problem in (door.problems if door else [])),
         queries=queries,
-        door_waiting={key: _number(v) for key, v in door.values.items()} if door is not None else {},
+        # A pool whose reading is no count is unknown (None), not "holds nothing".
+        door_waiting={key: plausible.COUNT(v) for key, v in door.values.items()} if door is not None else {},
         door_failed=None if door is not None else (door_failed or "not read"),
     )
 

@@ -490,7 +490,6 @@ def _picker_monitor(service: InferenceService, owner: dict[str, str] | None) -> 
     """Prometheus scrapes the pickers: their queue is what wakes a tier from zero."""
     relabel = [
         ("__meta_kubernetes_pod_label_" + prometheus_name(labels.LABEL_SERVICE), labels.SERIES_LABEL_SERVICE),
-        ("__meta_kubernetes_namespace", labels.SERIES_LABEL_NAMESPACE),
     ]
     return templating.render_json(
         "podmonitor.json.j2",
@@ -499,6 +498,7 @@ def _picker_monitor(service: InferenceService, owner: dict[str, str] | None) -> 
         selector={labels.LABEL_SERVICE: service.name, labels.LABEL_COMPONENT: COMPONENT_EPP},
         port="metrics",
         interval="5s",
+        job=labels.SCRAPE_JOB_PICKER,
         relabel=relabel,
         **_common(service, owner),
     )

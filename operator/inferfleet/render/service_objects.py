@@ -76,20 +76,30 @@ def service_object(service: InferenceService) -> dict[str, Any]:
 
 
 def pod_monitor(service: InferenceService) -> dict[str, Any]:
+    return server_pod_monitor(service.namespace, service.name, owner_reference(service))
+
+
+def server_pod_monitor(namespace: str, name: str, owner: dict[str, str] | None = None) -> dict[str, Any]:
+    """The PodMonitor of one InferenceService's vLLM servers (its own namespace only).
+
+    The autoscaler keys every series by what Prometheus attaches to the target: the
+    `namespace` prometheus-operator sets from service discovery, the job set here, and the
+    service and tier copied from the pod's labels. Nothing an endpoint exports counts."""
     pod_label = "__meta_kubernetes_pod_label_"
     relabel = [
         (pod_label + prometheus_name(labels.LABEL_SERVICE), labels.SERIES_LABEL_SERVICE),
         (pod_label + prometheus_name(labels.LABEL_TIER), labels.SERIES_LABEL_TIER),
-        ("__meta_kubernetes_namespace", labels.SERIES_LABEL_NAMESPACE),
     ]
     return templating.render_json(
         "podmonitor.json.j2",
-        name=service.name,
-        labels=names.service_labels(service.name),
-        selector={labels.LABEL_SERVICE: service.name, labels.LABEL_COMPONENT: names.COMPONENT_SERVER},
+        name=name,
+        labels=names.service_labels(name),
+        selector={labels.LABEL_SERVICE: name, labels.LABEL_COMPONENT: names.COMPONENT_SERVER},
         interval=SCRAPE_INTERVAL,
+        job=labels.SCRAPE_JOB_SERVER,
         relabel=relabel,
-        **_common(service),
+        namespace=namespace,
+        owner=owner,
     )
 
 

@@ -29,6 +29,7 @@ from inferfleet.api.spec import TokenPercentiles
 from inferfleet.config import OperatorSettings
 from inferfleet.kubedata import Event, ObjectRef, kube_time, parse_kube_time
 from inferfleet.planner.workload import mean_tokens
+from inferfleet.promql import plausible
 from inferfleet.promql.signals import TierReadings
 from inferfleet.render import frontdoor
 from inferfleet.scalestep import workload as workload_drift
@@ -529,8 +530,9 @@ def front_door_signals(
         return None
     held = observation.door_waiting
     pools = tuple(
-        # Prometheus answered and the pool has no series: its picker never held anything.
-        DoorPool(pool.tiers + pool.overflow, None if held is None else (held.get(pool.name) or 0.0))
+        # Prometheus answered and the pool has no series: its picker never held anything;
+        # a series whose reading is no count stays unknown (None), as when not read.
+        DoorPool(pool.tiers + pool.overflow, None if held is None else held.get(pool.name, 0.0))
         for pool in front.pools
     )
     cached = frozenset(
@@ -569,9 +571,9 @@ def deletion_costs(pods: Sequence[Mapping[str, Any]], in_flight: Mapping[str, fl
         name = str(metadata.get("name", ""))
         if not name or metadata.get("deletionTimestamp"):
             continue
-        reading = in_flight.get(name, 0.0)
-        # A reading that is no count (NaN, infinite, negative) is unknown: idle, as above.
-        usable = reading if math.isfinite(reading) and reading > 0 else 0.0
+        # A reading that is no count (promql.plausible: NaN, infinite, negative, beyond any
+        # fleet) is unknown: idle, as above.
+        usable = plausible.COUNT(in_flight.get(name, 0.0)) or 0.0
         cost = str(min(2**31 - 1, round(usable)))
         current = (metadata.get("annotations") or {}).get(labels.ANNOTATION_POD_DELETION_COST)
         if current != cost:

@@ -1,4 +1,5 @@
-"""A real Prometheus scraping our vLLM metrics emulator on loopback.
+"""A real Prometheus scraping our vLLM metrics emulator on loopback, through the scrape
+configs prometheus-operator generates for the operator's own PodMonitors.
 
 One Prometheus and one emulator serve every test in this package (starting Prometheus
 and waiting for its first scrapes costs several seconds). The emulated pods are
@@ -101,7 +102,7 @@ def emulator() -> Iterator[VllmEmulator]:
 @pytest.fixture(scope="package")
 def prometheus(prometheus_binary: str, emulator: VllmEmulator) -> Iterator[PrometheusServer]:
     server = PrometheusServer(
-        [emulator.pod_scrape_config(scrape_interval_s=SCRAPE_INTERVAL_S)],
+        emulator.operator_scrape_configs(scrape_interval_s=SCRAPE_INTERVAL_S),
         binary=prometheus_binary,
         scrape_interval_s=SCRAPE_INTERVAL_S,
     )

@@ -57,7 +57,7 @@ def ramp_pods(emulator: VllmEmulator) -> Iterator[VllmEmulator]:
 def drive(emulator: VllmEmulator, prometheus: PrometheusServer, *, waiting: float, rps: float) -> None:
     """Set the L4 pod's load and wait until Prometheus has scraped it."""
     emulator.pods["ramp-l4-0"].set(now_s=time.time(), waiting=waiting, running=8, rps=rps)
-    selector = f'inferfleet_namespace="{NS}",inferfleet_tier="l4"'
+    selector = f'job="{labels.SCRAPE_JOB_SERVER}",namespace="{NS}",inferfleet_tier="l4"'
     prometheus.wait_for(
         f"vllm:num_requests_waiting{{{selector}}}",
         lambda result: bool(result) and float(result[0]["value"][1]) == waiting,
@@ -112,7 +112,7 @@ def test_stopping_prometheus_holds_and_reports_metrics_unavailable(
 ) -> None:
     # A private Prometheus: stopping the shared one would starve the other tests.
     with PrometheusServer(
-        [emulator.pod_scrape_config(scrape_interval_s=SCRAPE_INTERVAL_S)],
+        emulator.operator_scrape_configs(scrape_interval_s=SCRAPE_INTERVAL_S),
         binary=prometheus_binary,
         scrape_interval_s=SCRAPE_INTERVAL_S,
     ) as private:

@@ -47,7 +47,7 @@ def test_garbage_metrics_of_one_tenant_never_delay_another(prometheus_binary: st
         attacker.set(now_s=now, waiting=math.inf, running=math.nan, kv_cache_usage=-1.0, rps=1.0)
         victim.set(now_s=now, waiting=40, running=8, rps=3.0)
         with PrometheusServer(
-            [emulator.pod_scrape_config(scrape_interval_s=SCRAPE_INTERVAL_S)],
+            emulator.operator_scrape_configs(scrape_interval_s=SCRAPE_INTERVAL_S),
             binary=prometheus_binary,
             scrape_interval_s=SCRAPE_INTERVAL_S,
         ) as prometheus:

@@ -10,16 +10,20 @@ from typing import Any
 import pytest
 import yaml
 
+from inferfleet.api.labels import SCRAPE_JOB_SERVER
 from tests.conftest import REPO_ROOT
 
 pytestmark = pytest.mark.integration
 
 RULES = REPO_ROOT / "charts" / "inferfleet" / "files" / "prometheus-rules.yaml"
-TIER = {"inferfleet_namespace": "ns", "inferfleet_service": "chat", "inferfleet_tier": "h100"}
+# What the operator's PodMonitor attaches: the target's namespace, the tier's labels.
+TIER = {"namespace": "ns", "inferfleet_service": "chat", "inferfleet_tier": "h100"}
+OPERATOR_JOB = {"job": SCRAPE_JOB_SERVER}
 
 
 def series(name: str, values: str, **extra: str) -> dict[str, str]:
-    labels = ",".join(f'{key}="{value}"' for key, value in {**TIER, **extra}.items())
+    """A series as the operator's PodMonitor scrapes it (its job unless `extra` says)."""
+    labels = ",".join(f'{key}="{value}"' for key, value in {**OPERATOR_JOB, **TIER, **extra}.items())
     return {"series": f"{name}{{{labels}}}", "values": values}
 
 
@@ -128,6 +132,47 @@ CASES: list[dict[str, Any]] = [
 ]
 
 
+# Another team's pod, scraped by its own PodMonitor (job `<its namespace>/<monitor>`),
+# whose series claim the tier's labels (a monitor's relabelings can write any of them, or
+# `honorLabels: true` keeps what the pod exports): slow, failing, full and queueing.
+FORGED = {"job": "evil/forger"}
+FORGED_CASE: dict[str, Any] = {
+    "input_series": [
+        *(
+            {**entry, "series": entry["series"].replace(f'job="{SCRAPE_JOB_SERVER}"', 'job="evil/forger"')}
+            for entry in ttft_buckets("vllm:", slow_per_min=10, fast_per_min=0)
+        ),
+        series("vllm:kv_cache_usage_perc", "0.99x30", pod="p1", **FORGED),
+        series("vllm:num_requests_waiting", "0+60x30", pod="p0", **FORGED),
+        series("vllm:request_success_total", "0+60x30", pod="p0", finished_reason="error", **FORGED),
+    ],
+    "alert_rule_test": [
+        {"eval_time": "15m", "alertname": name, "exp_alerts": []}
+        for name in (
+            "InferfleetTTFTP99Critical",
+            "InferfleetTTFTP99High",
+            "InferfleetKVCacheUsageHigh",
+            "InferfleetQueueGrowing",
+            "InferfleetRequestErrorsHigh",
+        )
+    ],
+}
+
+
+def promtool_test(tmp_path: Path, cases: list[dict[str, Any]]) -> subprocess.CompletedProcess[str]:
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.skip("promtool not installed (it ships with Debian's prometheus package)")
+    tests = {
+        "rule_files": [str(RULES)],
+        "evaluation_interval": "1m",
+        "tests": [{"interval": "1m", **case} for case in cases],
+    }
+    path = tmp_path / "rules_test.yaml"
+    path.write_text(yaml.safe_dump(tests, sort_keys=False), encoding="utf-8")
+    return subprocess.run([promtool, "test", "rules", str(path)], capture_output=True, text=True, check=False)
+
+
 def test_rules_pass_promtool_check() -> None:
     promtool = shutil.which("promtool")
     if promtool is None:
@@ -139,19 +184,13 @@ def test_rules_pass_promtool_check() -> None:
 
 
 def test_alerts_fire_on_the_seed_thresholds(tmp_path: Path) -> None:
-    promtool = shutil.which("promtool")
-    if promtool is None:
-        pytest.skip("promtool not installed (it ships with Debian's prometheus package)")
-    tests = {
-        "rule_files": [str(RULES)],
-        "evaluation_interval": "1m",
-        "tests": [{"interval": "1m", **case} for case in CASES],
-    }
-    path = tmp_path / "rules_test.yaml"
-    path.write_text(yaml.safe_dump(tests, sort_keys=False), encoding="utf-8")
-    result = subprocess.run(
-        [promtool, "test", "rules", str(path)], capture_output=True, text=True, check=False
-    )
+    result = promtool_test(tmp_path, CASES)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_series_another_job_forges_for_a_tier_raise_no_alert(tmp_path: Path) -> None:
+    """The rules read the operator's job only: another team's monitor cannot page for a tier."""
+    result = promtool_test(tmp_path, [FORGED_CASE])
     assert result.returncode == 0, result.stdout + result.stderr
 
 

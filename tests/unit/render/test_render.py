@@ -264,11 +264,17 @@ def test_multi_node_tier_is_a_leader_worker_set() -> None:
 def test_pod_monitor_relabels_pod_labels_into_series_labels() -> None:
     monitor = by_kind(render(plans.service(), plans.plan(), SETTINGS), "PodMonitor")[0]
     endpoint = monitor["spec"]["podMetricsEndpoints"][0]
-    pairs = {(r["sourceLabels"][0], r["targetLabel"]) for r in endpoint["relabelings"]}
+    # The operator's own job first, then the pod's labels; `namespace` stays what
+    # prometheus-operator takes from service discovery.
+    assert endpoint["relabelings"][0] == {
+        "targetLabel": "job",
+        "replacement": labels.SCRAPE_JOB_SERVER,
+        "action": "replace",
+    }
+    pairs = {(r["sourceLabels"][0], r["targetLabel"]) for r in endpoint["relabelings"][1:]}
     assert pairs == {
         ("__meta_kubernetes_pod_label_inferfleet_dev_service", labels.SERIES_LABEL_SERVICE),
         ("__meta_kubernetes_pod_label_inferfleet_dev_tier", labels.SERIES_LABEL_TIER),
-        ("__meta_kubernetes_namespace", labels.SERIES_LABEL_NAMESPACE),
     }
     deployment = by_kind(render(plans.service(), plans.plan(), SETTINGS), "Deployment")[0]
     pod_labels = deployment["spec"]["template"]["metadata"]["labels"]

@@ -25,7 +25,7 @@ from tests.toolkit import reconciled as tk
 
 NS = "team"
 T0 = 1_800_000_000.0
-SERIES = {"inferfleet_namespace": NS, "inferfleet_service": "chat", "inferfleet_tier": "l4"}
+SERIES = {"namespace": NS, "inferfleet_service": "chat", "inferfleet_tier": "l4"}
 
 
 class FakePrometheus:
