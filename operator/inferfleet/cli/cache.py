@@ -359,7 +359,8 @@ def probe_command(
         bool, typer.Option("--no-parameters", help="Skip the parameter count (spec gives parametersBillion).")
     ] = False,
     max_response_mib: Annotated[
-        float, typer.Option("--max-response-mib", min=0.01, help="Most bytes of one response, errors included.")
+        float,
+        typer.Option("--max-response-mib", min=0.01, help="Most bytes of one response, errors included."),
     ] = probe_result.MAX_RESPONSE_BYTES / 2**20,
     max_total_mib: Annotated[
         float, typer.Option("--max-total-mib", min=0.01, help="Most bytes received in all.")
@@ -380,7 +381,10 @@ def probe_command(
     ] = False,
     termination_log: Annotated[
         Path | None,
-        typer.Option("--termination-log", help=f"Where the result goes besides stdout (default {DEFAULT_TERMINATION_LOG}, if it exists)."),
+        typer.Option(
+            "--termination-log",
+            help=f"Where the result goes besides stdout (default {DEFAULT_TERMINATION_LOG} if it exists).",
+        ),
     ] = None,
 ) -> None:
     """Read what the planner needs (config.json, the parameter count from safetensors headers)

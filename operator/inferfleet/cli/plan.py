@@ -40,6 +40,7 @@ from inferfleet.cli.app import (
 )
 from inferfleet.fetcher.modelconfig import ModelConfigCache
 from inferfleet.planner import FetchedModel
+from inferfleet.precache.probe import needs_fetch, source_uri
 from inferfleet.scaling.drift import with_workload
 
 
@@ -133,8 +134,8 @@ def print_table(plan: Plan) -> None:
 
 def fetched_model(service: Any, catalogs: Catalogs, offline: bool) -> tuple[FetchedModel | None, str | None]:
     """config.json of a model the catalog lacks, from its source with this machine's own
-    credentials (HF_TOKEN, the AWS and Google default chains); (None, why) otherwise."""
-    from inferfleet.controller.modelsource import needs_fetch, source_uri
+    credentials (HF_TOKEN, the AWS and Google default chains), within the probe's deadline
+    and caps (fetcher.modelconfig.bounded_read); (None, why) otherwise."""
     from inferfleet.fetcher.modelconfig import Access
 
     if not needs_fetch(service, catalogs):

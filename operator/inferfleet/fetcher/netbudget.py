@@ -195,7 +195,7 @@ def run_bounded(work: Callable[[], T], limits: Limits) -> Outcome:
         _local.budget = budget
         try:
             outcome.value = work()
-        except BaseException as error:  # noqa: BLE001 - handed to the caller as it is
+        except BaseException as error:  # handed to the caller as it is
             outcome.error = error
         finally:
             _local.budget = None

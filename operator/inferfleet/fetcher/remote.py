@@ -348,6 +348,8 @@ def _raise_for_error_body(response: Any, classify: Any, what: str) -> None:
         response.read()
         classify(response)
     raise _from_status(what, response.status_code)
+
+
 MAX_REDIRECTS: Final = 5
 # Bytes asked of the socket per read: large enough that Python's per-call cost vanishes
 # next to the copy, small enough that progress and the hand-off timer stay fine-grained.
@@ -685,7 +687,7 @@ class GcsSource:
             from google.oauth2 import service_account
 
             try:
-                return service_account.Credentials.from_service_account_file(
+                return service_account.Credentials.from_service_account_file(  # type: ignore[no-untyped-call]
                     str(self.key_file), scopes=[GCS_READ_SCOPE]
                 )
             except (OSError, ValueError, KeyError, auth_errors.GoogleAuthError) as error:
@@ -773,9 +775,8 @@ class GcsSource:
         if self.limits is None:
             yield from listing
             return
-        pages = files = 0
-        for page in listing.pages:
-            pages += 1
+        files = 0
+        for pages, page in enumerate(listing.pages, start=1):
             items = list(page)
             files += len(items)
             self.limits.check(self.ref.uri, pages, files)

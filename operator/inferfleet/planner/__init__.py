@@ -67,7 +67,11 @@ def resolve_model(
     found = catalogs.model(model.name)
     if found is None:
         # The caller's words say where config.json stands (read in a probe, or why not).
-        why = f": {fetch_problem}" if fetch_problem else " and its config.json could not be read from its source"
+        why = (
+            f": {fetch_problem}"
+            if fetch_problem
+            else " and its config.json could not be read from its source"
+        )
         return (
             None,
             f"infeasible: model {model.name!r} is not in the catalog{why}; or give its architecture inline "

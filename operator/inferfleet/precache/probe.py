@@ -147,9 +147,12 @@ def unprobeable(service: InferenceService) -> str | None:
     return None
 
 
-def job_name(service: InferenceService, key: ProbeKey, attempt: int) -> str:
-    """`<service>-probe-<hash of the key>-<attempt>`: a new key or a retry is a new Job."""
-    suffix = f"-probe-{key.digest()}-{attempt}"
+def job_name(service: InferenceService, settings: OperatorSettings, key: ProbeKey, attempt: int) -> str:
+    """`<service>-probe-<hash>-<attempt>`, the hash of the key and of what the operator puts
+    in the Job (its image, the deadline): a new key, a retry or a new operator is a new
+    Job, never an edit of one (a Job's pod template cannot change)."""
+    what = f"{key.digest()}|{settings.operator_image}|{settings.model_probe_deadline_s}"
+    suffix = f"-probe-{hashlib.sha256(what.encode()).hexdigest()[:10]}-{attempt}"
     return f"{service.name[: 63 - len(suffix)].rstrip('-.')}{suffix}"
 
 
@@ -175,14 +178,13 @@ def _security() -> dict[str, Any]:
     }
 
 
-def job(
-    service: InferenceService, settings: OperatorSettings, key: ProbeKey, attempt: int
-) -> dict[str, Any]:
+def job(service: InferenceService, settings: OperatorSettings, key: ProbeKey, attempt: int) -> dict[str, Any]:
     """The probe Job for attempt `attempt` of `key` (the InferenceService owns it)."""
     model = workloads.CachedModel("model", parse_source(key.source), key.revision)
     # The pre-cache fetcher's own credential wiring: Secret as files, never env values.
     env, credential_args, volumes = workloads._credentials(service, model)
-    args = ["--source", key.source, "--revision", key.revision, "--deadline-s", str(settings.model_probe_deadline_s)]
+    args = ["--source", key.source, "--revision", key.revision]
+    args += ["--deadline-s", str(settings.model_probe_deadline_s)]
     args += credential_args
     if not key.need_parameters:
         args.append("--no-parameters")
@@ -205,7 +207,7 @@ def job(
         "terminationMessagePolicy": "File",
     }
     metadata: dict[str, Any] = {
-        "name": job_name(service, key, attempt),
+        "name": job_name(service, settings, key, attempt),
         "namespace": service.namespace,
         "labels": probe_labels(service),
         "annotations": {f"{labels.GROUP}/probe-source": f"{key.source}@{key.revision}"},
@@ -345,7 +347,7 @@ def _config_of(document: Mapping[str, Any]) -> Mapping[str, Any] | ProbeResult:
     return planner_config(config)
 
 
-def _parameters(value: Any) -> float | None | ProbeResult:
+def _parameters(value: Any) -> float | ProbeResult | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
