@@ -65,7 +65,8 @@ MAX_CONFIG_JSON_BYTES: Final = 256 * 1024
 MAX_MESSAGE_CHARS: Final = 1024
 MAX_PARAMETERS_BILLION: Final = 100_000.0
 _REASON = re.compile(r"^[A-Z][A-Za-z0-9]{0,63}$")
-_REVISION = re.compile(r"^[A-Za-z0-9._/+=-]{1,128}$")
+# A revision id as the fetcher names revision directories (a commit, `<label>-<digest>`).
+_REVISION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
 _UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]")
 
 
@@ -156,14 +157,19 @@ def job_name(service: InferenceService, settings: OperatorSettings, key: ProbeKe
     return f"{service.name[: 63 - len(suffix)].rstrip('-.')}{suffix}"
 
 
-def probe_labels(service: InferenceService) -> dict[str, str]:
+def probe_labels_of(service_name: str) -> dict[str, str]:
+    """The probe Job's and pod's labels (the parent's re-run and the pod listing select them)."""
     return {
         labels.LABEL_MANAGED_BY: labels.MANAGED_BY_VALUE,
         labels.LABEL_NAME: "inferfleet-probe",
-        labels.LABEL_INSTANCE: service.name,
-        labels.LABEL_SERVICE: service.name,
+        labels.LABEL_INSTANCE: service_name,
+        labels.LABEL_SERVICE: service_name,
         labels.LABEL_COMPONENT: COMPONENT_PROBE,
     }
+
+
+def probe_labels(service: InferenceService) -> dict[str, str]:
+    return probe_labels_of(service.name)
 
 
 def _security() -> dict[str, Any]:
@@ -387,7 +393,9 @@ def decode_result(text: str) -> ProbeResult:
     if isinstance(parameters, ProbeResult):
         return parameters
     revision = document.get("revision")
-    if revision is not None and not (isinstance(revision, str) and _REVISION.match(revision)):
+    if revision is not None and not (
+        isinstance(revision, str) and _REVISION.match(revision) and ".." not in revision
+    ):
         return _invalid("revision is not a revision id")
     return ProbeResult(
         ok=True, reason="Resolved", config=config, parameters_billion=parameters, revision=revision
