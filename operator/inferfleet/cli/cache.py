@@ -333,7 +333,8 @@ def _probe(
         ok=True,
         reason="Resolved",
         config=model.config,
-        parameters_billion=round(model.parameters_billion, 6) if need_parameters else None,
+        # Six significant digits: the planner's arithmetic needs no more, the message is short.
+        parameters_billion=float(f"{model.parameters_billion:.6g}") if need_parameters else None,
         revision=model.revision,
     )
 

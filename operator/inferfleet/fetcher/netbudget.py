@@ -170,7 +170,7 @@ class Limits:
 
 
 @dataclass
-class Outcome:
+class BoundedRun:
     """What `run_bounded` saw: the value or the error, and the budget as spent."""
 
     budget: Budget
@@ -179,7 +179,7 @@ class Outcome:
     finished: bool = False
 
 
-def run_bounded(work: Callable[[], T], limits: Limits) -> Outcome:
+def run_bounded(work: Callable[[], T], limits: Limits) -> BoundedRun:
     """Run `work` in a worker thread holding a budget; wait until it ends or the deadline
     passes (then the worker's next socket operation raises, and it is left behind as a
     daemon thread). Never raises `work`'s error: the outcome carries it."""
@@ -189,7 +189,7 @@ def run_bounded(work: Callable[[], T], limits: Limits) -> Outcome:
         max_total_bytes=limits.max_total_bytes,
         deadline=time.monotonic() + limits.deadline_s,
     )
-    outcome = Outcome(budget)
+    outcome = BoundedRun(budget)
 
     def worker() -> None:
         _local.budget = budget

@@ -177,7 +177,9 @@ def test_the_job_name_follows_source_revision_and_secret_and_stays_a_dns_label()
 def test_only_models_the_planner_cannot_size_need_a_probe() -> None:
     catalogs = SETTINGS.catalogs()
     assert probe.needs_fetch(service(), catalogs)
-    inline = service("config: {hidden_size: 64, num_hidden_layers: 2, num_attention_heads: 4}, parametersBillion: 1")
+    inline = service(
+        "config: {hidden_size: 64, num_hidden_layers: 2, num_attention_heads: 4}, parametersBillion: 1"
+    )
     assert not probe.needs_fetch(inline, catalogs)
     catalogued = load_all(SPEC.format(model="revision: main").replace("acme/private", "Qwen/Qwen3-8B"))[0]
     assert not probe.needs_fetch(catalogued, catalogs)
