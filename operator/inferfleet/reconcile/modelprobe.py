@@ -324,6 +324,16 @@ def decide(
     return _start(service, settings, key, attempt + 1, now)
 
 
+def fetched_of(service: InferenceService, verdict: Any) -> FetchedModel | None:
+    """The model a Resolved verdict in status holds for this spec (the autoscaler re-plans
+    with it), else None. Reads nothing but the verdict."""
+    if not isinstance(verdict, Mapping) or verdict.get("state") != STATE_RESOLVED:
+        return None
+    if not probe.probe_key(service).matches(verdict):
+        return None
+    return _fetched(service, verdict)
+
+
 def probe_pod_selector(service: InferenceService) -> dict[str, str]:
     return {labels.LABEL_SERVICE: service.name, labels.LABEL_COMPONENT: probe.COMPONENT_PROBE}
 

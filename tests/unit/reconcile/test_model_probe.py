@@ -348,3 +348,23 @@ def test_models_that_need_no_probe_get_none_and_lose_the_verdict() -> None:
     tenant.submit(catalogued)
     tenant.reconcile()
     assert tenant.jobs() == [] and tenant.tier()["feasible"]
+
+
+def test_the_autoscaler_replans_from_the_verdict_in_status_and_never_from_the_source() -> None:
+    """The autoscaler's re-plan (workload drift) takes the model from status.modelSource:
+    the verdict for this spec's source, nothing for another's."""
+    from inferfleet.api import load_all
+    from inferfleet.reconcile.modelprobe import fetched_of
+
+    tenant = started()
+    tenant.finish(success())
+    tenant.reconcile()
+    verdict = tenant.status()["modelSource"]
+    body = tenant.cr()
+    resource = load_all(json.dumps({**body, "status": None}))[0]
+    fetched = fetched_of(resource, verdict)
+    assert fetched is not None and fetched.config["num_experts"] == 128 and fetched.parameters_billion == 30.5
+    moved = load_all(json.dumps({**service(revision="v2"), "metadata": body["metadata"]}))[0]
+    assert fetched_of(moved, verdict) is None
+    assert fetched_of(resource, {**verdict, "state": "Failed"}) is None
+    assert fetched_of(resource, "not a verdict") is None
