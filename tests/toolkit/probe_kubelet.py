@@ -10,7 +10,9 @@ the termination message (at most 4,096 bytes, as the kubelet keeps), phase Succe
 Failed. Sources are reached on loopback: `environment(namespace, pod)` adds what points
 the probe at a fake (HF_ENDPOINT, STORAGE_EMULATOR_HOST).
 
-Each run is measured: its wall time and the probe process's peak RSS (wait4's rusage).
+Each run is measured: its wall time (interpreter start included) and the probe's own
+peak RSS, as its log states it (VmHWM: since exec; getrusage of a child would count the
+forking parent's pages too).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import base64
 import datetime as dt
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -32,6 +35,7 @@ from typing import Any
 PROBE_SELECTOR = "inferfleet.dev/component=model-probe"
 CREDENTIALS_MOUNT = "/var/run/secrets/inferfleet/source"
 TERMINATION_MESSAGE_BYTES = 4096
+_PEAK = re.compile(r"peak RSS ([\d.]+) MiB")
 Kubectl = Callable[..., subprocess.CompletedProcess[str]]
 
 
@@ -156,12 +160,14 @@ class ProbeKubelet:
             ]
             started = time.monotonic()
             started_at = _now()
-            process = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            with (scratch / "stderr").open("wb") as stderr:
+                process = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=stderr)
             with self._lock:
                 self._processes.append(process)
-            _, status, usage = os.wait4(process.pid, 0)
-            process.returncode = code = os.waitstatus_to_exitcode(status)
+            code = process.wait()
             wall_s = time.monotonic() - started
+            found = _PEAK.search((scratch / "stderr").read_text(errors="replace"))
+            peak_rss_mib = float(found.group(1)) if found else float("nan")
             message = (
                 log.read_bytes()[:TERMINATION_MESSAGE_BYTES].decode("utf-8", "replace")
                 if log.exists()
@@ -211,7 +217,7 @@ class ProbeKubelet:
             json.dumps(patch),
         )
         with self._lock:
-            self.runs.append(ProbeRun(namespace, name, code, message, wall_s, usage.ru_maxrss / 1024))
+            self.runs.append(ProbeRun(namespace, name, code, message, wall_s, peak_rss_mib))
 
 
 def _now() -> str:

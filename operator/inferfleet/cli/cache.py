@@ -87,6 +87,18 @@ def _write_result(text: str, path: Path | None) -> None:
         _log(f"cannot write the result to {path}: {error}")
 
 
+def _peak_rss_mib() -> float | None:
+    """This process's own peak RSS (VmHWM: since exec, unlike getrusage's, which keeps the
+    parent's from before it)."""
+    try:
+        for line in Path("/proc/self/status").read_text(encoding="ascii").splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
 def _summary(manifest: Manifest, revision_dir: Path) -> dict[str, Any]:
     config = manifest.hf_config or {}
     return {
@@ -425,7 +437,9 @@ def probe_command(
     text = probe_result.encode_result(result)
     _write_result(text, termination_log)
     verdict = "read" if result.ok else f"{result.reason}: {result.message}"
-    _log(f"{verdict} ({time.monotonic() - started:.1f} s, result {len(text)} bytes)")
+    peak = _peak_rss_mib()
+    memory = f", peak RSS {peak:.1f} MiB" if peak is not None else ""
+    _log(f"{verdict} ({time.monotonic() - started:.1f} s, result {len(text)} bytes{memory})")
     code = 0 if result.ok else EXIT_FAILED
     if threading.active_count() > 1:
         # A read left behind at the deadline may sit in a blocking call: do not wait for it.
