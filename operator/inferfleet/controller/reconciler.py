@@ -241,10 +241,12 @@ class Reconciler:
         now: str,
     ) -> modelprobe.ModelProbe:
         """The verdict on the model's config.json: the pods of its probe Jobs are read only
-        for a model that needs one. The source itself is never read here."""
+        while a probe runs. The source itself is never read here."""
         catalogs = self.settings.catalogs()
+        verdict = previous.get("modelSource")
         pods: list[dict[str, Any]] = []
-        if modelprobe.wanted(service, self.settings, catalogs):
+        probing = isinstance(verdict, dict) and verdict.get("state") == modelprobe.STATE_PROBING
+        if probing and modelprobe.wanted(service, self.settings, catalogs):
             pods = self.cluster.list(
                 access.POD.api_version,
                 access.POD.kind,
@@ -255,7 +257,7 @@ class Reconciler:
             service,
             settings=self.settings,
             catalogs=catalogs,
-            previous=previous.get("modelSource"),
+            previous=verdict,
             jobs=modelprobe.probe_jobs(observed),
             pods=pods,
             now=now,
