@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import copy
 import hashlib
 import json
 import math
@@ -206,7 +207,7 @@ def job(service: InferenceService, settings: OperatorSettings, key: ProbeKey, at
         "args": args,
         "env": env,
         "volumeMounts": mounts,
-        "resources": RESOURCES,
+        "resources": copy.deepcopy(RESOURCES),
         "securityContext": _security(),
         "terminationMessagePath": "/dev/termination-log",
         # The result is the message: never the log's tail instead.
