@@ -218,7 +218,17 @@ class OperatorSettings(BaseModel):
         default=True,
         description=(
             "Read config.json and the parameter count of a model the catalog lacks from the source "
-            "its spec names (with spec.model.credentialsSecretRef), instead of requiring it inline."
+            "its spec names, in a probe Job in its namespace with spec.model.credentialsSecretRef "
+            "mounted, instead of requiring it inline."
+        ),
+    )
+    model_probe_deadline_s: int = Field(
+        default=60,
+        ge=5,
+        le=1800,
+        description=(
+            "Total deadline of the probe Job that reads such a model's config.json in its own "
+            "namespace (its pod gets 120 s more to be scheduled and start)."
         ),
     )
 

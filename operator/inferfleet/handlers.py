@@ -33,7 +33,7 @@ from typing import Any
 import kopf
 
 from inferfleet.api import labels
-from inferfleet.cluster import Cluster, KubernetesCluster, TransientApiError, access
+from inferfleet.cluster import KubernetesCluster, TransientApiError, access
 from inferfleet.config import OperatorSettings
 from inferfleet.controller import certificates, leader, resync
 from inferfleet.controller.passes import run_pass
@@ -73,28 +73,26 @@ def metrics_of(memo: Any) -> OperatorMetrics:
     return metrics
 
 
-def make_planner(settings: OperatorSettings, cluster: Cluster | None = None) -> Planner:
-    """The planner with the operator's catalogs (built-in plus the optional GPU file), its
-    default vLLM image (the release the memory figures model), and, with a cluster, the
-    config.json of models the catalog lacks read from their source (controller.modelsource)."""
+def make_planner(settings: OperatorSettings) -> Planner:
+    """The planner with the operator's catalogs (built-in plus the optional GPU file) and
+    its default vLLM image (the release the memory figures model). A model the catalog
+    lacks arrives as the config.json its probe Job read (reconcile.modelprobe): the
+    operator itself reads no source."""
     from inferfleet import planner
-    from inferfleet.controller.modelsource import ClusterModelSource
 
     # The same catalogs the renderer reads GPU resource names from (settings.catalogs()).
     catalogs = settings.catalogs()
-    fetch = None
-    if cluster is not None and settings.fetch_model_config:
-        fetch = ClusterModelSource(cluster, catalogs)
 
-    def plan(service: Any) -> Any:
-        fetched, problem = fetch(service) if fetch is not None else (None, None)
+    def plan(
+        service: Any, fetched: planner.FetchedModel | None = None, fetch_problem: str | None = None
+    ) -> Any:
         return planner.plan_service(
             service,
             catalogs,
             default_image=settings.vllm_image,
             tier_images=runtime.tier_images(service, settings),
             fetched=fetched,
-            fetch_problem=problem,
+            fetch_problem=fetch_problem,
         )
 
     return plan
@@ -152,7 +150,7 @@ def configure(*, settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
         memo["reconciler"] = Reconciler(
             cluster,
             operator_settings,
-            make_planner(operator_settings, cluster),
+            make_planner(operator_settings),
             kv_capacity=kv_capacity,
             routes=routes,
         )

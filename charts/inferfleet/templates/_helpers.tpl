@@ -117,13 +117,6 @@ cannot be narrowed that way (the name is not known when it is authorised).
 - apiGroups: [""]
   resources: [services]
   verbs: [get, list, create, patch, delete]
-{{- if .Values.serving.fetchModelConfig }}
-# The secret a spec names as its model credentials, read by name (never listed or
-# watched) to fetch config.json of a model the catalog lacks, as its pre-cache does.
-- apiGroups: [""]
-  resources: [secrets]
-  verbs: [get]
-{{- end }}
 - apiGroups: [policy]
   resources: [poddisruptionbudgets]
   verbs: [get, list, create, patch, delete]
@@ -135,8 +128,9 @@ cannot be narrowed that way (the name is not known when it is authorised).
 - apiGroups: [""]
   resources: [persistentvolumeclaims]
   verbs: [get, create]
-# Weight pre-cache: a DaemonSet per tier (node-local NVMe) or a Job (shared claim),
-# watched so CacheReady follows their status.
+# Weight pre-cache: a DaemonSet per tier (node-local NVMe) or a Job (shared claim); the
+# config.json probe Job of a model the catalog lacks. Watched so CacheReady and the
+# probe's verdict follow their status.
 - apiGroups: [apps]
   resources: [daemonsets]
   verbs: [get, list, watch, create, patch, delete]
@@ -162,8 +156,9 @@ cannot be narrowed that way (the name is not known when it is authorised).
 - apiGroups: [inference.networking.x-k8s.io]
   resources: [inferenceobjectives, inferencemodelrewrites]
   verbs: [get, list, watch]
-# Serving and pre-cache pods are read (cold starts, cache readiness, the front door's
-# endpoints; get and watch are the endpoint pickers', delegated, see above); with
+# Serving, pre-cache and probe pods are read (cold starts, cache readiness, the front
+# door's endpoints, the probe's result; get and watch are the endpoint pickers',
+# delegated, see above); with
 # scaling.podDeletionCost the autoscaler also marks the pods to remove first.
 - apiGroups: [""]
   resources: [pods]

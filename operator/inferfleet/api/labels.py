@@ -68,6 +68,9 @@ CONDITION_WORKLOAD_DRIFT: Final = "WorkloadDrift"
 # name): False while it holds replicas because the metrics are missing
 # (MetricsUnavailable) or the service cannot be decided (AutoscalingFailed).
 CONDITION_SCALING_ACTIVE: Final = "ScalingActive"
+# config.json of a model the catalog lacks, read by a probe Job in the service's namespace
+# (reconcile.modelprobe): Unknown while it runs, False when it failed, True once read.
+CONDITION_MODEL_CONFIG_READ: Final = "ModelConfigRead"
 CONDITION_TYPES: Final = (
     CONDITION_PLANNED,
     CONDITION_CACHE_READY,
@@ -77,6 +80,7 @@ CONDITION_TYPES: Final = (
     CONDITION_SLO_AT_RISK,
     CONDITION_WORKLOAD_DRIFT,
     CONDITION_SCALING_ACTIVE,
+    CONDITION_MODEL_CONFIG_READ,
 )
 # The one component that writes each condition type: the reconciler (its pure rules in
 # reconcile/, executed by controller/) or the autoscaler (scalestep/ decides, autoscaler/
@@ -92,6 +96,7 @@ CONDITION_OWNERS: Final = {
     CONDITION_SCALING: OWNER_AUTOSCALER,
     CONDITION_WORKLOAD_DRIFT: OWNER_AUTOSCALER,
     CONDITION_SCALING_ACTIVE: OWNER_AUTOSCALER,
+    CONDITION_MODEL_CONFIG_READ: OWNER_RECONCILER,
 }
 
 # Condition reasons (CamelCase, as Kubernetes conventions ask).
@@ -108,3 +113,8 @@ REASON_SLO_UNREACHABLE: Final = "SloUnreachable"
 REASON_SLOS_REACHABLE: Final = "SlosReachable"
 # The plan follows the observed workload (spec.scaling.replan: auto).
 REASON_REPLANNED: Final = "ReplannedForObservedWorkload"
+# ModelConfigRead: a probe Job is reading config.json / it failed (its own reason in the
+# message, retried after a backoff) / it was read.
+REASON_PROBING: Final = "Probing"
+REASON_PROBE_FAILED: Final = "ProbeFailed"
+REASON_CONFIG_READ: Final = "ConfigRead"

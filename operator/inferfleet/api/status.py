@@ -123,6 +123,30 @@ class PlannedWorkload(ApiModel):
     output_tokens: TokenPercentiles
 
 
+class ModelSourceStatus(ApiModel):
+    """How config.json of a model the catalog lacks was read: by a probe Job in the
+    service's namespace with its Secret (precache.probe); the verdict survives restarts."""
+
+    source: str
+    revision: str
+    key: str = Field(description="Hash of source, revision, Secret name/key and parameter counting.")
+    secret_name: str | None = None
+    secret_key: str | None = None
+    state: Literal["Probing", "Resolved", "Failed"]
+    reason: str = Field(description="Resolved, Probing, or why the read failed (DeadlineExceeded, ...).")
+    message: str = Field(default="", max_length=2048)
+    time: str = Field(description="RFC 3339 time this state began.")
+    job: str | None = Field(default=None, description="The probe Job of this attempt.")
+    attempt: int = Field(default=1, ge=0)
+    resolved_revision: str | None = Field(default=None, description="The revision id read (a hub commit).")
+    parameters_billion: float | None = None
+    config: dict[str, Any] | None = Field(
+        default=None,
+        description="The config.json keys the planner reads.",
+        json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
+    )
+
+
 class InferenceServiceStatus(ApiModel):
     """Observed state."""
 
@@ -139,6 +163,7 @@ class InferenceServiceStatus(ApiModel):
     last_scaling_decision: ScalingDecision | None = None
     observed_workload: ObservedWorkload | None = None
     planned_workload: PlannedWorkload | None = None
+    model_source: ModelSourceStatus | None = None
     autoscaler_state: dict[str, Any] | None = Field(
         default=None,
         description="Opaque policy state, persisted so a restart never causes a scale-down.",

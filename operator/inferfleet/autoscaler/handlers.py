@@ -10,7 +10,6 @@ Lease that gates the resync loop.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from typing import Any
 
 import kopf
@@ -22,23 +21,30 @@ from inferfleet.autoscaler.runner import Autoscaler
 from inferfleet.cluster import KubernetesCluster
 from inferfleet.config import OperatorSettings
 from inferfleet.controller import leader
+from inferfleet.controller.reconciler import Planner
 from inferfleet.metrics import operator_metrics
+from inferfleet.planner import FetchedModel
 
 Logger = logging.Logger | logging.LoggerAdapter[Any]
 
 _metrics_served = False
 
 
-def _reconcilers_planner(memo: Any) -> Callable[[InferenceService], Plan]:
-    """The planner the reconciler runs (its images per tier, the model configs it fetched),
-    looked up when used: the reconciler's startup handler may run after this one."""
+def _reconcilers_planner(memo: Any) -> Planner:
+    """The planner the reconciler runs (its images per tier; a model the catalog lacks as
+    its probe read it), looked up when used: the reconciler's startup handler may run
+    after this one."""
 
-    def plan(service: InferenceService) -> Plan:
+    def plan(
+        service: InferenceService, fetched: FetchedModel | None = None, fetch_problem: str | None = None
+    ) -> Plan:
         reconciler = memo.get("reconciler")
         if reconciler is None:
             settings: OperatorSettings = memo.get("settings") or OperatorSettings.from_env()
-            return planner.plan_service(service, settings.catalogs(), default_image=settings.vllm_image)
-        result: Plan = reconciler.planner(service)
+            return planner.plan_service(
+                service, settings.catalogs(), default_image=settings.vllm_image, fetched=fetched
+            )
+        result: Plan = reconciler.planner(service, fetched, fetch_problem)
         return result
 
     return plan

@@ -25,10 +25,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from inferfleet.api import InferenceService, Plan, SpecInvalid, TierPlan, labels, parse
+from inferfleet.api import InferenceService, SpecInvalid, TierPlan, labels, parse
 from inferfleet.cluster import ApiError, Cluster, Conflict, KindNotServed, NotFound
 from inferfleet.cluster.events import post_events
 from inferfleet.config import OperatorSettings
+from inferfleet.controller.reconciler import Planner
 from inferfleet.controller.watched import Watched
 from inferfleet.kubedata import (
     DEPLOYMENT,
@@ -45,6 +46,7 @@ from inferfleet.metrics.prometheus import PrometheusClient, PrometheusConfig, Qu
 from inferfleet.promql.parse import ServiceKey, TierKey
 from inferfleet.promql.queries import QueryConfig
 from inferfleet.promql.signals import SignalSnapshot
+from inferfleet.reconcile import modelprobe
 from inferfleet.reconcile.status import set_condition
 from inferfleet.scalestep.step import (
     STATUS_HEARTBEAT_S,
@@ -140,7 +142,7 @@ class Autoscaler:
         tick_s: float = 5.0,
         namespaces: tuple[str, ...] = (),
         heartbeat_s: float = STATUS_HEARTBEAT_S,
-        planner: Callable[[InferenceService], Plan] | None = None,
+        planner: Planner | None = None,
     ) -> None:
         if reader.config.history_step_s != HISTORY_STEP_S:
             raise ValueError(f"the policy reads per-minute history: history_step_s must be {HISTORY_STEP_S}")
@@ -169,7 +171,7 @@ class Autoscaler:
         metrics: OperatorMetrics | None = None,
         query_config: QueryConfig | None = None,
         namespaces: tuple[str, ...] | None = None,
-        planner: Callable[[InferenceService], Plan] | None = None,
+        planner: Planner | None = None,
     ) -> Autoscaler:
         client = PrometheusClient(PrometheusConfig.from_settings(settings), metrics)
         reader = SignalReader(
@@ -302,14 +304,16 @@ class Autoscaler:
             status=status,
             workloads=workloads,
             generation=meta.get("generation"),
-            replan=self._replanner(resource),
+            replan=self._replanner(resource, status),
         )
 
-    def _replanner(self, resource: InferenceService) -> Replanner | None:
+    def _replanner(self, resource: InferenceService, status: Mapping[str, Any]) -> Replanner | None:
         planner = self.planner
         if planner is None:
             return None
-        return lambda spec: planner(resource.model_copy(update={"spec": spec})).tiers
+        # A model the catalog lacks: the config its probe read, as the reconciler plans it.
+        fetched = modelprobe.fetched_of(resource, status.get("modelSource"))
+        return lambda spec: planner(resource.model_copy(update={"spec": spec}), fetched).tiers
 
     @staticmethod
     def _observation(snapshot: SignalSnapshot, service: ServiceInput) -> Observation:

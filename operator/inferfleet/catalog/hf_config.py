@@ -253,3 +253,84 @@ def parse_hf_config(config: Mapping[str, Any], name: str, parameters_billion: fl
         weight_block=_weight_block(quantization_config),
         model_type=str(config.get("model_type", "")),
     )
+
+
+# --- the planner's part of a config.json (what a probe reports: precache.probe) --------
+
+# Every config.json key `parse_hf_config` and the bounds (api.model_config_bounds) read;
+# tests/unit/catalog/test_planner_config.py checks the list against this module's source.
+PLANNER_KEYS: frozenset[str] = frozenset(
+    {
+        "text_config",
+        "quantization_config",
+        "rope_scaling",
+        "layer_types",
+        "num_hidden_layers", "n_layer", "num_layers",
+        "hidden_size", "n_embd", "d_model",
+        "num_attention_heads", "n_head", "num_heads",
+        "multi_query",
+        "num_key_value_heads", "num_kv_heads", "n_head_kv",
+        "intermediate_size", "ffn_hidden_size", "n_inner",
+        "head_dim",
+        "kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim",
+        "sliding_window", "use_sliding_window", "sliding_window_pattern",
+        "model_type",
+        "max_position_embeddings", "n_positions", "max_sequence_length", "seq_length",
+        "torch_dtype", "dtype",
+        "vocab_size", "padded_vocab_size",
+        "tie_word_embeddings",
+        "num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts",
+        "num_experts_per_tok", "moe_topk", "num_experts_per_token", "top_k",
+        "moe_intermediate_size", "shared_expert_intermediate_size",
+        "n_shared_experts", "num_shared_experts",
+        "first_k_dense_replace",
+    }
+)  # fmt: skip
+ROPE_KEYS: frozenset[str] = frozenset({"rope_type", "type", "factor", "original_max_position_embeddings"})
+QUANTIZATION_KEYS: frozenset[str] = frozenset(
+    {"quant_method", "bits", "quant_algo", "load_in_8bit", "format", "weight_block_size"}
+)
+
+
+def _skipped_names(quantization_config: Mapping[str, Any]) -> list[str] | None:
+    """`modules_to_not_convert`/`ignore` reduced to what `_skipped_modules` tells apart:
+    attention everywhere, attention of layer i, MLP of layer i (lists of every expert's
+    gate run to thousands of names)."""
+    names = quantization_config.get("modules_to_not_convert") or quantization_config.get("ignore")
+    if not isinstance(names, list):
+        return None  # read as "nothing skipped", as an absent list is
+    out: dict[str, None] = {}
+    for name in names:
+        if not isinstance(name, str):
+            continue
+        match = _LAYER_INDEX.search(name)
+        if "self_attn" in name or "attention" in name:
+            out["self_attn" if match is None or "*" in name else f"layers.{match.group(1)}.self_attn"] = None
+        elif "mlp" in name and match is not None:
+            out[f"layers.{match.group(1)}.mlp"] = None
+    return list(out)
+
+
+def planner_config(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The keys of a config.json the planner reads, reduced so `parse_hf_config` (and the
+    bounds) give the same answer for it as for the whole file: other keys dropped,
+    `layer_types` as sliding/full, the skipped-module lists as the layers they name."""
+    out: dict[str, Any] = {}
+    for key in PLANNER_KEYS:
+        if key not in config:
+            continue
+        value = config[key]
+        if key == "text_config" and isinstance(value, Mapping):
+            value = planner_config(value)
+        elif key == "rope_scaling" and isinstance(value, Mapping):
+            value = {k: v for k, v in value.items() if k in ROPE_KEYS}
+        elif key == "layer_types" and isinstance(value, list):
+            value = [_kind("sliding" in str(kind) or "local" in str(kind)) for kind in value]
+        elif key == "quantization_config" and isinstance(value, Mapping):
+            reduced = {k: v for k, v in value.items() if k in QUANTIZATION_KEYS}
+            skipped = _skipped_names(value)
+            if skipped:
+                reduced["ignore"] = skipped
+            value = reduced
+        out[key] = value
+    return out

@@ -1,10 +1,14 @@
-"""`inferfleet cache fetch | verify | gc | hold`: the weight pre-cache, by hand or in pods.
+"""`inferfleet cache fetch | verify | gc | hold | probe`: the weight pre-cache, by hand or in pods.
 
 The pre-cache DaemonSet runs `fetch --hold`, serving pods run `verify --wait-s` as an
 init container and `hold` as a sidecar; all of them are ordinary commands a person can
 run on a node to see what the operator sees. Failures print `Reason: detail` on stderr,
 write the same line to the container's termination log (the operator turns it into the
 CacheReady condition) and exit 1; usage mistakes exit 2.
+
+`probe` is the operator's probe pod (precache.probe): it reads what the planner needs
+from a source within a deadline and caps, and writes one JSON result (not `Reason:
+detail`) to the termination log and stdout.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import typer
 from inferfleet.cli.app import EXIT_USAGE, OutputFormat, app, fail
 from inferfleet.fetcher import store
 from inferfleet.fetcher.fetch import FetchOptions, FetchResult, RetryPolicy, fetch
+from inferfleet.precache import probe as probe_result
 from inferfleet.precache.errors import CacheError, CacheMissing, SourceInvalid
 from inferfleet.precache.layout import DEFAULT_REF
 from inferfleet.precache.manifest import DEFAULT_ALLOW_PATTERNS, Manifest
@@ -65,6 +70,34 @@ def _failed(error: CacheError) -> NoReturn:
     _termination_log(line)
     sys.stderr.write(f"error: {line}\n")
     raise typer.Exit(EXIT_FAILED)
+
+
+def _write_result(text: str, path: Path | None) -> None:
+    """The probe's result: stdout, and the termination log (the given path, created; else
+    the container's, only where it exists)."""
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()
+    if path is None:
+        default = os.environ.get(TERMINATION_LOG_ENV, DEFAULT_TERMINATION_LOG)
+        if not os.path.exists(default):
+            return
+        path = Path(default)
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as error:
+        _log(f"cannot write the result to {path}: {error}")
+
+
+def _peak_rss_mib() -> float | None:
+    """This process's own peak RSS (VmHWM: since exec, unlike getrusage's, which keeps the
+    parent's from before it)."""
+    try:
+        for line in Path("/proc/self/status").read_text(encoding="ascii").splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
 
 
 def _summary(manifest: Manifest, revision_dir: Path) -> dict[str, Any]:
@@ -314,6 +347,122 @@ def gc_command(
         return
     plan = store.collect_garbage(root, budget_bytes, _log)
     typer.echo(plan.summary())
+
+
+def _probe(
+    source: str, revision: str, access: Any, need_parameters: bool, limits: Any
+) -> probe_result.ProbeResult:
+    from inferfleet.fetcher.modelconfig import bounded_read
+
+    try:
+        model = bounded_read(source, revision, access, need_parameters=need_parameters, limits=limits)
+    except CacheError as error:
+        return probe_result.failure(error.reason, error.message)
+    return probe_result.ProbeResult(
+        ok=True,
+        reason="Resolved",
+        config=model.config,
+        # Six significant digits: the planner's arithmetic needs no more, the message is short.
+        parameters_billion=float(f"{model.parameters_billion:.6g}") if need_parameters else None,
+        revision=model.revision,
+    )
+
+
+@cache_app.command("probe")
+def probe_command(
+    *,
+    source: Annotated[str, typer.Option("--source", help="hf://ORG/REPO, s3://BUCKET/PREFIX or gs://…")],
+    revision: Annotated[
+        str, typer.Option("--revision", help="Branch, tag or commit (hf); a label elsewhere.")
+    ] = DEFAULT_REF,
+    token_file: Annotated[
+        Path | None, typer.Option("--token-file", help="File holding the hub token.")
+    ] = None,
+    credentials_dir: Annotated[
+        Path | None,
+        typer.Option("--credentials-dir", help="Mounted Secret with AWS_* files (s3:// sources)."),
+    ] = None,
+    deadline_s: Annotated[
+        float, typer.Option("--deadline-s", min=1.0, max=3600.0, help="Total deadline for the whole read.")
+    ] = 60.0,
+    no_parameters: Annotated[
+        bool, typer.Option("--no-parameters", help="Skip the parameter count (spec gives parametersBillion).")
+    ] = False,
+    max_response_mib: Annotated[
+        float,
+        typer.Option("--max-response-mib", min=0.01, help="Most bytes of one response, errors included."),
+    ] = probe_result.MAX_RESPONSE_BYTES / 2**20,
+    max_total_mib: Annotated[
+        float, typer.Option("--max-total-mib", min=0.01, help="Most bytes received in all.")
+    ] = probe_result.MAX_TOTAL_BYTES / 2**20,
+    max_pages: Annotated[int, typer.Option("--max-pages", min=1, help="Most listing pages.")] = (
+        probe_result.MAX_LISTING_PAGES
+    ),
+    max_files: Annotated[int, typer.Option("--max-files", min=1, help="Most files listed.")] = (
+        probe_result.MAX_LISTING_FILES
+    ),
+    ambient: Annotated[
+        bool,
+        typer.Option(
+            "--ambient",
+            help="Also use this machine's own credentials (HF_TOKEN, the AWS and Google default chains); "
+            "a probe pod never does.",
+        ),
+    ] = False,
+    termination_log: Annotated[
+        Path | None,
+        typer.Option(
+            "--termination-log",
+            help=f"Where the result goes besides stdout (default {DEFAULT_TERMINATION_LOG} if it exists).",
+        ),
+    ] = None,
+) -> None:
+    """Read what the planner needs (config.json, the parameter count from safetensors headers)
+    within a deadline and caps; print one JSON result that fits a termination message."""
+    from inferfleet.fetcher.modelconfig import Access, ReadLimits
+
+    started = time.monotonic()
+    result: probe_result.ProbeResult | None = None
+    token = None
+    if token_file is not None:
+        try:
+            token = token_file.read_text(encoding="utf-8").strip() or None
+        except OSError as error:
+            result = probe_result.failure(
+                "BadCredentials", f"{token_file}: cannot read the token (is the key in the Secret?): {error}"
+            )
+    key = os.environ.get("GOOGLE_APPLICATION_CREDENTIALS") if source.startswith("gs://") else None
+    access = Access(
+        token=token,
+        credentials_dir=credentials_dir,
+        key_file=Path(key) if key else None,
+        ambient=ambient,
+    )
+    limits = ReadLimits(
+        deadline_s=deadline_s,
+        max_response_bytes=int(max_response_mib * 2**20),
+        max_total_bytes=int(max_total_mib * 2**20),
+        max_pages=max_pages,
+        max_files=max_files,
+    )
+    if result is None:
+        _log(f"reading config.json from {source}@{revision} (deadline {deadline_s:g} s)")
+        try:
+            result = _probe(source, revision, access, not no_parameters, limits)
+        except Exception as error:  # a bug: still one result with a reason, never a traceback
+            result = probe_result.failure("CacheError", f"unexpected {type(error).__name__}: {error}")
+    text = probe_result.encode_result(result)
+    _write_result(text, termination_log)
+    verdict = "read" if result.ok else f"{result.reason}: {result.message}"
+    peak = _peak_rss_mib()
+    memory = f", peak RSS {peak:.1f} MiB" if peak is not None else ""
+    _log(f"{verdict} ({time.monotonic() - started:.1f} s, result {len(text)} bytes{memory})")
+    code = 0 if result.ok else EXIT_FAILED
+    if threading.active_count() > 1:
+        # A read left behind at the deadline may sit in a blocking call: do not wait for it.
+        sys.stderr.flush()
+        os._exit(code)
+    raise typer.Exit(code)
 
 
 @cache_app.command("hold")

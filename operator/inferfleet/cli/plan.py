@@ -40,6 +40,7 @@ from inferfleet.cli.app import (
 )
 from inferfleet.fetcher.modelconfig import ModelConfigCache
 from inferfleet.planner import FetchedModel
+from inferfleet.precache.probe import needs_fetch, source_uri
 from inferfleet.scaling.drift import with_workload
 
 
@@ -131,18 +132,25 @@ def print_table(plan: Plan) -> None:
     stdout.print()
 
 
-def fetched_model(service: Any, catalogs: Catalogs, offline: bool) -> tuple[FetchedModel | None, str | None]:
+def fetched_model(
+    service: Any, catalogs: Catalogs, offline: bool, deadline_s: float = 60.0
+) -> tuple[FetchedModel | None, str | None]:
     """config.json of a model the catalog lacks, from its source with this machine's own
-    credentials (HF_TOKEN, the AWS and Google default chains); (None, why) otherwise."""
-    from inferfleet.controller.modelsource import needs_fetch, source_uri
-    from inferfleet.fetcher.modelconfig import Access
+    credentials (HF_TOKEN, the AWS and Google default chains), within the probe's deadline
+    and caps (fetcher.modelconfig.bounded_read); (None, why) otherwise."""
+    from inferfleet.fetcher.modelconfig import Access, ReadLimits, bounded_read
 
     if not needs_fetch(service, catalogs):
         return (None, None)
     if offline:
         return (None, "--offline: the source was not read")
     model = service.spec.model
-    cache = _CACHE.setdefault("cache", ModelConfigCache())
+    limits = ReadLimits(deadline_s=deadline_s)
+
+    def read(uri: str, revision: str, access: Access, need_parameters: bool) -> FetchedModel:
+        return bounded_read(uri, revision, access, need_parameters=need_parameters, limits=limits)
+
+    cache = _CACHE.setdefault("cache", ModelConfigCache(read))
     revision = model.revision or "main"
     need_parameters = model.parameters_billion is None
     return cache.get(source_uri(service), revision, Access(), need_parameters=need_parameters)
@@ -168,6 +176,15 @@ def plan_command(  # noqa: PLR0917 - typer maps each option to a parameter
         bool,
         typer.Option("--offline", help="Never read config.json of uncatalogued models from their source."),
     ] = False,
+    source_deadline_s: Annotated[
+        float,
+        typer.Option(
+            "--source-deadline-s",
+            min=1.0,
+            max=3600.0,
+            help="Total deadline for reading one uncatalogued model's config.json and headers.",
+        ),
+    ] = 60.0,
     observed_workload_file: Annotated[
         Path | None,
         typer.Option(
@@ -198,7 +215,7 @@ def plan_command(  # noqa: PLR0917 - typer maps each option to a parameter
         services = [_for_observed(service, observed) for service in services]
     plans = []
     for service in services:
-        fetched, problem = fetched_model(service, catalogs, offline)
+        fetched, problem = fetched_model(service, catalogs, offline, source_deadline_s)
         try:
             plans.append(
                 plan_service(

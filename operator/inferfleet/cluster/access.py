@@ -82,9 +82,8 @@ ROLE_BINDING = Resource("rbac.authorization.k8s.io/v1", "RoleBinding", "rolebind
 INFERENCE_SERVICE = Resource(labels.API_VERSION, labels.KIND, labels.PLURAL)
 # Leader election among the operator's replicas (controller.leader), in its own namespace.
 LEASE = Resource("coordination.k8s.io/v1", "Lease", "leases")
-# The credentials a spec names (spec.model.credentialsSecretRef), read by name only, to
-# fetch config.json of a model the catalog lacks (controller.modelsource). Never listed.
-SECRET = Resource("v1", "Secret", "secrets")
+# No Secret appears here: a tenant's credentials reach only the pods that use them, the
+# config.json probe's among them (precache.probe); the operator never reads one.
 
 # The node cache (precache.volumes): one hostPath PersistentVolume per namespace, created
 # (never patched: an existing one is never taken over), read, and deleted only when an
@@ -105,7 +104,8 @@ PERMISSIONS: dict[Resource, frozenset[Operation]] = {
     SERVICE: _OWNED,
     POD_DISRUPTION_BUDGET: _OWNED,
     POD_MONITOR: _OWNED,
-    # Pre-cache: watched (handlers.reconcile_parent) so CacheReady follows their status.
+    # Pre-cache and the config.json probe: watched (handlers.reconcile_parent) so CacheReady
+    # and the probe's verdict follow their status.
     DAEMON_SET: _OWNED | {Operation.WATCH},
     JOB: _OWNED | {Operation.WATCH},
     # The autoscaler marks the pods it wants removed first (pod-deletion-cost).
@@ -117,7 +117,6 @@ PERMISSIONS: dict[Resource, frozenset[Operation]] = {
     ROLE: _OWNED,
     ROLE_BINDING: _OWNED,
     LEASE: frozenset({Operation.GET, Operation.CREATE, Operation.UPDATE}),
-    SECRET: frozenset({Operation.GET}),
     PERSISTENT_VOLUME: frozenset({Operation.GET, Operation.CREATE, Operation.DELETE}),
     PERSISTENT_VOLUME_CLAIM: frozenset({Operation.GET, Operation.CREATE}),
     NAMESPACE: frozenset({Operation.GET}),

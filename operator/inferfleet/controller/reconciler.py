@@ -32,7 +32,7 @@ from inferfleet.kubedata import KUBE_TIME_FORMAT, ObjectRef, owner_uids
 from inferfleet.precache import coldstart
 from inferfleet.precache import workloads as cache_objects
 from inferfleet.promql.parse import KvCapacityReading
-from inferfleet.reconcile import compute, replan
+from inferfleet.reconcile import compute, modelprobe, replan
 from inferfleet.reconcile import volumes as volume_rules
 from inferfleet.reconcile.actions import Action
 from inferfleet.render import frontdoor as render_frontdoor
@@ -44,8 +44,19 @@ from inferfleet.scaling import replan_mode
 
 logger = logging.getLogger(__name__)
 
-Planner = Callable[[InferenceService], Plan]
 Clock = Callable[[], dt.datetime]
+
+
+class Planner(Protocol):
+    """Plans a service; `fetched`/`fetch_problem`: its model's config.json as a probe read
+    it, or why not (reconcile.modelprobe), for a model the catalog lacks."""
+
+    def __call__(
+        self,
+        service: InferenceService,
+        fetched: planner.FetchedModel | None = None,
+        fetch_problem: str | None = None,
+    ) -> Plan: ...
 
 
 class KvCapacitySource(Protocol):
@@ -136,8 +147,12 @@ class Reconciler:
             found.extend(item for item in items if uid in owner_uids(item))
         return found
 
-    def _plan(self, service: InferenceService) -> tuple[Plan | None, str | None]:
+    def _plan(
+        self, service: InferenceService, probe: modelprobe.ModelProbe
+    ) -> tuple[Plan | None, str | None]:
         try:
+            if probe.applies:
+                return self.planner(service, probe.fetched, probe.problem), None
             return self.planner(service), None
         except SpecInvalid as error:
             return None, str(error)
@@ -159,6 +174,8 @@ class Reconciler:
         service: InferenceService | None = None
         plan: Plan | None = None
         planned_for: dict[str, Any] | None = None
+        observed = self.observe(namespace, name, str(metadata["uid"]))
+        probe = modelprobe.NOT_NEEDED
         try:
             # Status is ours and other writers'; only spec and metadata are input.
             service = parse({**body, "status": None}, source=f"{namespace}/{name}")
@@ -172,7 +189,8 @@ class Reconciler:
             )
             if planned_for is not None:
                 service = service.model_copy(update={"spec": spec})
-            plan, invalid = self._plan(service)
+            probe = self._model_probe(service, previous, observed, now)
+            plan, invalid = self._plan(service, probe)
             feasible = {tier.name for tier in plan.feasible_tiers} if plan is not None else set()
             refused = render_problems(service, self.settings, feasible) if plan is not None else []
             if refused:
@@ -194,13 +212,14 @@ class Reconciler:
             plan=plan,
             invalid=invalid,
             planned_for=planned_for,
-            observed=self.observe(namespace, name, str(metadata["uid"])),
+            observed=observed,
             cache_pods=self._cache_pods(service) if service is not None else [],
             serving_pods=serving_pods,
             measured_cold_starts=self._measured_cold_starts(serving_pods),
             measured_kv=self._measured_kv(service) if service is not None and plan is not None else {},
             node_cache=self._node_cache(service) if service is not None and plan is not None else None,
             gateway_routes=self._gateway_routes(service) if plan is not None else [],
+            model_probe=probe,
         )
         return body, snapshot
 
@@ -223,6 +242,36 @@ class Reconciler:
             self.cluster.patch_status(cr_ref(namespace, name), conclusion.patch, resource_version=version)
         post_events(self.cluster, body, conclusion.events)
         return Outcome(intent.actions, conclusion.status, report)
+
+    def _model_probe(
+        self,
+        service: InferenceService,
+        previous: dict[str, Any],
+        observed: list[dict[str, Any]],
+        now: str,
+    ) -> modelprobe.ModelProbe:
+        """The verdict on the model's config.json: the pods of its probe Jobs are read only
+        while a probe runs. The source itself is never read here."""
+        catalogs = self.settings.catalogs()
+        verdict = previous.get("modelSource")
+        pods: list[dict[str, Any]] = []
+        probing = isinstance(verdict, dict) and verdict.get("state") == modelprobe.STATE_PROBING
+        if probing and modelprobe.wanted(service, self.settings, catalogs):
+            pods = self.cluster.list(
+                access.POD.api_version,
+                access.POD.kind,
+                service.namespace,
+                modelprobe.probe_pod_selector(service),
+            )
+        return modelprobe.decide(
+            service,
+            settings=self.settings,
+            catalogs=catalogs,
+            previous=verdict,
+            jobs=modelprobe.probe_jobs(observed),
+            pods=pods,
+            now=now,
+        )
 
     def _serving_pods(self, service: InferenceService) -> list[dict[str, Any]]:
         """The vLLM pods that serve HTTP (their start-to-Ready is the cold start; the Ready

@@ -2,7 +2,12 @@
 
 A model the catalog does not know is planned from its own `config.json` and its
 parameter count, read from the source the spec names (the hub, S3, GCS or a directory)
-through the same backends and credentials as the weight pre-cache (`cache.remote`):
+through the same backends and credentials as the weight pre-cache (`fetcher.remote`).
+The operator never runs this: a probe pod in the tenant's namespace does (`inferfleet
+cache probe`, precache.probe), and so does `inferfleet plan` on the user's machine,
+both through `bounded_read`: a total deadline, and caps on the bytes of each response
+and in all (fetcher.netbudget, counted at the socket under every client library), on
+listing pages and files, and on shards.
 
 - `config.json` as it is (at most 4 MiB; hostile sources exist);
 - the parameter count from the safetensors headers: `model.safetensors.index.json`
@@ -11,10 +16,9 @@ through the same backends and credentials as the weight pre-cache (`cache.remote
   weights. Packed quantized tensors (4-bit in int32/uint8) count their unpacked
   elements; scales, zero points and group indices are metadata, not parameters.
 
-`ModelConfigCache` keeps answers per (source, revision, credentials) so a reconcile
-pass costs no request once a model has been read, and keeps failures for a few minutes
-so a broken source is not hammered. The planner itself stays pure: it receives the
-result as a `planner.FetchedModel`.
+`ModelConfigCache` keeps answers per (source, revision, credentials) so a file with
+several services of one model reads it once (the CLI). The planner itself stays pure: it
+receives the result as a `planner.FetchedModel`.
 """
 
 from __future__ import annotations
@@ -30,9 +34,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from inferfleet.fetcher.remote import Source, open_source
+from inferfleet.fetcher import netbudget
+from inferfleet.fetcher.remote import ListingLimits, Source, open_source
 from inferfleet.planner import FetchedModel
-from inferfleet.precache.errors import CacheError, SourceInvalid
+from inferfleet.precache import probe
+from inferfleet.precache.errors import (
+    CacheError,
+    ConfigUnavailable,
+    DeadlineExceeded,
+    ResponseTooLarge,
+    SourceInvalid,
+)
 from inferfleet.precache.layout import parse_source
 from inferfleet.precache.manifest import RemoteFile, ResolvedRevision
 
@@ -44,7 +56,8 @@ MAX_INDEX_BYTES: Final = 64 * 1024 * 1024
 # A safetensors header is 8 bytes of length, then that much JSON; most fit the probe.
 HEADER_PROBE_BYTES: Final = 256 * 1024
 MAX_HEADER_BYTES: Final = 100 * 1024 * 1024
-MAX_SHARDS: Final = 4096
+# The largest published checkpoints have fewer than 200 shards (Llama-3.1-405B: 191).
+MAX_SHARDS: Final = 1024
 # Unpacked elements per stored element of packed quantized tensors.
 PACKED_ELEMENTS: Final = {"I32": 8, "U32": 8, "U8": 2, "I8": 2}
 METADATA_SUFFIXES: Final = (
@@ -62,8 +75,8 @@ METADATA_SUFFIXES: Final = (
 PACKED_SUFFIXES: Final = ("qweight", "_blocks", "weight_packed")
 
 
-class ModelConfigUnavailable(Exception):
-    """The source holds no usable config or parameter count; the message says why."""
+# The source holds no usable config or parameter count; the message says why.
+ModelConfigUnavailable = ConfigUnavailable
 
 
 class _Enough(Exception):
@@ -150,7 +163,9 @@ def _header(source: Source, resolved: ResolvedRevision, remote: RemoteFile) -> M
     return header
 
 
-def _shards(source: Source, resolved: ResolvedRevision, files: Mapping[str, RemoteFile]) -> list[RemoteFile]:
+def _shards(
+    source: Source, resolved: ResolvedRevision, files: Mapping[str, RemoteFile], max_shards: int = MAX_SHARDS
+) -> list[RemoteFile]:
     index = files.get(INDEX_FILE)
     if index is None:
         single = files.get(SINGLE_FILE)
@@ -167,8 +182,8 @@ def _shards(source: Source, resolved: ResolvedRevision, files: Mapping[str, Remo
     if not isinstance(weight_map, Mapping) or not weight_map:
         raise ModelConfigUnavailable(f"{INDEX_FILE} has no weight_map")
     names = sorted({str(name) for name in weight_map.values()})
-    if len(names) > MAX_SHARDS:
-        raise ModelConfigUnavailable(f"{INDEX_FILE} names {len(names)} shards, more than {MAX_SHARDS}")
+    if len(names) > max_shards:
+        raise ModelConfigUnavailable(f"{INDEX_FILE} names {len(names)} shards, more than {max_shards}")
     missing = [name for name in names if name not in files]
     if missing:
         raise ModelConfigUnavailable(f"{INDEX_FILE} names shards the source does not hold: {missing[:3]}")
@@ -177,26 +192,58 @@ def _shards(source: Source, resolved: ResolvedRevision, files: Mapping[str, Remo
 
 @dataclass(frozen=True)
 class Access:
-    """How to reach a source: the hub token or a directory of object-store credentials."""
+    """How to reach a source: the hub token, a directory of object-store credentials, a
+    GCS service-account key; `ambient=False` never uses this environment's own
+    credentials (a probe pod reads with the tenant's Secret or anonymously)."""
 
     token: str | None = None
     credentials_dir: Path | None = None
+    key_file: Path | None = None
+    ambient: bool = True
 
 
-def read_model(uri: str, revision: str, access: Access, *, need_parameters: bool = True) -> FetchedModel:
+@dataclass(frozen=True)
+class ReadLimits:
+    """What one read of a model's config may take (precache.probe has the reasons)."""
+
+    deadline_s: float = 60.0
+    max_response_bytes: int = probe.MAX_RESPONSE_BYTES
+    max_total_bytes: int = probe.MAX_TOTAL_BYTES
+    max_pages: int = probe.MAX_LISTING_PAGES
+    max_files: int = probe.MAX_LISTING_FILES
+    max_shards: int = MAX_SHARDS
+
+
+def read_model(
+    uri: str,
+    revision: str,
+    access: Access,
+    *,
+    need_parameters: bool = True,
+    limits: ReadLimits | None = None,
+) -> FetchedModel:
     """config.json and (when asked) the parameter count of the model at `uri`@`revision`.
 
-    Raises ModelConfigUnavailable, or a `cache.errors` error for the source's own faults."""
+    No deadline of its own (`bounded_read` adds it). Raises ConfigUnavailable, or a
+    `precache.errors` error for the source's own faults."""
+    limits = limits or ReadLimits()
     try:
         ref = parse_source(uri)
     except SourceInvalid as error:
         raise ModelConfigUnavailable(str(error)) from None
     if ref.scheme == "pvc":
         raise ModelConfigUnavailable(
-            "pvc:// sources are mounted only in the pods that use them, so the operator cannot read "
-            "config.json; give the architecture inline as spec.model.config"
+            "pvc:// sources are mounted only in the pods that use them, so config.json cannot be read "
+            "here; give the architecture inline as spec.model.config"
         )
-    source = open_source(ref, access.token, access.credentials_dir)
+    source = open_source(
+        ref,
+        access.token,
+        access.credentials_dir,
+        key_file=access.key_file,
+        ambient=access.ambient,
+        limits=ListingLimits(limits.max_pages, limits.max_files),
+    )
     resolved = source.resolve(revision)
     files = {remote.path: remote for remote in resolved.files}
     config_file = files.get(CONFIG_FILE)
@@ -209,7 +256,7 @@ def read_model(uri: str, revision: str, access: Access, *, need_parameters: bool
         raise ModelConfigUnavailable(f"{CONFIG_FILE} is not a JSON object")
     parameters = 0
     if need_parameters:
-        shards = _shards(source, resolved, files)
+        shards = _shards(source, resolved, files, limits.max_shards)
         parameters = sum(tensor_parameters(_header(source, resolved, shard)) for shard in shards)
         if parameters <= 0:
             raise ModelConfigUnavailable("the safetensors headers hold no parameters")
@@ -218,7 +265,38 @@ def read_model(uri: str, revision: str, access: Access, *, need_parameters: bool
         config=dict(config),
         parameters_billion=parameters / 1e9,
         source=f"{uri}@{revision_id[:12]}",
+        revision=revision_id,
     )
+
+
+def bounded_read(
+    uri: str, revision: str, access: Access, *, need_parameters: bool, limits: ReadLimits
+) -> FetchedModel:
+    """`read_model` within `limits`: a total deadline, bytes per response and in all.
+
+    Raises a `precache.errors` error: DeadlineExceeded, ResponseTooLarge, ListingTooLong,
+    ConfigUnavailable, or the source's own (BadCredentials, SourceNotFound, ...)."""
+    outcome = netbudget.run_bounded(
+        lambda: read_model(uri, revision, access, need_parameters=need_parameters, limits=limits),
+        netbudget.Limits(limits.deadline_s, limits.max_response_bytes, limits.max_total_bytes),
+    )
+    if outcome.finished and outcome.error is None:
+        model: FetchedModel = outcome.value
+        return model
+    where = f"{uri}@{revision}"
+    budget = outcome.budget
+    if budget.spent in ("response", "total"):
+        raise ResponseTooLarge(f"{where}: the source sent {budget.describe()}")
+    if budget.spent == "deadline" or not outcome.finished:
+        raise DeadlineExceeded(
+            f"{where}: not read within the deadline of {limits.deadline_s:g} s "
+            f"({budget.received_bytes} bytes received)"
+        )
+    error = outcome.error
+    if isinstance(error, CacheError):
+        raise error
+    # A client library's own exception that no backend translated: still one reason.
+    raise CacheError(f"{where}: unexpected {type(error).__name__}: {error}")
 
 
 # --- the cache the operator and the CLI share ------------------------------------------
@@ -229,7 +307,7 @@ FAILURE_TTL_S: Final = 300.0
 
 
 def _default_reader(uri: str, revision: str, access: Access, need_parameters: bool) -> FetchedModel:
-    return read_model(uri, revision, access, need_parameters=need_parameters)
+    return bounded_read(uri, revision, access, need_parameters=need_parameters, limits=ReadLimits())
 
 
 @dataclass(frozen=True)
@@ -240,7 +318,8 @@ class _Answer:
 
 
 class ModelConfigCache:
-    """Fetched configs per (source, revision, credentials); failures are remembered too."""
+    """Fetched configs per (source, revision, credentials); failures are remembered too.
+    For one process that plans several services (the CLI): the operator reads nothing."""
 
     def __init__(
         self,
@@ -279,7 +358,7 @@ class ModelConfigCache:
             self.reads += 1
             try:
                 answer = _Answer(self.reader(uri, revision, access, need_parameters), None, now)
-            except (ModelConfigUnavailable, CacheError) as error:
+            except CacheError as error:
                 # Source errors already name the source; ours do not.
                 text = str(error)
                 answer = _Answer(None, text if uri in text else f"{uri}@{revision}: {text}", now)

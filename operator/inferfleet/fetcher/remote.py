@@ -37,6 +37,7 @@ import stat
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Protocol
 from urllib.parse import urljoin, urlsplit
@@ -44,6 +45,7 @@ from urllib.parse import urljoin, urlsplit
 from inferfleet.precache.errors import (
     BadCredentials,
     CacheError,
+    ListingTooLong,
     MalformedListing,
     MissingDependency,
     SourceChanged,
@@ -71,6 +73,8 @@ DEFAULT_PVC_ROOT: Final = "/mnt/sources"
 
 # google-cloud-storage's switch for its background bucket-metadata lookups.
 GCS_BUCKET_METADATA_OFF = "DISABLE_GCS_PYTHON_CLIENT_OTEL_BUCKET_METADATA"
+# The only access a key given for a gs:// source is used for.
+GCS_READ_SCOPE: Final = "https://www.googleapis.com/auth/devstorage.read_only"
 
 
 class Sink(Protocol):
@@ -101,13 +105,40 @@ class Source(Protocol):
     def read_into(self, resolved: ResolvedRevision, remote: RemoteFile, offset: int, sink: Sink) -> None: ...
 
 
-def open_source(ref: SourceRef, token: str | None = None, credentials_dir: Path | None = None) -> Source:
+@dataclass(frozen=True)
+class ListingLimits:
+    """The most a listing may hold: pages (S3, GCS) and files. An endless listing is
+    `ListingTooLong` instead of a process growing without bound."""
+
+    max_pages: int
+    max_files: int
+
+    def check(self, what: str, pages: int, files: int) -> None:
+        if pages > self.max_pages:
+            raise ListingTooLong(f"{what}: the listing goes on past {self.max_pages} pages")
+        if files > self.max_files:
+            raise ListingTooLong(f"{what}: the listing holds more than {self.max_files} files")
+
+
+def open_source(
+    ref: SourceRef,
+    token: str | None = None,
+    credentials_dir: Path | None = None,
+    *,
+    key_file: Path | None = None,
+    ambient: bool = True,
+    limits: ListingLimits | None = None,
+) -> Source:
+    """The backend for `ref`. `token` (hub), `credentials_dir` (S3) and `key_file` (GCS)
+    are the credentials given; `ambient=False` never falls back to the environment's
+    own (the hub's stored token, the AWS and Google default chains, an instance's
+    metadata server): without credentials it reads anonymously. `limits` caps listings."""
     if ref.scheme == "hf":
-        return HubSource(ref, token)
+        return HubSource(ref, token, ambient=ambient, limits=limits)
     if ref.scheme == "s3":
-        return S3Source(ref, credentials_dir)
+        return S3Source(ref, credentials_dir, ambient=ambient, limits=limits)
     if ref.scheme == "gs":
-        return GcsSource(ref)
+        return GcsSource(ref, key_file=key_file, ambient=ambient, limits=limits)
     root = Path(ref.path) if ref.scheme == "file" else _pvc_path(ref)
     return LocalSource(ref, root)
 
@@ -174,13 +205,22 @@ def _b64_to_hex(value: str | None) -> str | None:
 class HubSource:
     """hf://ORG/REPO[/SUBFOLDER] through huggingface_hub (HF_ENDPOINT honoured)."""
 
-    def __init__(self, ref: SourceRef, token: str | None) -> None:
+    def __init__(
+        self,
+        ref: SourceRef,
+        token: str | None,
+        *,
+        ambient: bool = True,
+        limits: ListingLimits | None = None,
+    ) -> None:
         try:
             import huggingface_hub  # noqa: F401
         except ImportError as error:  # pragma: no cover - core dependency
             raise MissingDependency("hf:// sources need huggingface_hub (pip install inferfleet)") from error
         self.ref = ref
         self.token = token
+        self.ambient = ambient
+        self.limits = limits
 
     def _endpoint(self) -> str:
         from huggingface_hub import constants
@@ -189,7 +229,10 @@ class HubSource:
         return os.environ.get("HF_ENDPOINT", constants.ENDPOINT).rstrip("/")
 
     def _token(self) -> str | bool | None:
-        return self.token if self.token else None
+        if self.token:
+            return self.token
+        # False: no token at all, not even one stored on this machine or in HF_TOKEN.
+        return None if self.ambient else False
 
     @contextmanager
     def _errors(self, what: str) -> Iterator[None]:
@@ -235,7 +278,10 @@ class HubSource:
             raise UnsafeSource(f"{what}: the hub reported commit {commit!r}, not a 40-hex git commit id")
         prefix = f"{self.ref.path}/" if self.ref.path else ""
         files: list[RemoteFile] = []
-        for sibling in info.siblings or []:
+        siblings = info.siblings or []
+        if self.limits is not None:
+            self.limits.check(what, 1, len(siblings))
+        for sibling in siblings:
             name = sibling.rfilename
             if not isinstance(name, str):
                 raise MalformedListing(f"{what}: a file name of {type(name).__name__} in the listing")
@@ -281,8 +327,7 @@ class HubSource:
             get_session().stream("GET", url, headers=headers, timeout=timeout) as response,
         ):
             if response.status_code >= 400:
-                response.read()
-                hf_raise_for_status(response)
+                _raise_for_error_body(response, hf_raise_for_status, f"{self.ref.uri}: {remote.path}")
             if offset and response.status_code == 200:
                 sink.restart()
             # Whatever the socket delivers, written at once: a kill loses nothing already received.
@@ -291,6 +336,20 @@ class HubSource:
 
 
 _REDIRECTS: Final = frozenset({301, 302, 303, 307, 308})
+# The most of an error or redirect body read to explain it: a source may send 300 MB.
+ERROR_BODY_BYTES: Final = 64 * 1024
+
+
+def _raise_for_error_body(response: Any, classify: Any, what: str) -> None:
+    """Raise for an HTTP error answer: a small body (declared, within ERROR_BODY_BYTES) is
+    read and classified by the hub client; a large or undeclared one is never read."""
+    declared = response.headers.get("Content-Length")
+    if declared is not None and declared.isdigit() and int(declared) <= ERROR_BODY_BYTES:
+        response.read()
+        classify(response)
+    raise _from_status(what, response.status_code)
+
+
 MAX_REDIRECTS: Final = 5
 # Bytes asked of the socket per read: large enough that Python's per-call cost vanishes
 # next to the copy, small enough that progress and the hand-off timer stay fine-grained.
@@ -375,7 +434,7 @@ def _stream_direct(url: str, headers: dict[str, str], offset: int, sink: Sink, w
             connection.request("GET", target or "/", headers=headers)
             response = connection.getresponse()
             if response.status in _REDIRECTS and response.getheader("Location"):
-                response.read()
+                response.read(ERROR_BODY_BYTES)  # a redirect's body says nothing; never all of it
                 following = urljoin(url, response.getheader("Location") or "")
                 if not keeps_credentials(url, following):
                     # The hub sends LFS files to a CDN's signed URL: the token is not for it.
@@ -435,23 +494,36 @@ class S3Source:
     """s3://BUCKET/PREFIX via boto3. Credentials and endpoint come from the usual AWS chain
     (AWS_ACCESS_KEY_ID/…, IRSA, AWS_ENDPOINT_URL_S3 for S3-compatible stores)."""
 
-    def __init__(self, ref: SourceRef, credentials_dir: Path | None = None) -> None:
+    def __init__(
+        self,
+        ref: SourceRef,
+        credentials_dir: Path | None = None,
+        *,
+        ambient: bool = True,
+        limits: ListingLimits | None = None,
+    ) -> None:
         try:
             import boto3
+            from botocore import UNSIGNED
             from botocore.config import Config
         except ImportError as error:
             raise MissingDependency(
                 "s3:// sources need boto3: install inferfleet[cache] (the operator image has it)"
             ) from error
         self.ref = ref
+        self.limits = limits
+        settings = _aws_files(credentials_dir) if credentials_dir is not None else {}
+        signed = ambient or bool(settings.get("AWS_ACCESS_KEY_ID"))
         config = Config(
             # One retry layer: the fetcher's own backoff (which also resumes mid-file).
             retries={"total_max_attempts": 1, "mode": "standard"},
             max_pool_connections=32,
             connect_timeout=CONNECT_TIMEOUT_S,
             read_timeout=READ_TIMEOUT_S,
+            # Without keys of its own and no ambient credentials: anonymous requests, never
+            # the environment's chain (instance metadata, a web identity, ~/.aws).
+            **({} if signed else {"signature_version": UNSIGNED}),
         )
-        settings = _aws_files(credentials_dir) if credentials_dir is not None else {}
         session = boto3.session.Session(
             aws_access_key_id=settings.get("AWS_ACCESS_KEY_ID"),
             aws_secret_access_key=settings.get("AWS_SECRET_ACCESS_KEY"),
@@ -469,6 +541,8 @@ class S3Source:
             yield
         except bx.NoCredentialsError as error:
             raise BadCredentials(f"{what}: no AWS credentials found (secret not mounted?)") from error
+        except bx.PartialCredentialsError as error:
+            raise BadCredentials(f"{what}: incomplete AWS credentials: {error}") from error
         except bx.ClientError as error:
             code = str(error.response.get("Error", {}).get("Code", ""))
             status = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
@@ -486,10 +560,15 @@ class S3Source:
         prefix = f"{self.ref.path.rstrip('/')}/" if self.ref.path else ""
         what = self.ref.uri
         files: list[RemoteFile] = []
+        pages = 0
         with _listing(what), self._errors(what):
             paginator = self._client.get_paginator("list_objects_v2")
             for page in paginator.paginate(Bucket=self.ref.location, Prefix=prefix):
-                for item in page.get("Contents", []):
+                pages += 1
+                contents = page.get("Contents", [])
+                if self.limits is not None:
+                    self.limits.check(what, pages, len(files) + len(contents))
+                for item in contents:
                     key = item["Key"]
                     if key.endswith("/"):
                         continue
@@ -577,7 +656,14 @@ class GcsSource:
     """gs://BUCKET/PREFIX via google-cloud-storage (Application Default Credentials, or
     anonymous against STORAGE_EMULATOR_HOST)."""
 
-    def __init__(self, ref: SourceRef) -> None:
+    def __init__(
+        self,
+        ref: SourceRef,
+        *,
+        key_file: Path | None = None,
+        ambient: bool = True,
+        limits: ListingLimits | None = None,
+    ) -> None:
         try:
             from google.cloud import storage  # type: ignore[import-untyped]
         except ImportError as error:
@@ -585,8 +671,35 @@ class GcsSource:
                 "gs:// sources need google-cloud-storage: install inferfleet[cache] (in the operator image)"
             ) from error
         self.ref = ref
+        self.key_file = key_file
+        self.ambient = ambient
+        self.limits = limits
         self._storage: Any = storage
         self._client: Any = None
+
+    def _credentials(self) -> Any:
+        """The key given (always that one, emulator or not), else None for the default
+        chain (ambient), else anonymous."""
+        from google.auth import credentials
+
+        if self.key_file is not None:
+            from google.auth import exceptions as auth_errors
+            from google.oauth2 import service_account
+
+            try:
+                return service_account.Credentials.from_service_account_file(  # type: ignore[no-untyped-call]
+                    str(self.key_file), scopes=[GCS_READ_SCOPE]
+                )
+            except (OSError, ValueError, KeyError, auth_errors.GoogleAuthError) as error:
+                # The message may quote the key file: name the failure, never its contents.
+                raise BadCredentials(
+                    f"{self.ref.uri}: {self.key_file} is not a readable service-account key "
+                    f"({type(error).__name__})"
+                ) from None
+        if self.ambient:
+            return None
+        anonymous: Any = credentials.AnonymousCredentials
+        return anonymous()
 
     def _get_client(self) -> Any:
         if self._client is None:
@@ -595,11 +708,16 @@ class GcsSource:
             # reader with objects.get alone gets 403s) and a thread that retries it for
             # minutes after the fetch. The fetcher traces nothing; an explicit setting wins.
             os.environ.setdefault(GCS_BUCKET_METADATA_OFF, "true")
+            given = self._credentials()
             if os.environ.get("STORAGE_EMULATOR_HOST"):
                 from google.auth import credentials
 
                 anonymous: Any = credentials.AnonymousCredentials
-                self._client = self._storage.Client(project="emulator", credentials=anonymous())
+                self._client = self._storage.Client(project="emulator", credentials=given or anonymous())
+            elif given is not None:
+                # A project is needed by the constructor only; reading objects uses none.
+                project = getattr(given, "project_id", None) or "anonymous"
+                self._client = self._storage.Client(project=project, credentials=given)
             else:
                 self._client = self._storage.Client()
         return self._client
@@ -631,7 +749,8 @@ class GcsSource:
         with _listing(self.ref.uri), self._errors(self.ref.uri):
             # retry=None: one retry layer, the fetcher's (the client's own default retries a
             # refused connection for two minutes before anyone hears about it).
-            for blob in self._get_client().list_blobs(self.ref.location, prefix=prefix, retry=None):
+            listing = self._get_client().list_blobs(self.ref.location, prefix=prefix, retry=None)
+            for blob in self._limited(listing):
                 if blob.name.endswith("/"):
                     continue
                 files.append(
@@ -650,6 +769,18 @@ class GcsSource:
             commit=None,
             files=tuple(files),
         )
+
+    def _limited(self, listing: Any) -> Iterator[Any]:
+        """The listing's objects, page by page within `limits`."""
+        if self.limits is None:
+            yield from listing
+            return
+        files = 0
+        for pages, page in enumerate(listing.pages, start=1):
+            items = list(page)
+            files += len(items)
+            self.limits.check(self.ref.uri, pages, files)
+            yield from items
 
     def read_into(self, resolved: ResolvedRevision, remote: RemoteFile, offset: int, sink: Sink) -> None:
         from google.api_core import exceptions as gx

@@ -36,12 +36,13 @@ from inferfleet.planner.tier import TierInputs, build_tier_plan, unplannable_tie
 
 @dataclass(frozen=True)
 class FetchedModel:
-    """A model's config.json and parameter count as read from its source (by the caller:
-    planner.modelconfig's I/O lives in inferfleet.sources)."""
+    """A model's config.json and parameter count as read from its source (by the caller: a
+    probe pod's verdict in the operator, fetcher.modelconfig in the CLI)."""
 
     config: Mapping[str, Any]
     parameters_billion: float
     source: str  # where it was read, for the reasons
+    revision: str | None = None  # the revision id it was read at (a commit on the hub)
 
 
 def resolve_model(
@@ -65,12 +66,16 @@ def resolve_model(
             return (None, f"infeasible: the config.json read from {fetched.source}: {error}")
     found = catalogs.model(model.name)
     if found is None:
-        why = f" ({fetch_problem})" if fetch_problem else ""
+        # The caller's words say where config.json stands (read in a probe, or why not).
+        why = (
+            f": {fetch_problem}"
+            if fetch_problem
+            else " and its config.json could not be read from its source"
+        )
         return (
             None,
-            f"infeasible: model {model.name!r} is not in the catalog and its config.json could not be "
-            f"read from its source{why}; give its architecture inline as spec.model.config (the keys of "
-            "its config.json) plus parametersBillion",
+            f"infeasible: model {model.name!r} is not in the catalog{why}; or give its architecture inline "
+            "as spec.model.config (the keys of its config.json) plus parametersBillion",
         )
     if model.parameters_billion is not None and model.parameters_billion != found.parameters_billion:
         found = replace(found, parameters_billion=model.parameters_billion)

@@ -94,4 +94,27 @@ class WriteFailed(CacheError):
     """The node's filesystem refused a write for a reason other than space (EFBIG, EROFS, EACCES...)."""
 
 
+# --- reading a model's config.json in a probe (bounded: precache.probe, fetcher.netbudget) ---
+
+
+class DeadlineExceeded(CacheError, retryable=True):
+    """The read did not finish within its total deadline (a slow or stalled source)."""
+
+
+class ResponseTooLarge(CacheError):
+    """The source sent more bytes than the reader takes (an oversized body, error or not)."""
+
+
+class ListingTooLong(CacheError):
+    """The source's listing has more pages or files than the reader takes (an endless listing)."""
+
+
+class ConfigUnavailable(CacheError):
+    """The source holds no config.json or parameter count the planner can use."""
+
+
+class ConfigTooLarge(CacheError):
+    """The planner's keys of config.json do not fit the probe's 4 KiB termination message."""
+
+
 REASONS: tuple[str, ...] = tuple(_REASONS)

@@ -29,7 +29,7 @@ from inferfleet.precache import readiness as cache_readiness
 from inferfleet.precache import workloads as cache_objects
 from inferfleet.reconcile import events as event_rules
 from inferfleet.reconcile import frontdoor as frontdoor_status
-from inferfleet.reconcile import replan, rollout
+from inferfleet.reconcile import modelprobe, replan, rollout
 from inferfleet.reconcile import status as status_rules
 from inferfleet.reconcile import volumes as volume_rules
 from inferfleet.reconcile.actions import Action, Delete
@@ -59,6 +59,8 @@ class Snapshot:
     # Every HTTPRoute the operator can list (any namespace, any Gateway), as read: which of
     # them take requests our route covers is decided here (reconcile.frontdoor.shadows).
     gateway_routes: Sequence[routes.Observed] = ()
+    # config.json of a model the catalog lacks: the probe's verdict and Job (modelprobe)
+    model_probe: modelprobe.ModelProbe = modelprobe.NOT_NEEDED
 
 
 @dataclass(frozen=True)
@@ -134,6 +136,8 @@ def desired_actions(
     held = rollout.holds(service, plan, list(snapshot.observed), list(snapshot.cache_pods))
     revisions = {hold.tier: hold.serving_revision for hold in held}
     desired = render(service, plan, snapshot.settings, measured_seconds(snapshot), revisions)
+    if snapshot.model_probe.job is not None:
+        desired.append(snapshot.model_probe.job)
     infeasible = frozenset(tier.name for tier in plan.tiers if not tier.feasible)
     observed = [dict(obj) for obj in snapshot.observed]
     return tuple(diff(desired, observed, keep_tiers=infeasible)), held
@@ -249,7 +253,33 @@ def build_status(snapshot: Snapshot, intent: Intent, executed: Executed) -> dict
         status.pop("plannedWorkload", None)
     if service is not None:
         _cache_status(status, snapshot, intent, service)
+    if service is not None and intent.rendered_plan is not None:
+        _model_source_status(status, snapshot)
     return status
+
+
+def _model_source_status(status: dict[str, Any], snapshot: Snapshot) -> None:
+    """status.modelSource and ModelConfigRead from the probe's verdict; both go away when
+    the model no longer needs reading (a catalog entry, an inline config)."""
+    probe = snapshot.model_probe
+    if probe.verdict is not None:
+        status["modelSource"] = probe.verdict
+    else:
+        status.pop("modelSource", None)
+    conditions = status.get("conditions") or []
+    if probe.condition is None:
+        status["conditions"] = [c for c in conditions if c.get("type") != labels.CONDITION_MODEL_CONFIG_READ]
+        return
+    value, reason, message = probe.condition
+    status["conditions"] = status_rules.set_condition(
+        conditions,
+        labels.CONDITION_MODEL_CONFIG_READ,
+        value,
+        reason,
+        message,
+        now=snapshot.now,
+        generation=snapshot.generation,
+    )
 
 
 def pass_events(snapshot: Snapshot, intent: Intent, status: Mapping[str, Any]) -> list[Event]:

@@ -235,6 +235,7 @@ def test_values_become_the_operators_settings(full_objects: list[dict[str, Any]]
     assert settings.amd_supplemental_groups == (44, 992)
     assert settings.vllm_run_as_user == values["serving"]["runAsUser"]
     assert settings.vllm_run_as_root is True
+    assert settings.model_probe_deadline_s == values["serving"]["modelProbeDeadlineSeconds"] == 90
     assert settings.operator_image == operator_container(full_objects)["image"]
     assert settings.operator_image.endswith("@" + values["image"]["digest"])
     assert settings.cache_node_path == values["cache"]["nodePath"]

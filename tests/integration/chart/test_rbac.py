@@ -133,21 +133,26 @@ def test_api_calls_name_no_wildcards() -> None:
     assert EXPECTED and all("*" not in part for call in EXPECTED for part in call)
 
 
-@pytest.mark.parametrize("values", [None, {"replicaCount": 2, "watchNamespaces": WATCHED}])
-def test_operator_reads_secrets_only_by_name_and_only_to_fetch_model_configs(
-    values: dict[str, Any] | None,
-) -> None:
-    """Model credentials reach pods as secret references. The operator reads one only by
-    name (never lists or watches them), to fetch config.json of a model the catalog lacks
-    with the credentials its pre-cache uses; with serving.fetchModelConfig off, none."""
+@pytest.mark.parametrize(
+    "values",
+    [
+        None,
+        {"replicaCount": 2, "watchNamespaces": WATCHED},
+        {"watchNamespaces": WATCHED, "rbac": {"namespaceOnly": True}},
+        {"serving": {"fetchModelConfig": False}},
+    ],
+    ids=["cluster-wide", "watched", "namespace-only", "no-model-config"],
+)
+def test_no_install_mode_grants_any_secret_or_configmap(values: dict[str, Any] | None) -> None:
+    """A tenant's credentials reach only the pods that use them (the pre-cache fetcher,
+    the serving pods, the config.json probe Job, as mounted Secrets): the operator reads
+    no Secret, in any namespace, whatever the values."""
     objects = render(values)
-    for role in by_kind(objects, "ClusterRole") + by_kind(objects, "Role"):
-        calls = rule_calls(role["rules"])
-        assert not {r for _, r, _ in calls} & {"configmaps"}
-        assert {verb for group, resource, verb in calls if resource == "secrets"} <= {"get"}
-    off = render({**(values or {}), "serving": {"fetchModelConfig": False}})
-    for role in by_kind(off, "ClusterRole") + by_kind(off, "Role"):
-        assert "secrets" not in {r for _, r, _ in rule_calls(role["rules"])}
+    roles = by_kind(objects, "ClusterRole") + by_kind(objects, "Role")
+    assert roles
+    for role in roles:
+        assert not {resource for _, resource, _ in rule_calls(role["rules"])} & {"secrets", "configmaps"}
+    assert not any(call.resource == "secrets" for call in API_CALLS)
 
 
 @pytest.mark.parametrize(

@@ -69,6 +69,13 @@ class GcsState:
     downloads: list[tuple[str, int | None, str | None]] = field(default_factory=list)
     # Calls this fake does not serve (e.g. a bucket metadata GET), as "METHOD path".
     unserved: list[str] = field(default_factory=list)
+    # Private buckets: bucket → the service account (client_email) that may read it. A
+    # key's JWT is exchanged at POST /token for "token-for-<client_email>" (OAuth's
+    # service-account flow, signature unchecked); a request without that bearer is 401,
+    # with another account's is 403.
+    readers: dict[str, str] = field(default_factory=dict)
+    # The Authorization header of every storage call ("" when none).
+    authorizations: list[str] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
     _generation: int = 1_700_000_000_000_000
 
@@ -98,10 +105,44 @@ class _Handler(BaseHTTPRequestHandler):
     def _error(self, status: int, message: str) -> None:
         self._json(status, {"error": {"code": status, "message": message, "errors": [{"message": message}]}})
 
+    def do_POST(self) -> None:
+        """The OAuth token endpoint a service-account key's `token_uri` names."""
+        length = int(self.headers.get("Content-Length", "0"))
+        form = parse_qs(self.rfile.read(length).decode())
+        assertion = (form.get("assertion") or [""])[0]
+        try:
+            payload = assertion.split(".")[1]
+            claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+        except (IndexError, ValueError):
+            self._json(400, {"error": "invalid_grant"})
+            return
+        self._json(
+            200, {"access_token": f"token-for-{claims['iss']}", "expires_in": 3600, "token_type": "Bearer"}
+        )
+
+    def _authorized(self, bucket: str) -> bool:
+        state = self.server.state
+        header = self.headers.get("Authorization", "")
+        with state.lock:
+            state.authorizations.append(header)
+            reader = state.readers.get(bucket)
+        if reader is None:
+            return True
+        if not header:
+            self._error(401, "Anonymous caller does not have storage.objects.list access.")
+            return False
+        if header != f"Bearer token-for-{reader}":
+            self._error(403, f"{header.removeprefix('Bearer token-for-')} does not have access to {bucket}.")
+            return False
+        return True
+
     def do_GET(self) -> None:
         parts = urlsplit(self.path)
         query = {k: v[0] for k, v in parse_qs(parts.query).items()}
         path = parts.path
+        bucket = unquote(path.split("/b/", 1)[1].split("/", 1)[0]) if "/b/" in path else ""
+        if bucket and not self._authorized(bucket):
+            return
         if path.startswith("/storage/v1/b/") and path.endswith("/o"):
             self._list(unquote(path[len("/storage/v1/b/") : -len("/o")]), query)
             return

@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
-import base64
 import json
 import struct
+import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from inferfleet.api import load_all
-from inferfleet.catalog import default_catalogs
-from inferfleet.cluster import InMemoryCluster
-from inferfleet.controller.modelsource import ClusterModelSource
 from inferfleet.fetcher.modelconfig import Access, ModelConfigCache, ModelConfigUnavailable, read_model
-from inferfleet.planner import plan_service
+from tests.integration.fetcher.conftest import run_cli
 from tests.integration.fetcher.hub_server import FakeRepo, HubServer
+from tests.toolkit.model_sources import HostileServer, HostileState
 
 pytestmark = pytest.mark.integration
 
@@ -129,21 +127,32 @@ spec:
 """
 
 
-def test_the_operator_plans_an_uncatalogued_model_with_the_specs_secret(private_hub: HubServer) -> None:
-    service = load_all(SPEC)[0]
-    catalogs = default_catalogs()
-    cluster = InMemoryCluster()
-    source = ClusterModelSource(cluster, catalogs)
-    model, problem = source(service)
-    assert model is None and problem is not None
-    assert "team/hub-token" in problem and "does not exist" in problem
-    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "hub-token", "namespace": "team"},
-              "data": {"token": base64.b64encode(b"hf_secret").decode()}}  # fmt: skip
-    cluster.user_apply(secret)
-    model, problem = source(service)
-    assert problem is None and model is not None
-    planned = plan_service(service, catalogs, fetched=model).tiers[0]
-    assert planned.feasible and "128 experts" in planned.reasons[0]
-    # catalogued models are never fetched
-    catalogued = load_all(SPEC.replace(PRIVATE, "Qwen/Qwen3-8B"))[0]
-    assert source(catalogued) == (None, None)
+def test_plan_reads_an_uncatalogued_model_with_this_machines_token(
+    private_hub: HubServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(SPEC)
+    monkeypatch.setenv("HF_TOKEN", "hf_secret")  # the user's own, as huggingface_hub finds it
+    monkeypatch.delenv("HF_HUB_DISABLE_IMPLICIT_TOKEN")
+    done = run_cli("plan", "-f", str(spec), "-o", "json")
+    assert done.returncode == 0, done.stderr
+    (tier,) = json.loads(done.stdout)["tiers"]
+    assert tier["feasible"] and "128 experts" in tier["reasons"][0]
+
+
+def test_plan_reads_a_slow_source_within_its_deadline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`inferfleet plan` goes through the probe's bounded reader: a source that sends one
+    byte every 5 s ends the read at --source-deadline-s, and the tier says why."""
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(SPEC)
+    with HostileServer(HostileState("slow", interval_s=5.0)) as slow:
+        monkeypatch.setenv("HF_ENDPOINT", slow.endpoint)
+        started = time.monotonic()
+        done = run_cli("plan", "-f", str(spec), "-o", "json", "--source-deadline-s", "3", timeout=60)
+        elapsed_s = time.monotonic() - started
+    assert done.returncode == 1  # no feasible tier
+    (tier,) = json.loads(done.stdout)["tiers"]
+    assert not tier["feasible"] and "deadline of 3 s" in tier["reasons"][0]
+    assert elapsed_s < 3 + 20  # the deadline plus the interpreter's start on a loaded host

@@ -138,8 +138,9 @@ def test_undeclared_operations_and_unserved_kinds() -> None:
         cluster.scale(ObjectRef("v1", "Service", "ns", "x"), 2)
     with pytest.raises(NotPermitted):
         cluster.get(ObjectRef("v1", "ConfigMap", "ns", "settings"))
-    # credentials Secrets are read by name only, never listed
-    assert cluster.get(ObjectRef("v1", "Secret", "ns", "hf")) is None
+    # a tenant's Secrets reach only the pods that use them: the operator reads none
+    with pytest.raises(NotPermitted):
+        cluster.get(ObjectRef("v1", "Secret", "ns", "hf"))
     with pytest.raises(NotPermitted):
         cluster.list("v1", "Secret", "ns", {})
     cluster.served.discard(("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"))

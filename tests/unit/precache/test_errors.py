@@ -22,9 +22,15 @@ def test_reasons_retryability_and_termination_lines() -> None:
         "UnsafeSource",
         "MalformedListing",
         "WriteFailed",
+        # Issue 27: the config.json probe's bounds and verdicts.
+        "DeadlineExceeded",
+        "ResponseTooLarge",
+        "ListingTooLong",
+        "ConfigUnavailable",
+        "ConfigTooLarge",
     )
     retryable = {name for name in errors.REASONS if getattr(errors, name).retryable}
-    assert retryable == {"SourceUnreachable", "SourceChanged", "LockTimeout"}
+    assert retryable == {"SourceUnreachable", "SourceChanged", "LockTimeout", "DeadlineExceeded"}
     error = errors.DiskFull("/cache/m: 3.00 GiB still to download")
     assert isinstance(error, errors.CacheError) and error.message == "/cache/m: 3.00 GiB still to download"
     assert error.termination_message() == "DiskFull: /cache/m: 3.00 GiB still to download"

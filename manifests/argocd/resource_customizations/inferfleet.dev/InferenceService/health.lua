@@ -1,6 +1,6 @@
 -- Argo CD health check for inferfleet.dev/InferenceService.
--- Maps the operator's status conditions (Planned, CacheReady, Ready, Degraded, SloAtRisk
--- from the reconciler; Scaling, ScalingActive, WorkloadDrift from the autoscaler) to Argo
+-- Maps the operator's status conditions (Planned, CacheReady, Ready, Degraded, SloAtRisk,
+-- ModelConfigRead from the reconciler; Scaling, ScalingActive, WorkloadDrift from the autoscaler) to Argo
 -- CD health: Progressing while the operator plans, pre-caches and rolls out; Healthy once
 -- every tier serves and the front door (the HTTPRoute on the Gateway, the InferencePool's
 -- endpoints) can take requests (noting when a tier's plan cannot meet the latency SLOs,
@@ -42,6 +42,15 @@ local observed = obj.status.observedGeneration
 if generation ~= nil and observed ~= nil and observed < generation then
   hs.status = "Progressing"
   hs.message = "Waiting for the operator to observe generation " .. generation
+  return hs
+end
+
+-- A model the catalog lacks, its config.json being read by a probe Job (ModelConfigRead
+-- Unknown): its tiers are infeasible until then, which is progress, not a fault.
+local model_config = condition("ModelConfigRead")
+if model_config ~= nil and model_config.status == "Unknown" then
+  hs.status = "Progressing"
+  hs.message = "Reading the model's config.json: " .. describe(model_config, "Probing")
   return hs
 end
 
