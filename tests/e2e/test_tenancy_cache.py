@@ -248,3 +248,25 @@ def test_a_recreated_namespace_gets_a_new_tree_not_the_old_teams(
 
     eventually(replaced, 120, what="a volume of the new namespace's own tree, bound")
     cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
+
+
+def test_serving_and_picker_pods_meet_restricted(cluster: Cluster, operators: Operators) -> None:
+    """Without the node cache (whose cache-owner container needs root and CAP_CHOWN), every
+    pod the operator renders is admitted where `restricted` is enforced."""
+    name = f"e2e-restricted-{uuid.uuid4().hex[:5]}"
+    cluster.kubectl("create", "namespace", name)
+    cluster.kubectl(
+        "label", "namespace", name, f"{NAMESPACE_LABEL}=true", "pod-security.kubernetes.io/enforce=restricted"
+    )
+    try:
+        operators.start(name, namespaces=(name,))
+        body = gpu_service(NAME, name, TIERS, cache={"mode": "none"})
+        body["spec"]["frontDoor"] = {"gateway": {"name": "shared"}}
+        cluster.apply([body])
+
+        def admitted() -> None:
+            assert {"vllm", "epp"} <= set(running_pods(cluster, name)), sorted(running_pods(cluster, name))
+
+        eventually(admitted, 120, what="serving and picker pods admitted under restricted")
+    finally:
+        cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
