@@ -86,7 +86,9 @@ LEASE = Resource("coordination.k8s.io/v1", "Lease", "leases")
 # fetch config.json of a model the catalog lacks (controller.modelsource). Never listed.
 SECRET = Resource("v1", "Secret", "secrets")
 
-_OWNED = frozenset({Operation.APPLY, Operation.GET, Operation.LIST, Operation.DELETE})
+# Objects the operator owns: created with POST (never an apply, which would take over a
+# same-named object someone else made), then applied, read, listed and pruned.
+_OWNED = frozenset({Operation.APPLY, Operation.CREATE, Operation.GET, Operation.LIST, Operation.DELETE})
 _WORKLOAD = _OWNED | {Operation.SCALE, Operation.WATCH}
 
 # What the port may do to each kind. Extend this table, never bypass it.
