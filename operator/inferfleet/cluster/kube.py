@@ -187,7 +187,8 @@ class KubernetesCluster:
 
     def delete(self, ref: ObjectRef, *, uid: str | None = None) -> bool:
         resource = access.check(ref.api_version, ref.kind, Operation.DELETE)
-        body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Background"}
+        body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions"}
+        body["propagationPolicy"] = "Background"
         if uid is not None:
             body["preconditions"] = {"uid": uid}
         try:

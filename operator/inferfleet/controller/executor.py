@@ -111,8 +111,8 @@ def _update(cluster: Cluster, obj: Mapping[str, Any], report: Report) -> dict[st
         existing = cluster.get(ref)
         if existing is None:
             raise TransientApiError(f"{ref} is gone since it was read; retrying") from None
-        metadata = {key: value for key, value in obj["metadata"].items() if key not in {"uid", "resourceVersion"}}
-        return _found(cluster, {**obj, "metadata": metadata}, existing, report)
+        unconditional = {k: v for k, v in obj["metadata"].items() if k not in {"uid", "resourceVersion"}}
+        return _found(cluster, {**obj, "metadata": unconditional}, existing, report)
 
 
 def _claim(cluster: Cluster, action: Claim, report: Report) -> None:
@@ -150,7 +150,10 @@ def _found(
     ours = _controller_ref(obj)
     if ours is not None and str(ours.get("uid")) in owner_uids(existing):
         # Ours, but someone took its service label off: apply over it like any owned object.
-        body = carry_replicas(obj, existing) if ref.is_workload else {**obj, "metadata": dict(obj["metadata"])}
+        if ref.is_workload:
+            body = carry_replicas(obj, existing)  # the autoscaler's replicas stay
+        else:
+            body = {**obj, "metadata": dict(obj["metadata"])}
         body["metadata"]["uid"] = metadata.get("uid")
         return cluster.apply(body)
     if metadata.get("deletionTimestamp") or (ours is not None and _earlier_incarnation(existing, ours)):
@@ -164,8 +167,9 @@ def _found(
 def _earlier_incarnation(existing: Mapping[str, Any], ours: Mapping[str, Any]) -> bool:
     """Owned by an InferenceService of our name with another uid: the garbage collector
     removes it (an owner that no longer exists), so waiting is all it takes."""
+    identity = (ours.get("apiVersion"), ours.get("kind"), ours.get("name"))
     return any(
-        (owner.get("apiVersion"), owner.get("kind"), owner.get("name")) == (ours["apiVersion"], ours["kind"], ours["name"])
+        (owner.get("apiVersion"), owner.get("kind"), owner.get("name")) == identity
         and owner.get("uid") != ours.get("uid")
         for owner in (existing.get("metadata") or {}).get("ownerReferences") or []
     )
@@ -175,7 +179,8 @@ def conflict_message(ref: ObjectRef, existing: Mapping[str, Any]) -> str:
     """Which object is in the way, whose it looks like, and what to do about it."""
     metadata = existing.get("metadata") or {}
     owners = [f"{o.get('kind')} {o.get('name')}" for o in metadata.get("ownerReferences") or []]
-    managers = sorted({str(e.get("manager")) for e in metadata.get("managedFields") or [] if e.get("manager")})
+    entries = metadata.get("managedFields") or []
+    managers = sorted({str(e.get("manager")) for e in entries if e.get("manager")})
     whose = f"owned by {', '.join(owners)}" if owners else "no owner reference"
     if managers:
         whose += f"; written by {', '.join(managers[:3])}"
