@@ -5,7 +5,12 @@ resourceVersion and generation, answers 409 on a stale resourceVersion, selects 
 label, deletes dependents through owner references, and tracks field ownership the way
 server-side apply does (simplified: lists are atomic). The last point matters: with
 real server-side apply, a field an applier stops sending is removed unless another
-manager also owns it, and the tests must see that.
+manager also owns it, and the tests must see that. So does what the operator's
+no-takeover writes rest on, as a v1.34 API server answered it: a create (POST) of an
+existing name is AlreadyExists, the POST's fields belong to an `Update` entry (an apply
+by the same manager is another entry) until `claim_fields` merges them, an apply
+carrying another object's uid is refused (422) and one carrying a uid for a missing
+object creates nothing (409), and a delete with another uid is refused (409).
 
 Like the API server's storage, objects are held serialized (compact JSON, plus the
 labels and owner uids that selection and garbage collection read), and every read
@@ -329,7 +334,10 @@ class InMemoryCluster:
         self.managed[ref] = {(manager, "Update"): _path_set(_applied_leaves(body))}
         return self._store(ref, body, spec_changed=True)
 
-    def claim_fields(self, ref: ObjectRef, *, uid: str) -> dict[str, Any]:
+    def claim_fields(
+        self, ref: ObjectRef, *, uid: str, current: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
+        del current  # the managed fields are here, not in the served objects
         self._enter(Operation.APPLY, ref)
         stored = self._stored.get(ref)
         if stored is None:

@@ -137,11 +137,15 @@ class KubernetesCluster:
         query = {"fieldManager": labels.FIELD_MANAGER}
         return self._call("POST", _path(resource, ref.namespace), query=query, body=dict(obj), kind=ref.kind)
 
-    def claim_fields(self, ref: ObjectRef, *, uid: str) -> dict[str, Any]:
+    def claim_fields(
+        self, ref: ObjectRef, *, uid: str, current: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
         resource = access.check(ref.api_version, ref.kind, Operation.APPLY)
         path = _path(resource, ref.namespace, ref.name)
+        read: Mapping[str, Any] | None = current  # the create's answer saves the first read
         for _ in range(CLAIM_ATTEMPTS):
-            current = self.get(ref)
+            current = read if read is not None else self.get(ref)
+            read = None
             if current is None:
                 raise NotFound(f"{ref} is gone", 404)
             metadata = current["metadata"]
@@ -149,7 +153,7 @@ class KubernetesCluster:
                 raise Replaced(f"{ref} is another object now (uid {metadata.get('uid')}, not {uid})", 409)
             claimed = claimed_managed_fields(metadata.get("managedFields") or [], labels.FIELD_MANAGER)
             if claimed is None:
-                return current
+                return dict(current)
             # managedFields set in a patch are taken as given (only this manager's entries
             # change); the resourceVersion keeps a concurrent writer's entry from being lost.
             body = {"metadata": {"resourceVersion": metadata["resourceVersion"], "managedFields": claimed}}

@@ -100,7 +100,7 @@ def _create(cluster: Cluster, obj: Mapping[str, Any], report: Report) -> dict[st
         if existing is None:
             raise TransientApiError(f"{ref} was deleted while it was being created; retrying") from None
         return _found(cluster, obj, existing, report)
-    return cluster.claim_fields(ref, uid=str(created["metadata"]["uid"]))
+    return cluster.claim_fields(ref, uid=str(created["metadata"]["uid"]), current=created)
 
 
 def _update(cluster: Cluster, obj: Mapping[str, Any], report: Report) -> dict[str, Any] | None:

@@ -162,3 +162,11 @@ def test_status_and_events_leave_the_adapter_escaped_and_bounded() -> None:
     event = client.requests[1].body
     assert event["reason"] == "Bad\\nReason"
     assert event["message"].startswith("\\u2066evil\\u2069\\n") and len(event["message"]) <= 1024
+
+
+def test_a_claim_after_a_create_reads_the_create_s_answer_not_the_server() -> None:
+    entry = {"manager": labels.FIELD_MANAGER, "operation": "Update", "fieldsV1": {"f:rules": {}}}
+    created = role(uid="u1", resourceVersion="3", managedFields=[entry])
+    cluster, client = cluster_answering((200, created))
+    cluster.claim_fields(ROLE, uid="u1", current=created)
+    assert [(r.method, r.body["metadata"]["resourceVersion"]) for r in client.requests] == [("PATCH", "3")]
