@@ -491,8 +491,9 @@ class InMemoryCluster:
             raise PermanentApiError(f"{ref}: namespaced objects need metadata.namespace", 422)
         stored = self._stored.get(ref)
         current = stored.decode() if stored is not None else None
-        self._check_uid(ref, stored, body["metadata"].get("uid"))
+        # As the API server: a stale resourceVersion (409) before a foreign uid (422).
         self._check_rv(ref, current, body["metadata"].get("resourceVersion"))
+        self._check_uid(ref, stored, body["metadata"].get("uid"))
         self._check_owners(ref, body)
         applied = _applied_leaves(body)
         key: ManagerKey = (manager, "Apply")
