@@ -37,6 +37,7 @@ _ESCAPED_CATEGORIES: Final = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"
 # Letters and marks that render as nothing: the Hangul fillers and the combining
 # grapheme joiner.
 _INVISIBLE: Final = frozenset({"\u034f", "\u115f", "\u1160", "\u3164", "\uffa0"})
+_ANY_INVISIBLE: Final = re.compile("[" + "".join(sorted(_INVISIBLE)) + "]")
 _SHORT: Final = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 # Caps, in characters after escaping. Each is large enough for what the operator writes
@@ -99,7 +100,7 @@ def escape(text: str) -> str:
     """`text` with every control, format and invisible character written as an escape."""
     # str.isprintable is False for every category escaped here (and for spaces other
     # than U+0020): the common case, clean text, costs one scan in C.
-    if text.isprintable() and not any(char in text for char in _INVISIBLE):
+    if text.isprintable() and _ANY_INVISIBLE.search(text) is None:
         return text
     return "".join(_escaped(char) for char in text)
 
