@@ -118,8 +118,18 @@ def test_platform_objects_named_like_the_tenant_s_are_left_alone_and_reported(
         )
         assert where in message, message
     assert "written by kubectl-create" in message and "Delete or rename it" in message
-    warnings = [e for e in events_about(cluster, namespace, name) if e["reason"] == "ObjectConflict"]
-    assert warnings and warnings[0]["type"] == "Warning"
+
+    def warned() -> list[dict[str, Any]]:
+        # Posted right after the status write of the same pass.
+        found = [e for e in events_about(cluster, namespace, name) if e["reason"] == "ObjectConflict"]
+        assert found
+        return found
+
+    warnings = eventually(warned, 30, what="the ObjectConflict Event")
+    assert (
+        warnings[0]["type"] == "Warning"
+        and "exists and is not this InferenceService's" in warnings[0]["message"]
+    )
 
     # The rest of the fleet is the tenant's, and made.
     owner = cluster.service(namespace, name)
@@ -192,8 +202,12 @@ def test_tenant_text_in_status_and_events_is_escaped_and_bounded(
     # The API server's refusal quotes the 200 KB value (twice): one line per object, cut.
     assert "is invalid" in degraded and "Invalid value" in degraded and "more characters cut]" in degraded
 
-    events = events_about(cluster, namespace, name)
-    assert events
+    def posted() -> list[dict[str, Any]]:
+        found = events_about(cluster, namespace, name)
+        assert {"PlanChanged", "ApplyFailed"} <= {e["reason"] for e in found}, found
+        return found
+
+    events = eventually(posted, 30, what="the pass's Events")
     for event in events:
         assert len(event["message"]) <= 1024 and not raw(event["message"]), event["reason"]
     assert any("RTX\\u202eevil\\n" in e["message"] for e in events if e["reason"] == "PlanChanged")
