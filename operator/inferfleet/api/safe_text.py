@@ -61,9 +61,10 @@ MESSAGE_MAX_CHARS: Final = 1024
 # Any other string (names, GPU names, revisions): names are at most 253 characters in
 # the spec, up to six times that once escaped.
 DEFAULT_MAX_CHARS: Final = 1024
-# An Event's message: events.k8s.io/v1 refuses a note over 1 KiB, and kopf cuts its own
-# there too.
+# An Event's message: the API server refuses a note over 1,024 bytes (NoteLengthLimit,
+# pkg/apis/core/validation/events.go, on the UTF-8 length), and kopf cuts its own there.
 EVENT_MESSAGE_MAX_CHARS: Final = 1024
+EVENT_MESSAGE_MAX_BYTES: Final = 1024
 # An Event's reason (events.k8s.io/v1 allows 128 characters).
 EVENT_REASON_MAX_CHARS: Final = 128
 # The whole status as JSON: a sixth of etcd's default request limit (1.5 MiB), which the
@@ -144,7 +145,13 @@ def failure_line(text: str) -> str:
 
 
 def event_message(text: str) -> str:
-    return bounded(text, EVENT_MESSAGE_MAX_CHARS)
+    """Bounded in characters and, as the API server counts, in UTF-8 bytes."""
+    cap = EVENT_MESSAGE_MAX_CHARS
+    shown = bounded(text, cap)
+    while (size := len(shown.encode("utf-8", "replace"))) > EVENT_MESSAGE_MAX_BYTES:
+        cap = max(64, cap * EVENT_MESSAGE_MAX_BYTES // size - 1)  # at most 4 bytes a character
+        shown = bounded(text, cap)
+    return shown
 
 
 def event_reason(text: str) -> str:

@@ -144,7 +144,8 @@ def _controller_ref(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
 def _found(
     cluster: Cluster, obj: Mapping[str, Any], existing: Mapping[str, Any], report: Report
 ) -> dict[str, Any] | None:
-    """An object of the name `obj` has exists, and was not observed as ours."""
+    """An object with `obj`'s name exists and was not observed as ours: ours after all
+    (its label was taken off), one on its way out, or someone else's."""
     ref = ref_of(obj)
     metadata = existing.get("metadata") or {}
     ours = _controller_ref(obj)

@@ -143,3 +143,12 @@ def test_any_status_comes_out_clean_and_idempotent(status: dict[str, Any]) -> No
     assert not raw_characters(bounded)
     assert safe_text.bounded_status(bounded) == bounded
     json.dumps(bounded, allow_nan=False)  # still JSON the API server accepts
+
+
+@PROPERTY
+@given(hostile_text, st.integers(0, 5000))
+def test_an_event_message_fits_the_api_server_s_limit_in_bytes(text: str, repeat: int) -> None:
+    message = safe_text.event_message(text * (repeat // max(1, len(text)) + 1))
+    assert len(message.encode("utf-8", "replace")) <= 1024
+    assert not raw_characters(message)
+    assert safe_text.event_message("日本語のGPU " * 300).endswith("more characters cut]")
