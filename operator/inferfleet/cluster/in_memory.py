@@ -337,7 +337,7 @@ class InMemoryCluster:
     def claim_fields(
         self, ref: ObjectRef, *, uid: str, current: Mapping[str, Any] | None = None
     ) -> dict[str, Any]:
-        del current  # the managed fields are here, not in the served objects
+        del current  # the field sets are here (`managed`), not in the served objects
         self._enter(Operation.APPLY, ref)
         stored = self._stored.get(ref)
         if stored is None:
@@ -352,6 +352,7 @@ class InMemoryCluster:
         applied: ManagerKey = (labels.FIELD_MANAGER, "Apply")
         owners[applied] = _path_set(owners.get(applied, frozenset()) | update)
         current["metadata"]["resourceVersion"] = self._next_rv()  # managedFields are stored
+        current["metadata"]["managedFields"] = self._managed_fields(ref)
         self._stored[ref] = _Stored.of(current)
         return current
 
@@ -548,10 +549,14 @@ class InMemoryCluster:
         elif spec_changed:
             metadata["generation"] = int(metadata.get("generation", 1)) + 1
         metadata["resourceVersion"] = self._next_rv()
+        metadata["managedFields"] = self._managed_fields(ref)
         self._stored[ref] = _Stored.of(obj)
         self._by_kind.setdefault((ref.api_version, ref.kind, ref.namespace), set()).add(ref)
         self._by_uid[metadata["uid"]] = ref
         return obj
+
+    def _managed_fields(self, ref: ObjectRef) -> Any:
+        return _served_managed_fields(ref, self.managed.get(ref, {}))
 
     def _delete_cascading(self, ref: ObjectRef) -> None:
         uid = self._stored.pop(ref).uid
@@ -563,6 +568,18 @@ class InMemoryCluster:
         for dependent in dependents:
             if dependent in self._stored:
                 self._delete_cascading(dependent)
+
+
+def _served_managed_fields(
+    ref: ObjectRef, owners: Mapping[ManagerKey, frozenset[Path]]
+) -> list[dict[str, Any]]:
+    """`metadata.managedFields` as served: who owns fields, by which operation (the field
+    sets themselves are in `managed`; nothing reads them off objects)."""
+    return [
+        {"manager": manager, "operation": operation, "apiVersion": ref.api_version, "fieldsType": "FieldsV1"}
+        for (manager, operation), paths in sorted(owners.items())
+        if paths
+    ]
 
 
 _MISSING = object()

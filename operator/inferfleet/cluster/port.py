@@ -48,11 +48,12 @@ class Cluster(Protocol):
     def claim_fields(
         self, ref: ObjectRef, *, uid: str, current: Mapping[str, Any] | None = None
     ) -> dict[str, Any]:
-        """After `create`: hand the fields the POST gave `labels.FIELD_MANAGER` (an Update
-        entry of managedFields) to its Apply entry, so that later applies own them alone
-        and a field they stop sending goes (`kubedata.claimed_managed_fields`). Conditional
-        on `uid` (`Replaced` otherwise) and on the resourceVersion it read (`current`, the
-        create's answer, when given; read again after a 409). Returns the stored object."""
+        """Before the first apply to an object made with `create`: hand the fields the POST
+        gave `labels.FIELD_MANAGER` (an Update entry of managedFields) to its Apply entry,
+        so that applies own them alone and a field they stop sending goes
+        (`kubedata.claimed_managed_fields`). Conditional on `uid` (`Replaced` otherwise)
+        and on the resourceVersion it read (`current`, the object as observed, when given;
+        read again after a 409). Returns the stored object."""
         ...
 
     def replace(self, obj: Mapping[str, Any]) -> dict[str, Any]:

@@ -12,7 +12,9 @@ it over: its labels, its owner references, every field whose value agrees); the
 executor then looks at what is there and, unless it is ours, records a conflict
 (`Report.conflicts`: status says Degraded/ObjectConflict) and goes on with the others.
 Every write to an owned object carries its observed uid, so one deleted and made again
-by someone else since is not taken over either, nor pruned.
+by someone else since is not taken over either, nor pruned. The first apply to an object
+made with POST is preceded by a claim of its fields (diff's `Claim`), so a field the
+applies stop sending goes as it would from an object made by an apply.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from inferfleet.cluster import (
     Replaced,
     TransientApiError,
 )
-from inferfleet.kubedata import ObjectRef, owner_uids, ref_of
+from inferfleet.kubedata import ObjectRef, owner_uids, ref_of, replicas_of
 from inferfleet.reconcile.actions import Action, Apply, Claim, Delete
 from inferfleet.reconcile.diff import carry_replicas
 
@@ -68,8 +70,10 @@ def execute(cluster: Cluster, actions: Sequence[Action]) -> Report:
         ref = action.ref
         try:
             if isinstance(action, Apply):
-                write = _create if action.why == "create" else _update
-                stored = write(cluster, action.obj, report)
+                if action.why == "create":
+                    stored = _create(cluster, action.obj, report)
+                else:
+                    stored = _update(cluster, _after_claim(action.obj, report), report)
                 if stored is not None:
                     report.applied[ref] = stored
             elif isinstance(action, Claim):
@@ -100,7 +104,9 @@ def _create(cluster: Cluster, obj: Mapping[str, Any], report: Report) -> dict[st
         if existing is None:
             raise TransientApiError(f"{ref} was deleted while it was being created; retrying") from None
         return _found(cluster, obj, existing, report)
-    return cluster.claim_fields(ref, uid=str(created["metadata"]["uid"]), current=created)
+    # Its fields stay in the POST's Update entry until its first update claims them
+    # (diff's Claim): an object never changed again costs no second write.
+    return created
 
 
 def _update(cluster: Cluster, obj: Mapping[str, Any], report: Report) -> dict[str, Any] | None:
@@ -117,10 +123,25 @@ def _update(cluster: Cluster, obj: Mapping[str, Any], report: Report) -> dict[st
 
 def _claim(cluster: Cluster, action: Claim, report: Report) -> None:
     try:
-        report.applied[action.ref] = cluster.claim_fields(action.ref, uid=action.uid)
+        report.applied[action.ref] = cluster.claim_fields(action.ref, uid=action.uid, current=action.observed)
     except Replaced:
         # Another object now; the update that follows finds it and reports it.
         logger.info("%s: not claimed: the object at that name is not the one observed", action.ref)
+
+
+def _after_claim(obj: Mapping[str, Any], report: Report) -> Mapping[str, Any]:
+    """A workload's update after its claim in this pass: the claim moved its
+    resourceVersion on, so the update carries the claimed one, as long as the claimed
+    object still has the replicas the update carries back (the resourceVersion guards the
+    autoscaler's value; a scale in between still makes the update a 409)."""
+    claimed = report.applied.get(ref_of(obj))
+    version = obj["metadata"].get("resourceVersion")
+    if claimed is None or version is None:
+        return obj
+    if replicas_of(claimed) != replicas_of(obj):
+        return obj
+    metadata = {**obj["metadata"], "resourceVersion": claimed["metadata"]["resourceVersion"]}
+    return {**obj, "metadata": metadata}
 
 
 def _delete(cluster: Cluster, action: Delete, report: Report) -> None:

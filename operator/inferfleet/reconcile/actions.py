@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from inferfleet.kubedata import ObjectRef, ref_of
@@ -41,13 +42,15 @@ class Delete:
 
 @dataclass(frozen=True)
 class Claim:
-    """Make our applies the only owner of an owned object's fields: one created with POST
-    whose managedFields still hold our Update entry (the claim right after the create
-    did not finish), so that a field we stop declaring would stay."""
+    """Before the first apply to an object we created with POST: make our applies the only
+    owner of its fields. The POST left them in an Update entry of managedFields, and a
+    field an apply stops sending would stay while that entry owns it too."""
 
     ref: ObjectRef
     uid: str
     why: str = "claim the fields of"
+    # The object as observed: the claim is conditional on its resourceVersion.
+    observed: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
 
     def __str__(self) -> str:
         return f"{self.why} {self.ref}"

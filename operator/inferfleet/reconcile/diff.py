@@ -6,6 +6,8 @@ Rules, each one a promise the handlers' tests check:
   made stays theirs (the executor reports the conflict);
 - every write to an owned object carries its observed uid, so one deleted and made
   again by someone else since is neither updated nor pruned;
+- before the first apply to an object we created, its fields are claimed for our
+  applies (`Claim`), so a field they stop sending goes, as it would had it been applied;
 - an existing workload keeps the replicas it has: the autoscaler owns that number, so
   the applied body carries the observed value back (see `carry_replicas`);
 - an object already holding everything we declare is left alone, so a spec change
@@ -106,14 +108,15 @@ def diff(
             actions.append(Apply(dict(obj), "create"))
             continue
         uid = _uid(current)
-        if uid is not None and _created_unclaimed(current):
-            actions.append(Claim(ref, uid))
         body = carry_replicas(obj, current) if ref.is_workload else {**obj, "metadata": dict(obj["metadata"])}
         if uid is not None:
             body["metadata"]["uid"] = uid
         # The carried uid and resourceVersion are the observed ones: never drift.
-        if not contains(current, body):
-            actions.append(Apply(body, "update"))
+        if contains(current, body):
+            continue
+        if uid is not None and _created_unclaimed(current):
+            actions.append(Claim(ref, uid, observed=current))
+        actions.append(Apply(body, "update"))
     for ref in sorted(set(existing) - wanted):
         tier = ((existing[ref].get("metadata") or {}).get("labels") or {}).get(labels.LABEL_TIER)
         if tier is not None and tier in keep_tiers:

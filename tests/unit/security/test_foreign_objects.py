@@ -89,16 +89,20 @@ def test_same_named_platform_objects_are_reported_never_taken_over() -> None:
     deployments = control.cluster.kinds("Deployment")
     assert {d["metadata"]["name"] for d in deployments} >= {f"{NAME}-l4", f"{NAME}-a100-burst"}
     assert all(owner in owner_uids(d) for d in deployments)
-    # Made with POST, then claimed: only our applies own their fields, so a field a later
-    # apply stops sending goes (a leftover Update entry of ours would keep it).
-    for ref in control.cluster.objects:
-        if ref not in before and ref.kind != labels.KIND:
-            assert set(control.cluster.managed[ref]) == {(labels.FIELD_MANAGER, "Apply")}, ref
+    # Made with POST: the fields are our Update entry's until the first apply claims them
+    # for our Apply entry, so a field the spec drops goes (the Update entry would keep it).
+    l4 = control.workload_ref("l4")
+    assert set(control.cluster.managed[l4]) == {(labels.FIELD_MANAGER, "Update")}
+    assert control.workloads()["l4"]["spec"]["template"]["spec"]["nodeSelector"]
+    control.edit(lambda body: body["spec"]["tiers"][0].pop("nodeSelector"))
+    control.reconcile()
+    assert set(control.cluster.managed[l4]) == {(labels.FIELD_MANAGER, "Apply")}
+    assert "nodeSelector" not in control.workloads()["l4"]["spec"]["template"]["spec"]
 
     # A later pass changes nothing either, and says nothing new.
     statuses = sum(op == "patch_status" for op, _ in control.cluster.calls)
     control.reconcile()
-    assert writes_to(control.cluster, set(before)) == [("create", ref) for ref in before] * 2
+    assert writes_to(control.cluster, set(before)) == [("create", ref) for ref in before] * 3
     assert sum(op == "patch_status" for op, _ in control.cluster.calls) == statuses
 
     # Deleting the tenant's InferenceService takes its objects, not the platform's.
