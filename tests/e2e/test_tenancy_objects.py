@@ -137,6 +137,24 @@ def test_platform_objects_named_like_the_tenant_s_are_left_alone_and_reported(
     assert {f"{name}-l4", f"{name}-epp"} <= set(deployments)
     assert all(owned_by(d, owner) for d in deployments.values())
 
+    # What the operator made with POST still follows the spec: a node selector the tenant
+    # drops goes from the Deployment (its fields are claimed for the operator's applies
+    # first; the POST's Update entry alone would keep it).
+    selector_key = next(iter(body["spec"]["tiers"][0]["nodeSelector"]))
+    assert selector_key in deployments[f"{name}-l4"]["spec"]["template"]["spec"]["nodeSelector"]
+    body["spec"]["tiers"][0].pop("nodeSelector")
+    cluster.apply([body])
+
+    def dropped() -> None:
+        (l4,) = [
+            d for d in cluster.list("apps/v1/deployments", namespace) if d["metadata"]["name"] == f"{name}-l4"
+        ]
+        assert selector_key not in (l4["spec"]["template"]["spec"].get("nodeSelector") or {})
+        managers = {(e["manager"], e["operation"]) for e in l4["metadata"]["managedFields"]}
+        assert ("inferfleet-operator", "Update") not in managers, managers
+
+    eventually(dropped, 90, what="the dropped node selector to leave the Deployment")
+
     # Deleting the tenant's InferenceService takes its objects with it, not the platform's.
     cluster.kubectl("delete", "inferenceservice", name, "-n", namespace, "--wait=true")
 
