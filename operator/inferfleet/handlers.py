@@ -32,7 +32,7 @@ from typing import Any
 
 import kopf
 
-from inferfleet.api import labels
+from inferfleet.api import labels, safe_text
 from inferfleet.cluster import KubernetesCluster, TransientApiError, access
 from inferfleet.config import OperatorSettings
 from inferfleet.controller import certificates, leader, resync
@@ -191,7 +191,8 @@ def _run(
         )
     except TransientApiError as error:
         delay = backoff_s(retry)
-        message = f"API server error, retrying in {delay:.0f}s: {error}"
+        # kopf posts this as an Event: API servers quote the tenant's values in errors.
+        message = safe_text.event_message(f"API server error, retrying in {delay:.0f}s: {error}")
         raise kopf.TemporaryError(message, delay=delay) from error
     memo["passes"] = int(memo.get("passes", 0)) + 1
     if outcome is not None and outcome.actions:

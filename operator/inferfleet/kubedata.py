@@ -8,7 +8,7 @@ imports the core to name an object.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -101,3 +101,55 @@ def replicas_of(obj: Mapping[str, Any]) -> int | None:
 
 def ready_replicas_of(obj: Mapping[str, Any]) -> int:
     return int((obj.get("status") or {}).get("readyReplicas") or 0)
+
+
+def _merged_fields(into: dict[str, Any], more: Mapping[str, Any]) -> dict[str, Any]:
+    """The union of two FieldsV1 sets (nested `f:`/`k:`/`v:`/`i:` maps, `{}` leaves)."""
+    out = dict(into)
+    for key, value in more.items():
+        current = out.get(key)
+        if isinstance(current, Mapping) and isinstance(value, Mapping):
+            out[key] = _merged_fields(dict(current), value)
+        elif key not in out:
+            out[key] = value
+    return out
+
+
+def claimed_managed_fields(entries: Sequence[Mapping[str, Any]], manager: str) -> list[dict[str, Any]] | None:
+    """`metadata.managedFields` with what `manager` owns through Update operations (a
+    POST, a merge patch) moved to its Apply entry; None when it owns nothing that way.
+
+    An object created with POST is owned by `(manager, Update)`; a later server-side
+    apply by the same manager is another entry, and a field the applier stops sending
+    stays while the Update entry still owns it. Merging the two makes the applier the
+    only owner, as client-go's csaupgrade does for kubectl's switch to server-side apply.
+    Subresource entries (status, scale) are left alone.
+    """
+    updates = [
+        e
+        for e in entries
+        if e.get("manager") == manager and e.get("operation") == "Update" and not e.get("subresource")
+    ]
+    if not updates:
+        return None
+    kept: list[dict[str, Any]] = []
+    applied: dict[str, Any] | None = None
+    for entry in entries:
+        if any(entry is update for update in updates):
+            continue
+        if entry.get("manager") == manager and entry.get("operation") == "Apply" and applied is None:
+            applied = dict(entry)
+            kept.append(applied)
+        else:
+            kept.append(dict(entry))
+    if applied is None:
+        applied = {key: value for key, value in updates[0].items() if key != "time"}
+        applied["operation"] = "Apply"
+        applied["fieldsV1"] = {}
+        kept.append(applied)
+    fields: dict[str, Any] = dict(applied.get("fieldsV1") or {})
+    for update in updates:
+        fields = _merged_fields(fields, update.get("fieldsV1") or {})
+    applied["fieldsV1"] = fields
+    applied["fieldsType"] = "FieldsV1"
+    return kept

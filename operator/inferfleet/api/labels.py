@@ -105,6 +105,9 @@ REASON_INVALID_SPEC: Final = "InvalidSpec"
 REASON_INFEASIBLE_TIER: Final = "InfeasibleTier"
 REASON_NO_FEASIBLE_TIER: Final = "NoFeasibleTier"
 REASON_APPLY_FAILED: Final = "ApplyFailed"
+# An object the operator would create exists and is not the InferenceService's (someone
+# else made it): left untouched, named in Degraded's message.
+REASON_OBJECT_CONFLICT: Final = "ObjectConflict"
 REASON_METRICS_UNAVAILABLE: Final = "MetricsUnavailable"
 REASON_FRONT_DOOR_UNAVAILABLE: Final = "FrontDoorUnavailable"
 REASON_AVAILABLE: Final = "Available"

@@ -12,13 +12,16 @@ what its scheme allows, so that no spelling can name something outside what it c
   branch, tag and commit id satisfies and which keep it one safe path component family,
   and does not start with '-' (it is passed as a command-line argument);
 - a model name (a catalog key or hub id, vLLM's model argument when no source is given)
-  holds no whitespace or control character and does not start with '-'.
+  holds no whitespace, control or format (bidi, zero-width) character and does not
+  start with '-'.
 """
 
 from __future__ import annotations
 
 import re
 from typing import Final
+
+from inferfleet.api import safe_text
 
 _CONTROL: Final = re.compile(r"[\x00-\x1f\x7f]")
 _ENCODED: Final = re.compile(r"%(2e|2f|5c|00)", re.IGNORECASE)
@@ -94,9 +97,13 @@ def revision_problem(revision: str) -> str | None:
 
 
 def model_name_problem(name: str) -> str | None:
-    """Why a model name is refused: it reaches vLLM's command line as its model argument."""
+    """Why a model name is refused: it reaches vLLM's command line as its model argument,
+    and `kubectl get`'s Model column as it is."""
     if _CONTROL.search(name) or any(c.isspace() for c in name):
         return "a model name cannot hold whitespace or control characters"
+    if safe_text.escape(name) != name:
+        # Bidi overrides and zero-width characters reorder or hide what a reader sees.
+        return f"a model name cannot hold format (bidi, zero-width) characters: {safe_text.escape(name)}"
     if name.startswith("-"):
         return "a model name cannot start with '-' (it is passed as vLLM's model argument)"
     return None

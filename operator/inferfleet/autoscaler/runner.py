@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from inferfleet.api import InferenceService, SpecInvalid, TierPlan, labels, parse
+from inferfleet.api import InferenceService, SpecInvalid, TierPlan, labels, parse, safe_text
 from inferfleet.cluster import ApiError, Cluster, Conflict, KindNotServed, NotFound
 from inferfleet.cluster.events import post_events
 from inferfleet.config import OperatorSettings
@@ -418,7 +418,9 @@ class Autoscaler:
         try:
             self.api_calls += 1
             self.cluster.patch_status(
-                ref, {"conditions": conditions}, resource_version=body["metadata"].get("resourceVersion")
+                ref,
+                safe_text.bounded_status({"conditions": conditions}),
+                resource_version=body["metadata"].get("resourceVersion"),
             )
         except ApiError as error:  # a conflict or an outage: the next tick says it again
             log.warning("autoscaler: %s: cannot record the failure: %s", ref, error)
@@ -438,7 +440,9 @@ class Autoscaler:
             try:
                 self.api_calls += 1
                 self.cluster.patch_status(
-                    ref, patch, resource_version=current["metadata"].get("resourceVersion")
+                    ref,
+                    safe_text.bounded_status(patch),
+                    resource_version=current["metadata"].get("resourceVersion"),
                 )
                 return
             except Conflict:

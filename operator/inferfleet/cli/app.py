@@ -17,7 +17,7 @@ import yaml
 from rich.console import Console
 from rich.markup import escape
 
-from inferfleet.api import InferenceService, SpecInvalid, load_all
+from inferfleet.api import InferenceService, SpecInvalid, load_all, safe_text
 
 if TYPE_CHECKING:
     from inferfleet.config import OperatorSettings
@@ -46,8 +46,9 @@ class OutputFormat(enum.StrEnum):
 
 def fail(message: str) -> NoReturn:
     """Report a user error and exit 2. The message is text, never markup: it quotes paths
-    and names the user chose, and `[/x]` in one must print as is, not crash Rich."""
-    stderr.print(f"[bold red]error:[/] {escape(message)}", highlight=False, markup=True)
+    and names the user chose, and `[/x]` in one must print as is, not crash Rich; control
+    and bidi characters in one are written as escapes (api.safe_text)."""
+    stderr.print(f"[bold red]error:[/] {escape(safe_text.escape(message))}", highlight=False, markup=True)
     raise typer.Exit(EXIT_USAGE)
 
 
@@ -88,7 +89,7 @@ def load_services(path: Path) -> list[InferenceService]:
         return load_all(read_text(path), source=str(path))
     except SpecInvalid as error:
         for problem in error.problems:
-            stderr.print(f"{path}: {problem}", highlight=False, markup=False)
+            stderr.print(safe_text.escape(f"{path}: {problem}"), highlight=False, markup=False)
         fail(f"{path}: invalid InferenceService ({len(error.problems)} problem(s))")
 
 

@@ -23,7 +23,7 @@ from pydantic import ValidationError
 from rich.markup import escape
 from rich.table import Table
 
-from inferfleet.api import InferenceService
+from inferfleet.api import InferenceService, safe_text
 from inferfleet.api.plan import Plan, TierPlan
 from inferfleet.api.spec import TokenPercentiles
 from inferfleet.catalog import Catalogs
@@ -86,8 +86,9 @@ def _rows(tier: TierPlan) -> list[tuple[str, str]]:
     if tier.nodes_per_replica > 1:
         layout += f" ({tier.nodes_per_replica} nodes)"
     return [
-        # An inline GPU's name is the user's text: escaped, so Rich prints it rather than parsing it.
-        ("GPU", escape(tier.gpu)),
+        # An inline GPU's name is the user's text: control and bidi characters written as
+        # escapes (api.safe_text), then escaped for Rich, which prints it rather than parsing it.
+        ("GPU", escape(safe_text.escape(tier.gpu))),
         ("feasible", "[green]yes[/]" if tier.feasible else "[bold red]no[/]"),
         ("layout", f"{layout} = {tier.gpus_per_replica} GPU"),
         ("quantization / KV", f"{tier.quantization} / {tier.kv_cache_dtype}"),
@@ -115,7 +116,8 @@ def _rows(tier: TierPlan) -> list[tuple[str, str]]:
 
 
 def print_table(plan: Plan) -> None:
-    table = Table(title=f"plan: {plan.name}", title_justify="left", show_lines=False)
+    title = f"plan: {escape(safe_text.escape(plan.name))}"
+    table = Table(title=title, title_justify="left", show_lines=False)
     table.add_column("", style="bold")
     for tier in plan.tiers:
         table.add_column(tier.name, justify="right")
@@ -127,7 +129,8 @@ def print_table(plan: Plan) -> None:
         stdout.print(f"[bold]{tier.name}[/] — why:", highlight=False)
         for position, reason in enumerate(tier.reasons):
             style = "red" if position == 0 and not tier.feasible else ""
-            line = f"  • {escape(reason) if style else reason}"
+            shown = safe_text.escape(reason)  # reasons quote the spec's names and sources' errors
+            line = f"  • {escape(shown) if style else shown}"
             stdout.print(f"[{style}]{line}[/]" if style else line, highlight=False, markup=bool(style))
     stdout.print()
 
@@ -240,7 +243,7 @@ def plan_command(  # noqa: PLR0917 - typer maps each option to a parameter
         emit(documents[0] if len(documents) == 1 else documents, output)
     failures = infeasibility(plans, strict=strict)
     for failure in failures:
-        stderr.print(f"[bold red]error:[/] {escape(f'{file}: {failure}')}", highlight=False)
+        stderr.print(f"[bold red]error:[/] {escape(safe_text.escape(f'{file}: {failure}'))}", highlight=False)
     if failures:
         raise typer.Exit(EXIT_INFEASIBLE)
 

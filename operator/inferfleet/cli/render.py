@@ -10,6 +10,7 @@ from typing import Annotated, Any
 import typer
 import yaml
 
+from inferfleet.api import safe_text
 from inferfleet.cli.app import OutputFormat, app, fail, load_services, load_settings, stderr
 from inferfleet.config import OperatorSettings
 
@@ -56,8 +57,9 @@ def render_file(path: Path, settings: OperatorSettings) -> list[dict[str, Any]]:
             fail(f"{path}: {service.name}: the planner failed on this spec ({type(error).__name__}: {error})")
         for tier in plan.tiers:
             if not tier.feasible:
+                why = f"tier {tier.name} is infeasible, not rendered: {tier.infeasible_reason}"
                 stderr.print(
-                    f"{service.name}: tier {tier.name} is infeasible, not rendered: {tier.infeasible_reason}",
+                    safe_text.escape(f"{service.name}: {why}"),
                     highlight=False,
                     markup=False,
                 )
@@ -65,7 +67,8 @@ def render_file(path: Path, settings: OperatorSettings) -> list[dict[str, Any]]:
             fail(f"{path}: {service.name}: no tier can serve the model")
         problems = render_problems(service, settings, {tier.name for tier in plan.feasible_tiers})
         for problem in problems:
-            stderr.print(f"{path}: {service.name}: {problem}", highlight=False, markup=False)
+            line = safe_text.escape(f"{path}: {service.name}: {problem}")
+            stderr.print(line, highlight=False, markup=False)
         if problems:
             fail(f"{path}: {service.name}: cannot be rendered ({len(problems)} problem(s))")
         try:

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from inferfleet.api import safe_text
 from inferfleet.api.crd import crd_yaml
 from inferfleet.cli.app import app, fail, load_services, load_settings, stderr, stdout
 
@@ -46,7 +47,8 @@ def validate(
     for service in services:
         for problem in problems(service, settings):
             found += 1
-            stderr.print(f"{file}: {service.name}: {problem}", highlight=False, markup=False)
+            line = safe_text.escape(f"{file}: {service.name}: {problem}")
+            stderr.print(line, highlight=False, markup=False)
     if found:
         fail(f"{file}: cannot be deployed ({found} problem(s))")
     for service in services:

@@ -9,12 +9,14 @@ checked against it.
 
 from inferfleet.cluster.access import API_CALLS, PERMISSIONS, ApiCall, Operation, Resource
 from inferfleet.cluster.errors import (
+    AlreadyExists,
     ApiError,
     Conflict,
     KindNotServed,
     NotFound,
     NotPermitted,
     PermanentApiError,
+    Replaced,
     TransientApiError,
 )
 from inferfleet.cluster.in_memory import InMemoryCluster
@@ -25,6 +27,7 @@ __all__ = [
     "API_CALLS",
     "PERMISSIONS",
     "SCALE_FIELD_MANAGER",
+    "AlreadyExists",
     "ApiCall",
     "ApiError",
     "Cluster",
@@ -37,6 +40,7 @@ __all__ = [
     "NotPermitted",
     "Operation",
     "PermanentApiError",
+    "Replaced",
     "Resource",
     "TransientApiError",
 ]

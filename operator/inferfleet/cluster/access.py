@@ -93,7 +93,9 @@ PERSISTENT_VOLUME = Resource("v1", "PersistentVolume", "persistentvolumes", name
 PERSISTENT_VOLUME_CLAIM = Resource("v1", "PersistentVolumeClaim", "persistentvolumeclaims")
 NAMESPACE = Resource("v1", "Namespace", "namespaces", namespaced=False)
 
-_OWNED = frozenset({Operation.APPLY, Operation.GET, Operation.LIST, Operation.DELETE})
+# Objects the operator owns: created with POST (never an apply, which would take over a
+# same-named object someone else made), then applied, read, listed and pruned.
+_OWNED = frozenset({Operation.APPLY, Operation.CREATE, Operation.GET, Operation.LIST, Operation.DELETE})
 _WORKLOAD = _OWNED | {Operation.SCALE, Operation.WATCH}
 
 # What the port may do to each kind. Extend this table, never bypass it.

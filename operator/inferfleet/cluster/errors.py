@@ -24,6 +24,19 @@ class Conflict(TransientApiError):
     """409: the object changed since it was read (resourceVersion) or a field conflict."""
 
 
+class AlreadyExists(Conflict):
+    """409 on a create: an object of that name exists (whoever made it)."""
+
+
+class Replaced(Conflict):
+    """The object at that name is not the one the write was for: its uid differs from the
+    uid the write carried (it was deleted and created again, by someone else).
+
+    The API server answers 422 (metadata.uid is immutable) to an apply and 409 to a delete;
+    both mean the same to a caller, who must look before doing anything to the newcomer.
+    """
+
+
 class PermanentApiError(ApiError):
     """Retrying the same request gives the same answer: 400, 403, 422."""
 

@@ -20,7 +20,9 @@ logger = logging.getLogger(__name__)
 
 
 def post_events(cluster: Cluster, regarding: Mapping[str, Any], events: Iterable[Event]) -> None:
-    """Post each event about `regarding`; one the API server refuses is logged and dropped."""
+    """Post each event about `regarding`; one the API server refuses is logged and dropped.
+
+    The port escapes and caps each reason and message (api.safe_text)."""
     for event in events:
         try:
             cluster.create_event(regarding, type_=event.type, reason=event.reason, message=event.message)

@@ -5,7 +5,12 @@ resourceVersion and generation, answers 409 on a stale resourceVersion, selects 
 label, deletes dependents through owner references, and tracks field ownership the way
 server-side apply does (simplified: lists are atomic). The last point matters: with
 real server-side apply, a field an applier stops sending is removed unless another
-manager also owns it, and the tests must see that.
+manager also owns it, and the tests must see that. So does what the operator's
+no-takeover writes rest on, as a v1.34 API server answered it: a create (POST) of an
+existing name is AlreadyExists, the POST's fields belong to an `Update` entry (an apply
+by the same manager is another entry) until `claim_fields` merges them, an apply
+carrying another object's uid is refused (422) and one carrying a uid for a missing
+object creates nothing (409), and a delete with another uid is refused (409).
 
 Like the API server's storage, objects are held serialized (compact JSON, plus the
 labels and owner uids that selection and garbage collection read), and every read
@@ -25,16 +30,18 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from inferfleet.api import labels
+from inferfleet.api import labels, safe_text
 from inferfleet.cluster import access
 from inferfleet.cluster.access import Operation
 from inferfleet.cluster.errors import (
+    AlreadyExists,
     ApiError,
     Conflict,
     KindNotServed,
     NotFound,
     NotPermitted,
     PermanentApiError,
+    Replaced,
 )
 from inferfleet.cluster.port import SCALE_FIELD_MANAGER, EventType
 from inferfleet.kubedata import ObjectRef, matches, owner_uids, ref_of
@@ -322,16 +329,49 @@ class InMemoryCluster:
 
     def create(self, obj: Mapping[str, Any]) -> dict[str, Any]:
         ref = ref_of(obj)
-        resource = self._enter(Operation.CREATE, ref)
-        if resource.namespaced and ref.namespace is None:
+        self._enter(Operation.CREATE, ref)
+        return self.user_create(obj, manager=labels.FIELD_MANAGER)
+
+    def user_create(self, obj: Mapping[str, Any], manager: str = "kubectl-create") -> dict[str, Any]:
+        """POST as `manager` (a platform admin's `kubectl create`); no permission check.
+
+        As on a real server, the creator owns every field it sent through an Update entry.
+        """
+        ref = ref_of(obj)
+        if _namespaced(ref) and ref.namespace is None:
             raise PermanentApiError(f"{ref}: namespaced objects need metadata.namespace", 422)
         if ref in self._stored:
-            raise Conflict(f"{ref} already exists", 409)
+            raise AlreadyExists(f'{ref.kind} "{ref.name}" already exists', 409)
         self._check_owners(ref, obj)
         body = _wire(obj)
         for key in _SERVER_SET - {"name", "namespace"}:
             body["metadata"].pop(key, None)
+        if ref.is_workload:
+            body.setdefault("spec", {}).setdefault("replicas", 1)  # the API server's default
+        self.managed[ref] = {(manager, "Update"): _path_set(_applied_leaves(body))}
         return self._store(ref, body, spec_changed=True)
+
+    def claim_fields(
+        self, ref: ObjectRef, *, uid: str, current: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
+        del current  # the field sets are here (`managed`), not in the served objects
+        self._enter(Operation.APPLY, ref)
+        stored = self._stored.get(ref)
+        if stored is None:
+            raise NotFound(f"{ref} is gone", 404)
+        if stored.uid != uid:
+            raise Replaced(f"{ref} is another object now (uid {stored.uid}, not {uid})", 409)
+        owners = self.managed.setdefault(ref, {})
+        update = owners.pop((labels.FIELD_MANAGER, "Update"), frozenset())
+        current = stored.decode()
+        if not update:
+            return current
+        applied: ManagerKey = (labels.FIELD_MANAGER, "Apply")
+        owners[applied] = _path_set(owners.get(applied, frozenset()) | update)
+        current["metadata"]["resourceVersion"] = self._next_rv()  # managedFields are stored
+        current["metadata"]["managedFields"] = self._managed_fields(ref)
+        self._stored[ref] = _Stored.of(current)
+        return current
 
     def replace(self, obj: Mapping[str, Any]) -> dict[str, Any]:
         ref = ref_of(obj)
@@ -364,10 +404,17 @@ class InMemoryCluster:
         stored = self._stored
         return [stored[ref].decode() for ref in sorted(refs) if matches(selector, stored[ref].labels)]
 
-    def delete(self, ref: ObjectRef) -> bool:
+    def delete(self, ref: ObjectRef, *, uid: str | None = None) -> bool:
         self._enter(Operation.DELETE, ref)
-        if ref not in self._stored:
+        stored = self._stored.get(ref)
+        if stored is None:
             return False
+        if uid is not None and stored.uid != uid:
+            raise Replaced(
+                f"Operation cannot be fulfilled on {ref}: the UID in the precondition ({uid}) "
+                f"does not match the UID in record ({stored.uid})",
+                409,
+            )
         self._delete_cascading(ref)
         return True
 
@@ -387,7 +434,8 @@ class InMemoryCluster:
         current = stored.decode()
         self._check_rv(ref, current, resource_version)
         merged = current.setdefault("status", {})
-        _merge_patch(merged, _wire(status))
+        # What KubernetesCluster sends: the port bounds every status write.
+        _merge_patch(merged, _wire(safe_text.bounded_status(status)))
         current["metadata"]["resourceVersion"] = self._next_rv()
         self._stored[ref] = _Stored.of(current)
         return current
@@ -413,8 +461,8 @@ class InMemoryCluster:
                 "regarding": target,
                 "uid": regarding["metadata"].get("uid"),
                 "type": type_,
-                "reason": reason,
-                "message": message,
+                "reason": safe_text.event_reason(reason),
+                "message": safe_text.event_message(message),
             }
         )
 
@@ -433,6 +481,20 @@ class InMemoryCluster:
                 409,
             )
 
+    @staticmethod
+    def _check_uid(ref: ObjectRef, stored: _Stored | None, uid: str | None) -> None:
+        """An apply carrying a uid, as the API server answers it (seen on v1.34)."""
+        if uid is None:
+            return
+        if stored is None:
+            raise Conflict(
+                f"Operation cannot be fulfilled on {ref}: uid mismatch: the provided object "
+                f"specified uid {uid}, and no existing object was found",
+                409,
+            )
+        if stored.uid != uid:
+            raise Replaced(f'{ref} is invalid: metadata.uid: Invalid value: "{uid}": field is immutable', 422)
+
     def _take_ownership(self, key: ManagerKey, ref: ObjectRef, paths: set[Path]) -> None:
         owners = self.managed.setdefault(ref, {})
         for other in owners:
@@ -447,7 +509,9 @@ class InMemoryCluster:
             raise PermanentApiError(f"{ref}: namespaced objects need metadata.namespace", 422)
         stored = self._stored.get(ref)
         current = stored.decode() if stored is not None else None
+        # As the API server: a stale resourceVersion (409) before a foreign uid (422).
         self._check_rv(ref, current, body["metadata"].get("resourceVersion"))
+        self._check_uid(ref, stored, body["metadata"].get("uid"))
         self._check_owners(ref, body)
         applied = _applied_leaves(body)
         key: ManagerKey = (manager, "Apply")
@@ -502,6 +566,7 @@ class InMemoryCluster:
         elif spec_changed:
             metadata["generation"] = int(metadata.get("generation", 1)) + 1
         metadata["resourceVersion"] = self._next_rv()
+        metadata["managedFields"] = self._managed_fields(ref)
         self._stored[ref] = _Stored.of(obj)
         self._by_kind.setdefault((ref.api_version, ref.kind, ref.namespace), set()).add(ref)
         self._by_uid[metadata["uid"]] = ref
@@ -535,6 +600,9 @@ class InMemoryCluster:
                 body["metadata"]["resourceVersion"] = self._next_rv()
                 self._stored[ref] = _Stored.of(body)
 
+    def _managed_fields(self, ref: ObjectRef) -> Any:
+        return _served_managed_fields(ref, self.managed.get(ref, {}))
+
     def _delete_cascading(self, ref: ObjectRef) -> None:
         uid = self._stored.pop(ref).uid
         self.managed.pop(ref, None)
@@ -545,6 +613,18 @@ class InMemoryCluster:
         for dependent in dependents:
             if dependent in self._stored:
                 self._delete_cascading(dependent)
+
+
+def _served_managed_fields(
+    ref: ObjectRef, owners: Mapping[ManagerKey, frozenset[Path]]
+) -> list[dict[str, Any]]:
+    """`metadata.managedFields` as served: who owns fields, by which operation (the field
+    sets themselves are in `managed`; nothing reads them off objects)."""
+    return [
+        {"manager": manager, "operation": operation, "apiVersion": ref.api_version, "fieldsType": "FieldsV1"}
+        for (manager, operation), paths in sorted(owners.items())
+        if paths
+    ]
 
 
 _MISSING = object()

@@ -12,12 +12,21 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from inferfleet.api import labels
+from inferfleet.api import labels, safe_text
 from inferfleet.cluster import access
 from inferfleet.cluster.access import Operation, Resource
-from inferfleet.cluster.errors import ApiError, KindNotServed, NotFound, TransientApiError, from_status
+from inferfleet.cluster.errors import (
+    AlreadyExists,
+    ApiError,
+    Conflict,
+    KindNotServed,
+    NotFound,
+    Replaced,
+    TransientApiError,
+    from_status,
+)
 from inferfleet.cluster.port import SCALE_FIELD_MANAGER, EventType
-from inferfleet.kubedata import KUBE_TIME_FORMAT, ObjectRef, ref_of
+from inferfleet.kubedata import KUBE_TIME_FORMAT, ObjectRef, claimed_managed_fields, ref_of
 
 APPLY_PATCH = "application/apply-patch+yaml"
 MERGE_PATCH = "application/merge-patch+json"
@@ -25,6 +34,9 @@ JSON = "application/json"
 
 # Seconds a single API call may take before it counts as a transient failure.
 REQUEST_TIMEOUT_S = 30.0
+# Reads and retries of a claim whose object moved on in between (the Deployment
+# controller writes status right after a create).
+CLAIM_ATTEMPTS = 5
 
 
 def _path(resource: Resource, namespace: str | None, name: str | None = None, sub: str = "") -> str:
@@ -92,9 +104,15 @@ class KubernetesCluster:
         except ValueError:
             answer = {}
         message = f"{method} {path}: {answer.get('message') or text or status}"
+        details = answer.get("details") or {}
         # A 404 without details naming an object means the kind itself is not served.
-        if status == 404 and not (answer.get("details") or {}).get("name"):
+        if status == 404 and not details.get("name"):
             return KindNotServed(f"{kind or path} is not served by the API server: {message}", status)
+        if status == 409 and answer.get("reason") == "AlreadyExists":
+            return AlreadyExists(message, status)
+        # An apply carrying another object's uid: "metadata.uid: ... field is immutable".
+        if status == 422 and any(c.get("field") == "metadata.uid" for c in details.get("causes") or []):
+            return Replaced(message, status)
         return from_status(status, message)
 
     # --- the port ----------------------------------------------------------------------
@@ -119,6 +137,39 @@ class KubernetesCluster:
         query = {"fieldManager": labels.FIELD_MANAGER}
         return self._call("POST", _path(resource, ref.namespace), query=query, body=dict(obj), kind=ref.kind)
 
+    def claim_fields(
+        self, ref: ObjectRef, *, uid: str, current: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
+        resource = access.check(ref.api_version, ref.kind, Operation.APPLY)
+        path = _path(resource, ref.namespace, ref.name)
+        read: Mapping[str, Any] | None = current  # the create's answer saves the first read
+        for _ in range(CLAIM_ATTEMPTS):
+            current = read if read is not None else self.get(ref)
+            read = None
+            if current is None:
+                raise NotFound(f"{ref} is gone", 404)
+            metadata = current["metadata"]
+            if metadata.get("uid") != uid:
+                raise Replaced(f"{ref} is another object now (uid {metadata.get('uid')}, not {uid})", 409)
+            claimed = claimed_managed_fields(metadata.get("managedFields") or [], labels.FIELD_MANAGER)
+            if claimed is None:
+                return dict(current)
+            # managedFields set in a patch are taken as given (only this manager's entries
+            # change); the resourceVersion keeps a concurrent writer's entry from being lost.
+            body = {"metadata": {"resourceVersion": metadata["resourceVersion"], "managedFields": claimed}}
+            try:
+                return self._call(
+                    "PATCH",
+                    path,
+                    query={"fieldManager": labels.FIELD_MANAGER},
+                    body=body,
+                    content_type=MERGE_PATCH,
+                    kind=ref.kind,
+                )
+            except Conflict:
+                continue  # moved on since the read: read again
+        raise Conflict(f"{ref}: its managedFields kept changing; claiming them again next pass", 409)
+
     def replace(self, obj: Mapping[str, Any]) -> dict[str, Any]:
         ref = ref_of(obj)
         resource = access.check(ref.api_version, ref.kind, Operation.UPDATE)
@@ -138,13 +189,21 @@ class KubernetesCluster:
             item.setdefault("kind", kind)
         return items
 
-    def delete(self, ref: ObjectRef) -> bool:
+    def delete(self, ref: ObjectRef, *, uid: str | None = None) -> bool:
         resource = access.check(ref.api_version, ref.kind, Operation.DELETE)
-        body = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Background"}
+        body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions"}
+        body["propagationPolicy"] = "Background"
+        if uid is not None:
+            body["preconditions"] = {"uid": uid}
         try:
             self._call("DELETE", _path(resource, ref.namespace, ref.name), body=body, kind=ref.kind)
         except NotFound:
             return False
+        except Conflict as error:
+            if uid is None:
+                raise
+            # A delete's only 409 is a failed precondition: the object is another one.
+            raise Replaced(str(error), 409) from error
         return True
 
     def scale(self, ref: ObjectRef, replicas: int) -> None:
@@ -162,7 +221,10 @@ class KubernetesCluster:
         self, ref: ObjectRef, status: Mapping[str, Any], *, resource_version: str | None = None
     ) -> dict[str, Any]:
         resource = access.check(ref.api_version, ref.kind, Operation.PATCH_STATUS)
-        body: dict[str, Any] = {"status": dict(status)}
+        # The boundary every status write crosses: text escaped and capped, the whole
+        # bounded (the reconciler and the autoscaler do the same first, so this changes
+        # nothing they compared against).
+        body: dict[str, Any] = {"status": safe_text.bounded_status(status)}
         if resource_version is not None:
             body["metadata"] = {"resourceVersion": resource_version}
         return self._call(
@@ -203,8 +265,8 @@ class KubernetesCluster:
                 "uid": regarding["metadata"].get("uid"),
             },
             "type": type_,
-            "reason": reason,
-            "message": message[:1024],
+            "reason": safe_text.event_reason(reason),
+            "message": safe_text.event_message(message),
             "source": {"component": labels.FIELD_MANAGER},
             "firstTimestamp": now,
             "lastTimestamp": now,

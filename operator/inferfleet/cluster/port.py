@@ -26,8 +26,12 @@ class Cluster(Protocol):
         """Server-side apply `obj` as `labels.FIELD_MANAGER`; returns the stored object.
 
         `force` takes fields over from other managers (a human's `kubectl edit`): the
-        operator is the declared owner of what it renders. A `metadata.resourceVersion`
-        in `obj` makes the write conditional (409 Conflict when the object moved on).
+        operator is the declared owner of what it renders. An apply also creates, and it
+        takes over an object someone else made (its labels, owner references, every field
+        whose value agrees): use it only on objects the operator owns, with their
+        `metadata.uid`, which makes the write fail with `Replaced` when the object at that
+        name is another one. A `metadata.resourceVersion` in `obj` makes the write
+        conditional (409 Conflict when the object moved on).
         """
         ...
 
@@ -36,7 +40,20 @@ class Cluster(Protocol):
         ...
 
     def create(self, obj: Mapping[str, Any]) -> dict[str, Any]:
-        """Create `obj` (POST); 409 Conflict when it already exists. Returns the stored object."""
+        """Create `obj` (POST); `AlreadyExists` when an object of that name exists, whoever
+        made it: the one way to write an object the operator does not own yet that can
+        never take another's over. Returns the stored object."""
+        ...
+
+    def claim_fields(
+        self, ref: ObjectRef, *, uid: str, current: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """Before the first apply to an object made with `create`: hand the fields the POST
+        gave `labels.FIELD_MANAGER` (an Update entry of managedFields) to its Apply entry,
+        so that applies own them alone and a field they stop sending goes
+        (`kubedata.claimed_managed_fields`). Conditional on `uid` (`Replaced` otherwise)
+        and on the resourceVersion it read (`current`, the object as observed, when given;
+        read again after a 409). Returns the stored object."""
         ...
 
     def replace(self, obj: Mapping[str, Any]) -> dict[str, Any]:
@@ -53,8 +70,9 @@ class Cluster(Protocol):
         """Objects of a kind whose labels equal every selector entry (namespace None: all)."""
         ...
 
-    def delete(self, ref: ObjectRef) -> bool:
-        """Delete with background propagation (dependents follow); False if already gone."""
+    def delete(self, ref: ObjectRef, *, uid: str | None = None) -> bool:
+        """Delete with background propagation (dependents follow); False if already gone.
+        With `uid`, only that object: `Replaced` when the one at that name is another."""
         ...
 
     def scale(self, ref: ObjectRef, replicas: int) -> None:

@@ -9,7 +9,7 @@ handlers (controller/, outside this package) do the talking.
 """
 
 from inferfleet.kubedata import ObjectRef, ref_of
-from inferfleet.reconcile.actions import Action, Apply, Create, Delete
+from inferfleet.reconcile.actions import Action, Apply, Claim, Create, Delete
 from inferfleet.reconcile.diff import contains, diff
 
-__all__ = ["Action", "Apply", "Create", "Delete", "ObjectRef", "contains", "diff", "ref_of"]
+__all__ = ["Action", "Apply", "Claim", "Create", "Delete", "ObjectRef", "contains", "diff", "ref_of"]

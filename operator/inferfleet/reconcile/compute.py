@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from inferfleet import planner
-from inferfleet.api import InferenceService, Plan, labels
+from inferfleet.api import InferenceService, Plan, labels, safe_text
 from inferfleet.config import OperatorSettings
 from inferfleet.kubedata import Event, ObjectRef, ref_of
 from inferfleet.precache import readiness as cache_readiness
@@ -90,6 +90,8 @@ class Executed(Protocol):
     def failures(self) -> Sequence[str]: ...
     @property
     def skipped(self) -> Sequence[str]: ...
+    @property
+    def conflicts(self) -> Sequence[str]: ...
 
 
 @dataclass(frozen=True)
@@ -98,6 +100,7 @@ class NothingExecuted:
     deleted: Sequence[ObjectRef] = ()
     failures: Sequence[str] = ()
     skipped: Sequence[str] = ()
+    conflicts: Sequence[str] = ()
 
 
 @dataclass(frozen=True)
@@ -230,6 +233,7 @@ def build_status(snapshot: Snapshot, intent: Intent, executed: Executed) -> dict
         workloads=tier_workloads(after),
         failures=tuple(executed.failures),
         skipped=tuple(executed.skipped),
+        conflicts=tuple(executed.conflicts),
     )
     status = status_rules.compute(snapshot.previous, result, now=snapshot.now)
     service = snapshot.service
@@ -307,6 +311,12 @@ def pass_events(snapshot: Snapshot, intent: Intent, status: Mapping[str, Any]) -
 
 def conclude(snapshot: Snapshot, intent: Intent, executed: Executed | None = None) -> Conclusion:
     """Status, its patch and the events, once the intent's actions ran."""
-    status = build_status(snapshot, intent, executed or NothingExecuted())
+    # Escaped and bounded before it is compared with what status holds (written the same
+    # way), so a settled service writes nothing.
+    status = safe_text.bounded_status(build_status(snapshot, intent, executed or NothingExecuted()))
     patch = status_rules.changes(snapshot.previous, status)
-    return Conclusion(status, patch, tuple(pass_events(snapshot, intent, status)))
+    events = tuple(
+        Event(event.type, safe_text.event_reason(event.reason), safe_text.event_message(event.message))
+        for event in pass_events(snapshot, intent, status)
+    )
+    return Conclusion(status, patch, events)

@@ -1,7 +1,13 @@
 """Desired vs observed -> the actions that make the cluster match.
 
 Rules, each one a promise the handlers' tests check:
-- an object that does not exist is applied as rendered (the warm minimum replicas);
+- an object that does not exist among the owned ones is created as rendered (the warm
+  minimum replicas) with POST, never applied: an object of that name that someone else
+  made stays theirs (the executor reports the conflict);
+- every write to an owned object carries its observed uid, so one deleted and made
+  again by someone else since is neither updated nor pruned;
+- before the first apply to an object we created, its fields are claimed for our
+  applies (`Claim`), so a field they stop sending goes, as it would had it been applied;
 - an existing workload keeps the replicas it has: the autoscaler owns that number, so
   the applied body carries the observed value back (see `carry_replicas`);
 - an object already holding everything we declare is left alone, so a spec change
@@ -18,8 +24,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from inferfleet.api import labels
-from inferfleet.kubedata import ref_of, replicas_of
-from inferfleet.reconcile.actions import Action, Apply, Delete
+from inferfleet.kubedata import claimed_managed_fields, ref_of, replicas_of
+from inferfleet.reconcile.actions import Action, Apply, Claim, Delete
 
 
 def contains(observed: Any, desired: Any) -> bool:
@@ -101,13 +107,29 @@ def diff(
         if current is None:
             actions.append(Apply(dict(obj), "create"))
             continue
-        body = carry_replicas(obj, current) if ref.is_workload else dict(obj)
-        # The carried resourceVersion is the observed one, so it never counts as drift.
-        if not contains(current, body):
-            actions.append(Apply(body, "update"))
+        uid = _uid(current)
+        body = carry_replicas(obj, current) if ref.is_workload else {**obj, "metadata": dict(obj["metadata"])}
+        if uid is not None:
+            body["metadata"]["uid"] = uid
+        # The carried uid and resourceVersion are the observed ones: never drift.
+        if contains(current, body):
+            continue
+        if uid is not None and _created_unclaimed(current):
+            actions.append(Claim(ref, uid, observed=current))
+        actions.append(Apply(body, "update"))
     for ref in sorted(set(existing) - wanted):
         tier = ((existing[ref].get("metadata") or {}).get("labels") or {}).get(labels.LABEL_TIER)
         if tier is not None and tier in keep_tiers:
             continue
-        actions.append(Delete(ref))
+        actions.append(Delete(ref, uid=_uid(existing[ref])))
     return actions
+
+
+def _uid(obj: Mapping[str, Any]) -> str | None:
+    uid = (obj.get("metadata") or {}).get("uid")
+    return str(uid) if uid is not None else None
+
+
+def _created_unclaimed(obj: Mapping[str, Any]) -> bool:
+    entries = (obj.get("metadata") or {}).get("managedFields") or []
+    return claimed_managed_fields(entries, labels.FIELD_MANAGER) is not None

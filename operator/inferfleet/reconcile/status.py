@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from inferfleet.api import Plan, labels
+from inferfleet.api import Plan, labels, safe_text
 from inferfleet.kubedata import ready_replicas_of, replicas_of
 
 # Reasons of the "all is well" states, beside the ones in api.labels.
@@ -37,6 +37,8 @@ class PassResult:
     failures: Sequence[str] = ()
     # Optional objects the cluster cannot hold (e.g. no PodMonitor CRD), in words.
     skipped: Sequence[str] = ()
+    # Objects of names we render that someone else made (left untouched), in words.
+    conflicts: Sequence[str] = ()
 
 
 def set_condition(
@@ -134,6 +136,9 @@ def _ready(result: PassResult, replicas: list[dict[str, Any]]) -> tuple[str, str
 
 
 def _degraded(result: PassResult, planned: tuple[str, str, str]) -> tuple[str, str, str]:
+    if result.conflicts:
+        # What to do is the user's (or the platform's) to decide: it comes first.
+        return "True", labels.REASON_OBJECT_CONFLICT, "; ".join([*result.conflicts, *result.failures])
     if result.failures:
         return "True", labels.REASON_APPLY_FAILED, "; ".join(result.failures)
     if planned[0] == "False":
@@ -180,7 +185,13 @@ def compute(previous: Mapping[str, Any], result: PassResult, *, now: str) -> dic
         updates.append((labels.CONDITION_SLO_AT_RISK, slo))
     for type_, (value, reason, message) in updates:
         conditions = set_condition(
-            conditions, type_, value, reason, message[:32_768], now=now, generation=result.generation
+            conditions,
+            type_,
+            value,
+            reason,
+            safe_text.condition_message(message),
+            now=now,
+            generation=result.generation,
         )
     status["conditions"] = conditions
     return {key: value for key, value in status.items() if value is not None}

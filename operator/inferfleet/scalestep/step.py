@@ -24,6 +24,7 @@ from inferfleet.api import (
     ScalingDecision,
     TierPlan,
     labels,
+    safe_text,
 )
 from inferfleet.api.spec import TokenPercentiles
 from inferfleet.config import OperatorSettings
@@ -146,6 +147,10 @@ class ConditionUpdate:
     status: Literal["True", "False"]
     reason: str
     message: str
+
+    def __post_init__(self) -> None:
+        # As status will hold it (api.safe_text), so comparing with status finds no change.
+        object.__setattr__(self, "message", safe_text.condition_message(self.message))
 
 
 @dataclass(frozen=True)

@@ -9,11 +9,13 @@ import pytest
 from inferfleet.api import labels
 from inferfleet.cluster import (
     SCALE_FIELD_MANAGER,
+    AlreadyExists,
     Conflict,
     InMemoryCluster,
     KindNotServed,
     NotPermitted,
     PermanentApiError,
+    Replaced,
 )
 from inferfleet.kubedata import ObjectRef, ref_of
 
@@ -162,3 +164,62 @@ def test_events_are_recorded_against_their_object() -> None:
     cluster.create_event(owner, type_="Warning", reason="InfeasibleTier", message="too big")
     assert cluster.events[0]["reason"] == "InfeasibleTier"
     assert cluster.events[0]["uid"] == owner["metadata"]["uid"]
+
+
+# --- writes that cannot take over (answers as a v1.34 API server gave them) -------------
+
+
+def test_create_refuses_an_existing_object_whoever_made_it() -> None:
+    cluster = InMemoryCluster()
+    made = cluster.user_create(deployment("theirs"), manager="platform")
+    with pytest.raises(AlreadyExists):
+        cluster.create(deployment("theirs", replicas=9, team="us"))
+    assert cluster.objects[ref_of(made)] == made
+
+
+def test_an_apply_carrying_a_uid_writes_only_that_object() -> None:
+    cluster = InMemoryCluster()
+    ours = cluster.apply(deployment("a"))
+    uid = ours["metadata"]["uid"]
+    cluster.user_delete(ref_of(ours))
+    theirs = cluster.user_create(deployment("a", replicas=5), manager="platform")
+    with pytest.raises(Replaced):  # 422: metadata.uid is immutable
+        cluster.apply(
+            {**deployment("a", replicas=1), "metadata": {**deployment("a")["metadata"], "uid": uid}}
+        )
+    assert cluster.objects[ref_of(theirs)] == theirs
+    cluster.user_delete(ref_of(theirs))
+    with pytest.raises(Conflict):  # 409: the uid names no existing object; nothing is created
+        cluster.apply({**deployment("a"), "metadata": {**deployment("a")["metadata"], "uid": uid}})
+    assert ref_of(theirs) not in cluster.objects
+
+
+def test_a_delete_carrying_a_uid_deletes_only_that_object() -> None:
+    cluster = InMemoryCluster()
+    ours = cluster.apply(deployment("a"))
+    cluster.user_delete(ref_of(ours))
+    theirs = cluster.user_create(deployment("a"), manager="platform")
+    with pytest.raises(Replaced):
+        cluster.delete(ref_of(theirs), uid=ours["metadata"]["uid"])
+    assert cluster.delete(ref_of(theirs), uid=theirs["metadata"]["uid"]) is True
+
+
+def test_a_created_object_keeps_a_field_its_applies_drop_until_its_fields_are_claimed() -> None:
+    """POST owns every field through an Update entry; an apply by the same manager is
+    another entry, so a field it stops sending stays (measured on a real server). Once
+    claimed (the Update entry merged into the Apply one) the field goes."""
+    for claim in (False, True):
+        cluster = InMemoryCluster()
+        created = cluster.create(deployment("a", app="x", extra="drop-me"))
+        if claim:
+            cluster.claim_fields(ref_of(created), uid=created["metadata"]["uid"])
+            assert set(cluster.managed[ref_of(created)]) == {(labels.FIELD_MANAGER, "Apply")}
+        after = cluster.apply(deployment("a", app="x"))
+        assert ("extra" in after["metadata"]["labels"]) is not claim
+
+
+def test_a_claim_is_for_one_object() -> None:
+    cluster = InMemoryCluster()
+    created = cluster.create(deployment("a"))
+    with pytest.raises(Replaced):
+        cluster.claim_fields(ref_of(created), uid="uid-of-another")

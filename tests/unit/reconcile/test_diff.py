@@ -6,7 +6,7 @@ from typing import Any
 
 from inferfleet.api import labels
 from inferfleet.kubedata import ObjectRef
-from inferfleet.reconcile import Apply, Delete, contains, diff
+from inferfleet.reconcile import Apply, Claim, Delete, contains, diff
 from inferfleet.reconcile import status as status_rules
 from tests.unit.render import plans
 
@@ -143,3 +143,32 @@ def test_ready_needs_an_updated_rollout_not_only_ready_pods() -> None:
     assert result({"readyReplicas": 2, "updatedReplicas": 2, "observedGeneration": 2})["status"] == "True"
     # A LeaderWorkerSet reports no observedGeneration.
     assert result({"readyReplicas": 2, "updatedReplicas": 2})["status"] == "True"
+
+
+def test_writes_to_owned_objects_carry_the_observed_uid() -> None:
+    """So one someone deleted and made again meanwhile is refused, not written."""
+    observed = workload("a", "t1", rv="4")
+    observed["metadata"]["uid"] = "u-a"
+    gone = workload("b", "old", rv="5")
+    gone["metadata"]["uid"] = "u-b"
+    actions = diff([workload("a", "t1", image="v2")], [observed, gone])
+    update, prune = actions
+    assert isinstance(update, Apply) and update.obj["metadata"]["uid"] == "u-a"
+    assert prune == Delete(ObjectRef("apps/v1", "Deployment", "ns", "b"), uid="u-b")
+    assert diff([workload("a", "t1")], [observed]) == []  # the carried uid is not drift
+
+
+def test_an_owned_object_created_but_not_claimed_is_claimed_before_it_is_written() -> None:
+    observed = workload("a", "t1", rv="4")
+    observed["metadata"] |= {
+        "uid": "u-a",
+        "managedFields": [
+            {"manager": labels.FIELD_MANAGER, "operation": "Update", "fieldsV1": {"f:spec": {}}},
+            {"manager": "kube-controller-manager", "operation": "Update", "subresource": "status"},
+        ],
+    }
+    actions = diff([workload("a", "t1", image="v2")], [observed])
+    assert [type(a).__name__ for a in actions] == ["Claim", "Apply"]
+    assert actions[0] == Claim(ObjectRef("apps/v1", "Deployment", "ns", "a"), "u-a")
+    observed["metadata"]["managedFields"][0]["operation"] = "Apply"
+    assert [type(a).__name__ for a in diff([workload("a", "t1", image="v2")], [observed])] == ["Apply"]

@@ -248,7 +248,7 @@ def test_restart_mid_reconcile_converges_without_duplicates() -> None:
     fresh = created()
     control = Control()
     control.submit(example())
-    control.cluster.inject("apply", TransientApiError("connection reset"), kind="Deployment")
+    control.cluster.inject("create", TransientApiError("connection reset"), kind="Deployment")
     with pytest.raises(kopf.TemporaryError):
         control.reconcile()
     assert len(owned(control)) < len(owned(fresh))
@@ -280,7 +280,7 @@ def test_conflicts_are_retried_with_growing_backoff() -> None:
 def test_refused_object_is_an_apply_failure_and_others_still_apply() -> None:
     control = Control()
     control.submit(example())
-    control.cluster.inject("apply", PermanentApiError("quota exceeded", 403), kind="PodDisruptionBudget")
+    control.cluster.inject("create", PermanentApiError("quota exceeded", 403), kind="PodDisruptionBudget")
     control.reconcile()
     degraded = control.condition("Degraded")
     assert (degraded["status"], degraded["reason"]) == ("True", labels.REASON_APPLY_FAILED)

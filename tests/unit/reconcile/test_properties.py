@@ -110,7 +110,9 @@ def _with_uid(service: InferenceService, uid: str | None) -> InferenceService:
 def test_diff_then_apply_then_diff_is_empty(case: tuple[InferenceService, Plan], data: st.DataObject) -> None:
     service, plan = case
     cluster = InMemoryCluster()
-    owner = cluster.user_apply(service.model_dump(by_alias=True, exclude_none=True, mode="json"))
+    body = service.model_dump(by_alias=True, exclude_none=True, mode="json")
+    body["metadata"].pop("uid", None)  # the API server refuses to create an object with a uid
+    owner = cluster.user_apply(body)
     service = _with_uid(service, str(owner["metadata"]["uid"]))
     desired = render(service, plan, SETTINGS)
     # A live state: some desired objects exist (some drifted, workloads scaled), and the
