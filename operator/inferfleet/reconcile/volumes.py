@@ -119,7 +119,8 @@ def ensure(wanted: NodeCacheVolume, observed: ObservedVolume, *, provision: bool
     if stale and _phase(volume) != "Bound":
         # Left by an earlier namespace of this name (another uid, so another tree): it can
         # never bind the new claim. The host directory stays on the nodes (Retain).
-        actions.append(Delete(wanted.volume_ref))
+        uid = str(((volume or {}).get("metadata") or {}).get("uid") or "") or None
+        actions.append(Delete(wanted.volume_ref, "replace the stale", uid=uid))
         volume = None
     elif stale:
         return VolumeVerdict(

@@ -124,8 +124,11 @@ def test_a_volume_left_by_an_earlier_namespace_of_the_same_name_is_replaced() ->
     old tree and can never bind the new claim; it is deleted (the old tree stays on the
     nodes, unreachable) and a volume of the new namespace's own tree is created."""
     old = {**wanted(uid="old-uid").persistent_volume(), "status": {"phase": "Released"}}
+    old["metadata"] = {**old["metadata"], "uid": "pv-uid-1"}
     verdict = ensure(wanted(), ObservedVolume(None, old, UID), provision=True)
     assert [type(a) for a in verdict.actions] == [Delete, Create, Create]
+    deleted = verdict.actions[0]
+    assert isinstance(deleted, Delete) and deleted.uid == "pv-uid-1"  # only the volume it saw
     created = verdict.actions[1]
     assert isinstance(created, Create) and created.obj["spec"]["hostPath"]["path"].endswith(UID)
 
