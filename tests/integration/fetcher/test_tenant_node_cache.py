@@ -228,13 +228,16 @@ def test_another_team_cannot_replace_a_model_or_evict_its_revisions(
     done = fetch(attacker_precache)
     assert done.returncode == 0, done.stderr
 
-    # A's next serving pod pins and loads A's own weights, and they still verify deeply.
+    # A's next serving pod: what its vLLM container loads (its model argument, through
+    # the pod's mounts) holds A's own weights.
     verified = victim_serving.run("cache-verify")
     assert verified.returncode == 0, verified.stderr
-    pin = victim_serving.translate(victim_serving.container("vllm"), "/run/inferfleet/pinned/model")
-    pinned = Path(pin).resolve()
-    assert _digest(pinned / weights) == hashlib.sha256(victim_files[weights]).hexdigest()
-    assert pinned.is_relative_to(tree(node, "team-a"))
+    vllm = victim_serving.container("vllm")
+    loaded = Path(victim_serving.translate(vllm, str(vllm["args"][0]))).resolve()
+    assert _digest(loaded / weights) == hashlib.sha256(victim_files[weights]).hexdigest(), (
+        "B replaced A's model"
+    )
+    assert loaded.is_relative_to(tree(node, "team-a"))
     # B's budget evicted only within B's own tree: A's revision is all there.
     deep = victim_precache.run(
         "fetch-model", drop=["--hold", "--gc-interval-s", "--budget-gib", "--node-root"]
@@ -292,3 +295,25 @@ def _attempts_refused(revision: Path) -> bool:
         except PermissionError:
             refused += 1
     return refused == 2
+
+
+def test_another_teams_tiny_budget_evicts_only_its_own_revisions(
+    node: Node, gated_hub: HubServer, tmp_path: Path
+) -> None:
+    gated_hub.state.repos["acme/public"] = FakeRepo("acme/public")
+    gated_hub.state.repos["acme/public"].add_commit(tiny_model_files(seed=12))
+    victim = service("team-a", f"hf://{GATED}", "hf-token")
+    victim_precache, _ = pods(victim, node, tmp_path / "a", {"hf-token": {"token": VICTIM_TOKEN}})
+    done = fetch(victim_precache)
+    assert done.returncode == 0, done.stderr
+    victim_revisions = sorted(node.root.rglob("revisions/*"))
+    assert victim_revisions
+
+    # B fetches its own model with a budget far below one revision: its garbage collector
+    # makes room in B's tree only (A's revision is not held: A's pre-cache pod is not
+    # running, the case an eviction would hit first).
+    attacker = service("team-b", "hf://acme/public", None, eviction={"budgetGiB": 0.000001})
+    attacker_precache, _ = pods(attacker, node, tmp_path / "b", {})
+    done = fetch(attacker_precache)
+    assert done.returncode == 0, done.stderr
+    assert all(revision.is_dir() for revision in victim_revisions), "B's budget evicted A's weights"
