@@ -12,24 +12,26 @@ from typing import Any
 
 import kopf
 
-from inferfleet.api import InferenceService, Problem
 from inferfleet.controller import admission
 from inferfleet.controller.reconciler import Reconciler
 from inferfleet.handlers import GVP, WEBHOOK_PLAN
-from inferfleet.render import checks
 
 
-@kopf.on.validate(*GVP, id=WEBHOOK_PLAN, operations=["CREATE", "UPDATE"])
+# ignore_failures: failurePolicy Ignore. The reconciler refuses every spec this refuses
+# (render.checks.refusals), so an unanswered call costs only the early news, never
+# safety; Fail would make every apply wait for a live operator (README "The webhook").
+# persistent: a replica shutting down leaves the webhook to the others (kopf would
+# otherwise remove it from the configuration on exit).
+@kopf.on.validate(
+    *GVP,
+    id=WEBHOOK_PLAN,
+    operations=["CREATE", "UPDATE"],
+    ignore_failures=True,
+    persistent=True,
+)
 def validate_plan(*, body: kopf.Body, memo: Any, warnings: list[str], **_: Any) -> None:
     reconciler: Reconciler = memo["reconciler"]
-    settings = reconciler.settings
-
-    def refusals(service: InferenceService, feasible: set[str] | None) -> list[Problem]:
-        if feasible is None:
-            return checks.catalog_problems(service, settings.catalogs())
-        return checks.render_problems(service, settings, feasible)
-
-    verdict = admission.review(dict(body), reconciler.planner, refusals)
+    verdict = admission.review(dict(body), reconciler.planner, reconciler.settings)
     warnings.extend(verdict.warnings)
     if verdict.rejection is not None:
         raise kopf.AdmissionError(verdict.rejection, code=422)

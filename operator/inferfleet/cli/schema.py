@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from inferfleet.api import safe_text
+from inferfleet.api import InferenceService, Plan, safe_text
 from inferfleet.api.crd import crd_yaml
 from inferfleet.cli.app import app, fail, load_services, load_settings, stderr, stdout
 
@@ -35,21 +35,40 @@ def validate(
 ) -> None:
     """Validate InferenceService documents; exit 2 naming each bad field and the rule it breaks.
 
-    Beyond the schema: GPU and model names the catalogs lack, a cache path outside the
-    operator's allowed root (INFERFLEET_CACHE_ALLOWED_ROOT), tiers without a placement, one
-    serving.image for GPUs of several vendors, a Gateway in another namespace the operator
-    does not allow (INFERFLEET_ALLOWED_GATEWAYS)."""
-    from inferfleet.render.checks import problems
+    The webhook's verdict (the reconciler refuses the same specs): beyond the schema, GPU
+    names the catalogs lack, a model the catalog lacks with no source a probe can read, a
+    spec no tier can serve, a cache path outside the operator's allowed root
+    (INFERFLEET_CACHE_ALLOWED_ROOT), tiers without a placement, one serving.image for GPUs
+    of several vendors, a Gateway in another namespace the operator does not allow
+    (INFERFLEET_ALLOWED_GATEWAYS). A model read by a probe Job is valid, with a warning:
+    nothing here reads its source."""
+    from inferfleet import planner
+    from inferfleet.controller import admission
+    from inferfleet.render import runtime
 
     settings = load_settings(catalog_file)
     services = load_services(file)
+
+    def plan(service: InferenceService) -> Plan:
+        return planner.plan_service(
+            service,
+            settings.catalogs(),
+            default_image=settings.vllm_image,
+            tier_images=runtime.tier_images(service, settings),
+        )
+
     found = 0
-    for service in services:
-        for problem in problems(service, settings):
+    judged = [(service, admission.judge(service, plan, settings)) for service in services]
+    for service, judgement in judged:
+        for problem in judgement.problems:
             found += 1
             line = safe_text.escape(f"{file}: {service.name}: {problem}")
             stderr.print(line, highlight=False, markup=False)
     if found:
         fail(f"{file}: cannot be deployed ({found} problem(s))")
-    for service in services:
+    for service, judgement in judged:
+        for warning in judgement.warnings:
+            stderr.print(
+                safe_text.escape(f"{file}: {service.name}: warning: {warning}"), highlight=False, markup=False
+            )
         stdout.print(f"{file}: {service.name}: valid", highlight=False, markup=False)

@@ -38,7 +38,7 @@ from inferfleet.reconcile.actions import Action
 from inferfleet.render import frontdoor as render_frontdoor
 from inferfleet.render import names as render_names
 from inferfleet.render import pod as render_pod
-from inferfleet.render.checks import render_problems
+from inferfleet.render.checks import refusals
 from inferfleet.render.routes import Observed
 from inferfleet.scaling import replan_mode
 
@@ -191,12 +191,15 @@ class Reconciler:
                 service = service.model_copy(update={"spec": spec})
             probe = self._model_probe(service, previous, observed, now)
             plan, invalid = self._plan(service, probe)
-            feasible = {tier.name for tier in plan.feasible_tiers} if plan is not None else set()
-            refused = render_problems(service, self.settings, feasible) if plan is not None else []
+            # The webhook's and `validate`'s verdict (render.checks.refusals): while the
+            # probe has not read the architecture, only what holds for every tier.
+            judged = None if probe.applies and probe.fetched is None else plan
+            refused = refusals(service, self.settings, judged) if plan is not None else []
             if refused:
-                # Never rendered: a cache path outside the allowed root, a GPU with no
-                # placement, one image for several vendors (render.checks). Existing
-                # workloads stay as they are, as for any invalid spec.
+                # Never rendered: an unknown GPU or unreadable model, a cache path outside
+                # the allowed root, a GPU with no placement, one image for several vendors
+                # (render.checks). Existing workloads stay as they are, as for any invalid
+                # spec.
                 plan = None
                 raise SpecInvalid(refused, f"{namespace}/{name}")
         except SpecInvalid as error:

@@ -2,26 +2,36 @@
 
 Field validation (api.spec) knows the spec alone. These checks also know the hardware
 and model catalogs (built-in plus catalog_file) and the operator's settings, and report
-each problem with the field path to fix:
+each problem with the field path to fix. `refusals` is the one verdict on a spec: the
+webhook (controller.admission), `inferfleet validate` and the reconciler all call it,
+so what one refuses the others refuse too (the reconciler with `Planned=False`,
+reason InvalidSpec).
 
 - `catalog_problems`: a GPU name no catalog has (and no inline definition), a model the
-  catalog lacks without an inline config. The planner marks such tiers infeasible; the
-  CLI's `validate` and the webhook refuse the spec outright.
+  catalog lacks without an inline config and without a source a probe Job can read
+  (`awaiting_source`: pvc:// and file:// are mounted only in serving pods; none at all
+  with fetch_model_config off).
 - `render_problems`: things that must never be rendered: a cache path outside the
   operator's allowed root, an eviction budget above the operator's per-namespace one, a
   GPU without node labels whose tier gives no placement of its own (its pods would fit
   any GPU node), one `serving.image` for tiers of different vendors, a vendor without a
   default image, scale to zero without a front door that holds requests (no Gateway, or
   a platform picker not declared to hold them), a Gateway in another namespace the
-  settings do not allow, a hostname the Gateway API would refuse. The reconciler refuses
-  the spec (InvalidSpec) before rendering; the CLI and the webhook refuse it too.
+  settings do not allow, a hostname the Gateway API would refuse.
+
+A model the catalog lacks is read by a probe Job in the tenant's namespace, with the
+tenant's credentials (reconcile.modelprobe); nothing in the operator's process reads it.
+So before that Job has run (at admission, in `validate`, while the probe runs) the
+architecture is unknown, and with it which tiers are feasible: `refusals(service,
+settings, None)` then judges what holds whatever the model is (the catalog, the spec's
+own settings), and each tier's own problems wait for the plan.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection
 
-from inferfleet.api import InferenceService, Problem
+from inferfleet.api import InferenceService, Plan, Problem
 from inferfleet.api.frontdoor import gateway_allowed, hostname_problem, render_hostname
 from inferfleet.api.host_paths import is_under
 from inferfleet.api.spec import NO_ACCELERATOR, InlineGpu
@@ -33,10 +43,45 @@ from inferfleet.catalog.placement import (
     tier_gpu,
 )
 from inferfleet.config import OperatorSettings
+from inferfleet.precache import probe
 from inferfleet.render import frontdoor, runtime
 
+INLINE_HINT = (
+    "give its architecture inline as spec.model.config (the keys of its config.json) plus "
+    "spec.model.parametersBillion"
+)
 
-def catalog_problems(service: InferenceService, catalogs: Catalogs) -> list[Problem]:
+
+def awaiting_source(service: InferenceService, settings: OperatorSettings) -> str | None:
+    """The source a probe Job reads the model's config.json from (`hf://<name>` when the
+    spec names none), or None when the architecture is known without it (catalog, inline)
+    or no probe can read it (then `catalog_problems` refuses the spec)."""
+    if not settings.fetch_model_config or not probe.needs_fetch(service, settings.catalogs()):
+        return None
+    return None if probe.unprobeable(service) is not None else probe.source_uri(service)
+
+
+def _model_problem(
+    service: InferenceService, settings: OperatorSettings, catalogs: Catalogs
+) -> Problem | None:
+    model = service.spec.model
+    if not probe.needs_fetch(service, catalogs):
+        return None
+    unknown = f"unknown model {model.name!r}: not in the model catalog"
+    if not settings.fetch_model_config:
+        return Problem(
+            "spec.model.name",
+            f"{unknown}, and this operator reads no model sources (Helm value serving.fetchModelConfig: "
+            f"false); {INLINE_HINT}",
+        )
+    refused = probe.unprobeable(service)
+    if refused is not None:
+        return Problem("spec.model.source", f"{unknown}, and {refused}; {INLINE_HINT}")
+    return None
+
+
+def catalog_problems(service: InferenceService, settings: OperatorSettings) -> list[Problem]:
+    catalogs = settings.catalogs()
     found: list[Problem] = []
     for index, tier in enumerate(service.spec.tiers):
         if isinstance(tier.gpu, str) and catalogs.gpu(tier.gpu) is None:
@@ -48,15 +93,9 @@ def catalog_problems(service: InferenceService, catalogs: Catalogs) -> list[Prob
                     "describe it inline as {name, memoryGiB, ...})",
                 )
             )
-    model = service.spec.model
-    if model.config is None and catalogs.model(model.name) is None:
-        found.append(
-            Problem(
-                "spec.model.name",
-                f"unknown model {model.name!r}: not in the model catalog; give its architecture inline as "
-                "spec.model.config (the keys of its config.json) plus spec.model.parametersBillion",
-            )
-        )
+    model = _model_problem(service, settings, catalogs)
+    if model is not None:
+        found.append(model)
     return found
 
 
@@ -246,6 +285,20 @@ def front_door_problems(service: InferenceService, settings: OperatorSettings) -
     return []
 
 
-def problems(service: InferenceService, settings: OperatorSettings) -> list[Problem]:
-    """Every catalog and render problem, catalog ones first."""
-    return [*catalog_problems(service, settings.catalogs()), *render_problems(service, settings)]
+def refusals(service: InferenceService, settings: OperatorSettings, plan: Plan | None) -> list[Problem]:
+    """Why the operator will not deploy this spec, each with its field path: the one verdict
+    the webhook, `inferfleet validate` and the reconciler share.
+
+    `plan`: the spec's plan; None while the model's architecture waits for its probe Job
+    (`awaiting_source`). The tiers' own render problems count for the tiers the plan
+    finds feasible (only those are rendered), for none without a plan."""
+    feasible = set() if plan is None else {tier.name for tier in plan.feasible_tiers}
+    return [*catalog_problems(service, settings), *render_problems(service, settings, feasible)]
+
+
+def deferred(service: InferenceService, settings: OperatorSettings) -> list[Problem]:
+    """The tiers' own problems `refusals` leaves for the plan while the architecture is
+    unknown: each refuses the spec once the probe finds its tier feasible."""
+    every = render_problems(service, settings)
+    now = set(map(str, render_problems(service, settings, set())))
+    return [problem for problem in every if str(problem) not in now]

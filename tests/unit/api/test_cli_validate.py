@@ -14,13 +14,16 @@ from tests.conftest import example_paths
 from tests.unit.api.samples import base_spec, document
 
 
-def _run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+def _run(
+    *args: str, stdin: str | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-c", "from inferfleet.cli import main; main()", *args],
         capture_output=True,
         text=True,
         input=stdin,
         check=False,
+        env={**os.environ, **(env or {})},
     )
 
 
@@ -69,17 +72,50 @@ def test_crd_command_prints_the_generated_crd() -> None:
     assert result.stdout == crd_yaml()
 
 
-def test_validate_names_an_unknown_gpu_and_model_with_field_paths(tmp_path: Path) -> None:
+def test_validate_names_an_unknown_gpu_and_unreadable_model_with_field_paths(tmp_path: Path) -> None:
     spec = base_spec()
     spec["model"]["name"] = "acme/unheard-of-7b"
     spec["tiers"][1]["gpu"] = "H1000"
     path = tmp_path / "unknown.yaml"
     path.write_text(yaml.safe_dump(document(spec)), encoding="utf-8")
-    result = _run("validate", "-f", str(path))
+    result = _run("validate", "-f", str(path), env={"INFERFLEET_FETCH_MODEL_CONFIG": "false"})
     assert result.returncode == 2
     assert "sample: spec.tiers[1].gpu: unknown GPU 'H1000'" in result.stderr
     assert "sample: spec.model.name: unknown model 'acme/unheard-of-7b'" in result.stderr
     assert "cannot be deployed (2 problem(s))" in result.stderr
+
+
+def test_validate_admits_a_model_a_probe_reads_and_says_so(tmp_path: Path) -> None:
+    """The operator reads config.json of a model the catalog lacks in a probe Job: valid,
+    with a warning naming where, and still refused for what holds for every tier."""
+    spec = base_spec()
+    spec["model"] = {"name": "acme/unheard-of-7b"}
+    path = tmp_path / "probed.yaml"
+    path.write_text(yaml.safe_dump(document(spec)), encoding="utf-8")
+    result = _run("validate", "-f", str(path))
+    assert result.returncode == 0, result.stderr
+    assert "sample: valid" in result.stdout
+    assert "hf://acme/unheard-of-7b@main by a probe Job" in result.stderr, result.stderr
+    spec["tiers"][1]["gpu"] = "H1000"
+    spec["model"]["source"] = "pvc://weights/unheard-of-7b"
+    path.write_text(yaml.safe_dump(document(spec)), encoding="utf-8")
+    result = _run("validate", "-f", str(path))
+    assert result.returncode == 2
+    assert "sample: spec.tiers[1].gpu: unknown GPU 'H1000'" in result.stderr
+    assert "sample: spec.model.source: unknown model" in result.stderr
+
+
+def test_validate_refuses_a_spec_no_tier_can_serve(tmp_path: Path) -> None:
+    spec = base_spec()
+    for tier in spec["tiers"]:
+        tier["gpu"] = {"name": "tiny", "memoryGiB": 2}
+        tier["gpusPerNode"] = 1
+        tier["nodeSelector"] = {"gpu": "tiny"}
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump(document(spec)), encoding="utf-8")
+    result = _run("validate", "-f", str(path))
+    assert result.returncode == 2
+    assert "sample: spec.tiers: no tier can serve" in result.stderr and "spec.tiers[0] (" in result.stderr
 
 
 def test_validate_checks_the_cache_root_the_operator_allows(tmp_path: Path) -> None:

@@ -343,6 +343,48 @@ def test_admission_denies_an_unknown_gpu_with_its_field_path() -> None:
     assert "spec.tiers[1].gpu: unknown GPU 'H1000'" in str(error.value)
 
 
+def test_admission_admits_a_model_its_probe_will_read_and_says_where() -> None:
+    """The webhook cannot read a tenant's source (a probe Job in the tenant's namespace
+    does, once the object exists): admitted, with a warning naming the source."""
+    control = Control()
+    body = example()
+    body["spec"]["model"] = {"name": "acme/uncatalogued-8b", "source": "s3://models/acme-8b"}
+    warnings: list[str] = []
+    admission_handlers.validate_plan(body=kopf.Body(body), memo=control.memo, warnings=warnings)
+    assert len(warnings) == 1, warnings
+    assert "s3://models/acme-8b@main by a probe Job in namespace" in warnings[0]
+    assert "status.modelSource" in warnings[0] and "ModelConfigRead" in warnings[0]
+    # What does not depend on the model is still refused.
+    body["spec"]["tiers"][1]["gpu"] = "H1000"
+    with pytest.raises(kopf.AdmissionError) as error:
+        admission_handlers.validate_plan(body=kopf.Body(body), memo=control.memo, warnings=[])
+    assert "spec.tiers[1].gpu: unknown GPU 'H1000'" in str(error.value)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda body: body["spec"]["tiers"][1].__setitem__("gpu", "H1000"),
+        lambda body: body["spec"].__setitem__("model", {"name": "acme/x", "source": "pvc://weights/x"}),
+    ],
+    ids=["unknown-gpu", "unprobeable-model"],
+)
+def test_what_the_webhook_refuses_the_reconciler_refuses(change: Any) -> None:
+    """One function judges both: the reconciler's Planned=False carries the webhook's words."""
+    control = created()
+    before = owned(control)
+    body = example()
+    change(body)
+    with pytest.raises(kopf.AdmissionError) as error:
+        admission_handlers.validate_plan(body=kopf.Body(body), memo=control.memo, warnings=[])
+    control.edit(change)
+    control.reconcile()
+    assert owned(control) == before  # nothing applied, nothing deleted
+    planned = control.condition("Planned")
+    assert (planned["status"], planned["reason"]) == ("False", labels.REASON_INVALID_SPEC)
+    assert str(error.value).split(": ", 1)[0] in planned["message"], (error.value, planned)
+
+
 def test_admission_denies_a_cache_path_outside_the_allowed_root() -> None:
     control = Control()
     body = example()

@@ -17,7 +17,7 @@ from inferfleet.api import InferenceService, labels, load_all
 from inferfleet.config import OperatorSettings
 from inferfleet.precache import workloads as cache_objects
 from inferfleet.render import render, runtime
-from inferfleet.render.checks import catalog_problems, problems, render_problems
+from inferfleet.render.checks import awaiting_source, catalog_problems, refusals, render_problems
 from inferfleet.render.lifecycle import READINESS_SCRIPT
 from tests.conftest import EXAMPLES_DIR
 from tests.toolkit import vllm_standin
@@ -172,18 +172,57 @@ def test_readiness_sends_the_api_key_and_still_checks_the_model(fake_vllm: int) 
 # ------------------------------------------------------------------ refused before rendering
 
 
-def test_unknown_gpu_and_model_are_problems_with_field_paths() -> None:
+def test_unknown_gpu_and_unreadable_model_are_problems_with_field_paths() -> None:
     service = plans.service(
         model={"name": "acme/never-heard-of-it"},
         tiers=[{"name": "a", "gpu": "L4"}, {"name": "b", "gpu": "H1000"}],
     )
-    found = {(p.path, p.message.split(":")[0]) for p in catalog_problems(service, SETTINGS.catalogs())}
+    no_sources = OperatorSettings(fetch_model_config=False)
+    found = {(p.path, p.message.split(":")[0]) for p in catalog_problems(service, no_sources)}
     assert found == {
         ("spec.tiers[1].gpu", "unknown GPU 'H1000'"),
         ("spec.model.name", "unknown model 'acme/never-heard-of-it'"),
     }
+    assert "serving.fetchModelConfig" in catalog_problems(service, no_sources)[1].message
     inline = plans.service(model={"name": "acme/x", "config": {"hidden_size": 64}, "parametersBillion": 1})
-    assert catalog_problems(inline, SETTINGS.catalogs()) == []
+    assert catalog_problems(inline, no_sources) == []
+
+
+def test_a_model_a_probe_can_read_is_no_problem_and_its_source_is_named() -> None:
+    """The operator reads config.json through a probe Job: hf:// (also implied by the
+    name) and s3:// are readable there, pvc:// and file:// are not."""
+    implied = plans.service(model={"name": "acme/never-heard-of-it"})
+    assert catalog_problems(implied, SETTINGS) == []
+    assert awaiting_source(implied, SETTINGS) == "hf://acme/never-heard-of-it"
+    s3 = plans.service(model={"name": "acme/x", "source": "s3://bucket/models/x"})
+    assert catalog_problems(s3, SETTINGS) == [] and awaiting_source(s3, SETTINGS) == "s3://bucket/models/x"
+    pvc = plans.service(model={"name": "acme/x", "source": "pvc://weights/x"})
+    (problem,) = catalog_problems(pvc, SETTINGS)
+    assert problem.path == "spec.model.source" and "mounted only in the pods" in problem.message
+    assert awaiting_source(pvc, SETTINGS) is None
+    catalogued = plans.service()
+    assert awaiting_source(catalogued, SETTINGS) is None
+    assert awaiting_source(implied, OperatorSettings(fetch_model_config=False)) is None
+
+
+def test_refusals_without_a_plan_judge_what_holds_for_every_tier() -> None:
+    """Before the probe has read the architecture, a spec-wide problem refuses, a tier's own
+    problem waits for the plan (its tier may turn out infeasible)."""
+    npu = {
+        "name": "npu",
+        "memoryGiB": 64,
+        "resourceName": "example.com/npu",
+        "nodeLabels": {"example.com/npu.product": "npu-1"},
+    }
+    service = plans.service(
+        model={"name": "acme/never-heard-of-it"},
+        tiers=[{"name": "n", "gpu": npu}],
+        cache={"nodePath": "/data/weights"},
+    )
+    assert [p.path for p in refusals(service, SETTINGS, None)] == ["spec.cache.nodePath"]
+    catalogued = plans.service(tiers=[{"name": "n", "gpu": npu}])
+    plan = planner.plan_service(catalogued, SETTINGS.catalogs())
+    assert [p.path for p in refusals(catalogued, SETTINGS, plan)] == ["spec.tiers[0].image"]
 
 
 def test_cache_path_must_lie_under_the_allowed_root() -> None:
@@ -252,7 +291,9 @@ def test_a_vendor_without_a_default_image_needs_one_named() -> None:
 def test_examples_have_no_problems() -> None:
     for path in sorted(EXAMPLES_DIR.glob("*.yaml")):
         for service in load_all(path.read_text(encoding="utf-8")):
-            assert problems(service, SETTINGS) == [], path.name
+            assert refusals(service, SETTINGS, None) == [], path.name
+            plan = planner.plan_service(service, SETTINGS.catalogs())
+            assert refusals(service, SETTINGS, plan) == [], path.name
 
 
 # ------------------------------------------------------------------ the fetcher's privileges
