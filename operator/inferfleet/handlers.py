@@ -35,7 +35,7 @@ import kopf
 from inferfleet.api import labels, safe_text
 from inferfleet.cluster import KubernetesCluster, TransientApiError, access
 from inferfleet.config import OperatorSettings
-from inferfleet.controller import certificates, leader, resync
+from inferfleet.controller import certificates, leader, resync, webhook_config
 from inferfleet.controller.passes import run_pass
 from inferfleet.controller.reconciler import Planner, Reconciler
 from inferfleet.controller.routes import GatewayRoutes
@@ -99,6 +99,10 @@ def make_planner(settings: OperatorSettings) -> Planner:
 
 
 def _configure_webhook(settings: kopf.OperatorSettings, memo: Any, port: int) -> None:
+    """Every replica serves the webhook (kopf's server, our paths only); its configuration
+    is the operator's own (controller.webhook_config), not kopf's: kopf would write one
+    replica's certificate alone into the caBundle, and remove the webhook whenever any
+    replica shut down."""
     host = memo.get("webhook_host")
     if not host:
         return  # webhook off: the operator still handles bad specs through conditions
@@ -120,8 +124,22 @@ def _configure_webhook(settings: kopf.OperatorSettings, memo: Any, port: int) ->
         pkeyfile=pkeyfile,
         cafile=cafile,
     )
-    # kopf creates/patches the ValidatingWebhookConfiguration with our CA bundle.
-    settings.admission.managed = access.WEBHOOK_CONFIGURATION
+    settings.admission.managed = None
+    memo["webhook_cafile"] = cafile
+
+
+def _start_webhook_registration(memo: Any, port: int) -> None:
+    cafile: Path | None = memo.get("webhook_cafile")
+    if cafile is None or memo.get("webhook_registration") is not None:
+        return
+    registration = webhook_config.Registration(
+        memo.get("cluster") or KubernetesCluster.from_environment(),
+        hook_name=f"{WEBHOOK_PLAN}.{access.WEBHOOK_CONFIGURATION}",
+        config=webhook_config.client_config(str(memo["webhook_host"]), port, f"/{WEBHOOK_PLAN}"),
+        cafile=cafile,
+    )
+    registration.start()
+    memo["webhook_registration"] = registration
 
 
 @kopf.on.startup()
@@ -137,6 +155,7 @@ def configure(*, settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
     # (it then serves the namespaces it was given, and the CRDs it found at startup).
     settings.scanning.disabled = not operator_settings.cluster_scanning
     _configure_webhook(settings, memo, operator_settings.webhook_port)
+    _start_webhook_registration(memo, operator_settings.webhook_port)
     if memo.get("reconciler") is None:
         cluster = memo.get("cluster") or KubernetesCluster.from_environment()
         # The Prometheus the autoscaler reads also tells what KV cache each engine allocated.
@@ -172,6 +191,10 @@ def stop_resync(*, memo: Any, **_: Any) -> None:
     loop: resync.Resync | None = memo.get("resync")
     if loop is not None:
         loop.stop()
+    # The other replicas go on serving; the last one out removes the webhook.
+    registration: webhook_config.Registration | None = memo.get("webhook_registration")
+    if registration is not None:
+        registration.stop()
     # Released here or by the autoscaler's cleanup, whichever runs first (idempotent).
     elector: leader.LeaderElector | None = memo.get("leader")
     if elector is not None:
@@ -229,6 +252,9 @@ def reconcile_parent(*, type: str | None, body: kopf.Body, memo: Any, logger: Lo
         logger.warning("parent %s not reconciled now (the resync loop retries): %s", parent, error)
 
 
+# Async, so kopf runs it on its event loop: a sync probe waits for a free worker of the
+# thread pool the reconcile passes run in, and during a cold start of 1,000 services
+# /healthz went unanswered for 115 s, until the liveness probe restarted the operator.
 @kopf.on.probe(id="reconcilePasses")
-def reconcile_passes(*, memo: Any, **_: Any) -> int:
+async def reconcile_passes(*, memo: Any, **_: Any) -> int:
     return int(memo.get("passes", 0))

@@ -1,15 +1,16 @@
-"""`inferfleet run`: the operator itself (kopf), with HA peering and JSON logs.
+"""`inferfleet run`: the operator itself (kopf), with leader election and JSON logs.
 
-With peering (not `--standalone`) two mechanisms share the work between replicas:
-kopf's peering pauses kopf's handlers on all but one replica, and a Lease named like
-the peering object, in the pod's namespace, elects the one replica whose background
-loops (autoscaler, resync) act (`controller.leader`).
+Without `--standalone`, one coordination.k8s.io/v1 Lease named `--peering` (in the pod's
+namespace) elects the replica that works: kopf's resource handlers run there only (the
+others' watch streams are paused, `controller.kopf_gate`), and so do the background
+loops (autoscaler, resync; `controller.leader`). kopf itself runs standalone on every
+replica, without its own peering, so every replica serves the admission webhook and
+/healthz. `--standalone` runs no election: one replica only.
 """
 
 from __future__ import annotations
 
 import importlib
-import random
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
@@ -25,9 +26,6 @@ HANDLER_MODULES: tuple[str, ...] = ("inferfleet.handlers", "inferfleet.autoscale
 # handlers without one.
 WEBHOOK_HANDLER_MODULES: tuple[str, ...] = ("inferfleet.admission_handlers",)
 
-# Peering priorities are drawn from this range when not given: two replicas with equal
-# priority would both pause, so each picks its own; the highest one works.
-PRIORITY_RANGE = (1, 1_000_000)
 # Where the liveness, metrics and webhook servers listen: every interface in a pod.
 DEFAULT_BIND_ADDRESS = "0.0.0.0"
 
@@ -39,8 +37,8 @@ class RunOptions:
     clusterwide: bool
     namespaces: tuple[str, ...]
     liveness_endpoint: str
+    # The leader-election Lease's name (the flag kept its name from kopf's peering).
     peering_name: str
-    priority: int
     standalone: bool
     webhook_host: str | None
     webhook_cert_dir: Path | None
@@ -55,7 +53,6 @@ def decide_options(
     namespaces: list[str],
     all_namespaces: bool,
     peering: str,
-    priority: int | None,
     standalone: bool,
     webhook_host: str | None,
     webhook_cert_dir: Path | None,
@@ -70,7 +67,6 @@ def decide_options(
         namespaces=chosen,
         liveness_endpoint=f"http://{bind_address}:{settings.liveness_port}/healthz",
         peering_name=peering,
-        priority=priority if priority is not None else random.randint(*PRIORITY_RANGE),
         standalone=standalone,
         webhook_host=webhook_host,
         webhook_cert_dir=webhook_cert_dir,
@@ -92,7 +88,8 @@ def start(options: RunOptions, settings: OperatorSettings) -> None:
         log_format=kopf.LogFormat.JSON if options.json_logs else kopf.LogFormat.FULL,
         log_refkey="k8s" if options.json_logs else None,
     )
-    from inferfleet.controller.leader import LeaseConfig
+    from inferfleet.controller import kopf_gate
+    from inferfleet.controller.leader import LeaseConfig, memo_gate
 
     for module in handler_modules(options):
         importlib.import_module(module)
@@ -103,26 +100,25 @@ def start(options: RunOptions, settings: OperatorSettings) -> None:
         bind_address=options.bind_address,
         # The resync and autoscaler loops list InferenceServices where kopf watches them.
         namespaces=options.namespaces,
-        # One replica alone needs no election; otherwise the Lease shares the peering name.
+        # One replica alone needs no election.
         leader_election=None if options.standalone else LeaseConfig.from_environment(options.peering_name),
     )
+    if not options.standalone:
+        kopf_gate.install(memo_gate(memo))
     kopf.run(memo=memo, **kopf_run_arguments(options))
 
 
 def kopf_run_arguments(options: RunOptions) -> dict[str, Any]:
-    """`kopf.run`'s peering and scope arguments.
+    """`kopf.run`'s scope arguments: always standalone, without kopf's peering.
 
-    A peering name makes kopf's peering mandatory, and a standalone operator has no
-    peering object to find: kopf would pause every watch for ever ("peering CRD is
-    missing"). So a standalone run names no peering at all.
-    """
+    A peering name would make kopf's peering mandatory, a second election beside the
+    Lease (see the module docstring)."""
     return {
         "clusterwide": options.clusterwide,
         "namespaces": options.namespaces,
         "liveness_endpoint": options.liveness_endpoint,
-        "peering_name": None if options.standalone else options.peering_name,
-        "priority": options.priority,
-        "standalone": options.standalone,
+        "peering_name": None,
+        "standalone": True,
     }
 
 
@@ -134,11 +130,13 @@ def run_command(  # noqa: PLR0917 - typer maps each option to a parameter
     all_namespaces: Annotated[
         bool, typer.Option("--all-namespaces", "-A", help="Watch every namespace (cluster-wide).")
     ] = False,
-    peering: Annotated[str, typer.Option(help="KopfPeering object shared by the operator's replicas.")] = (
-        "inferfleet"
-    ),
-    priority: Annotated[int | None, typer.Option(help="Peering priority; random when not given.")] = None,
-    standalone: Annotated[bool, typer.Option(help="No peering: only for a single replica.")] = False,
+    peering: Annotated[
+        str, typer.Option(help="Name of the leader-election Lease the replicas share (pod's namespace).")
+    ] = "inferfleet",
+    priority: Annotated[
+        int | None, typer.Option(hidden=True, help="Ignored: kopf's peering priorities are not used.")
+    ] = None,
+    standalone: Annotated[bool, typer.Option(help="No leader election: only for a single replica.")] = False,
     webhook_host: Annotated[
         str | None, typer.Option(help="DNS name the API server reaches the webhook at; none = no webhook.")
     ] = None,
@@ -151,6 +149,7 @@ def run_command(  # noqa: PLR0917 - typer maps each option to a parameter
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
 ) -> None:
     """Run the operator: reconcile InferenceServices into vLLM workloads until stopped."""
+    del priority  # accepted so that older command lines still start
     try:
         settings = OperatorSettings.from_env()
         options = decide_options(
@@ -158,7 +157,6 @@ def run_command(  # noqa: PLR0917 - typer maps each option to a parameter
             namespaces=namespace or [],
             all_namespaces=all_namespaces,
             peering=peering,
-            priority=priority,
             standalone=standalone,
             webhook_host=webhook_host,
             webhook_cert_dir=webhook_cert_dir,

@@ -82,6 +82,14 @@ ROLE_BINDING = Resource("rbac.authorization.k8s.io/v1", "RoleBinding", "rolebind
 INFERENCE_SERVICE = Resource(labels.API_VERSION, labels.KIND, labels.PLURAL)
 # Leader election among the operator's replicas (controller.leader), in its own namespace.
 LEASE = Resource("coordination.k8s.io/v1", "Lease", "leases")
+# The admission webhook's configuration (controller.webhook_config): every replica adds its
+# certificate to the caBundle with a conditional PUT.
+VALIDATING_WEBHOOK_CONFIGURATION = Resource(
+    "admissionregistration.k8s.io/v1",
+    "ValidatingWebhookConfiguration",
+    "validatingwebhookconfigurations",
+    namespaced=False,
+)
 # No Secret appears here: a tenant's credentials reach only the pods that use them, the
 # config.json probe's among them (precache.probe); the operator never reads one.
 
@@ -119,6 +127,7 @@ PERMISSIONS: dict[Resource, frozenset[Operation]] = {
     ROLE: _OWNED,
     ROLE_BINDING: _OWNED,
     LEASE: frozenset({Operation.GET, Operation.CREATE, Operation.UPDATE}),
+    VALIDATING_WEBHOOK_CONFIGURATION: frozenset({Operation.GET, Operation.CREATE, Operation.UPDATE}),
     PERSISTENT_VOLUME: frozenset({Operation.GET, Operation.CREATE, Operation.DELETE}),
     PERSISTENT_VOLUME_CLAIM: frozenset({Operation.GET, Operation.CREATE}),
     NAMESPACE: frozenset({Operation.GET}),
@@ -151,20 +160,15 @@ class ApiCall(NamedTuple):
 
 
 # Calls kopf itself makes on the operator's behalf (watching, progress annotations,
-# peering, events, admission-webhook registration); they go through kopf's own client,
-# not this port, so they are declared here by hand from kopf's documented RBAC needs.
+# events); they go through kopf's own client, not this port, so they are declared here by
+# hand from kopf's documented RBAC needs. kopf runs standalone (no peering: the Lease is
+# the one election, controller.kopf_gate) and manages no webhook configuration (the
+# operator does, controller.webhook_config).
 _FRAMEWORK_CALLS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     (labels.GROUP, labels.PLURAL, ("get", "list", "watch", "patch")),
     ("apiextensions.k8s.io", "customresourcedefinitions", ("list", "watch")),
     ("", "namespaces", ("list", "watch")),
-    ("kopf.dev", "kopfpeerings", ("get", "list", "watch", "patch")),
-    ("kopf.dev", "clusterkopfpeerings", ("get", "list", "watch", "patch")),
     ("", "events", ("create",)),
-    ("admissionregistration.k8s.io", "validatingwebhookconfigurations", ("create", "patch")),
-    # kopf's webhook management runs a validating and a mutating configuration manager
-    # whenever it manages webhooks, and the latter creates its (empty) configuration too:
-    # without the grant it fails with 403 at startup (seen against a real API server).
-    ("admissionregistration.k8s.io", "mutatingwebhookconfigurations", ("create", "patch")),
 )
 
 
@@ -177,15 +181,15 @@ _DELEGATED_CALLS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("inference.networking.x-k8s.io", "inferenceobjectives", ("get", "list", "watch")),
     ("inference.networking.x-k8s.io", "inferencemodelrewrites", ("get", "list", "watch")),
 )
-# The ValidatingWebhookConfiguration kopf creates and patches (handlers._configure_webhook).
+# The ValidatingWebhookConfiguration the replicas register in (controller.webhook_config).
 WEBHOOK_CONFIGURATION = f"validate.{labels.GROUP}"
 # Calls the chart narrows to one object by name (RBAC resourceNames), and whose name:
 # the webhook configuration above, and the leader-election Lease, which is named like
 # the peering object (`--peering`; "<peering>" here). A create cannot be narrowed so: the
 # API server authorises it before the object, and so its name, exists.
 NAMED_CALLS: dict[tuple[str, str, str], str] = {
-    ("admissionregistration.k8s.io", "validatingwebhookconfigurations", "patch"): WEBHOOK_CONFIGURATION,
-    ("admissionregistration.k8s.io", "mutatingwebhookconfigurations", "patch"): WEBHOOK_CONFIGURATION,
+    ("admissionregistration.k8s.io", "validatingwebhookconfigurations", "get"): WEBHOOK_CONFIGURATION,
+    ("admissionregistration.k8s.io", "validatingwebhookconfigurations", "update"): WEBHOOK_CONFIGURATION,
     (LEASE.group, LEASE.plural, "get"): "<peering>",
     (LEASE.group, LEASE.plural, "update"): "<peering>",
 }

@@ -70,7 +70,6 @@ def options(**overrides: object) -> run_cli.RunOptions:
         "namespaces": [],
         "all_namespaces": False,
         "peering": "inferfleet",
-        "priority": None,
         "standalone": False,
         "webhook_host": None,
         "webhook_cert_dir": None,
@@ -80,13 +79,13 @@ def options(**overrides: object) -> run_cli.RunOptions:
     return run_cli.decide_options(OperatorSettings(namespaces=("from-env",)), **arguments)  # type: ignore[arg-type]
 
 
-def test_standalone_run_names_no_peering_so_kopf_never_waits_for_one() -> None:
-    # kopf.run(peering_name=...) makes peering mandatory; with --standalone there is no
-    # peering object, and kopf paused every watch for ever (seen on a real API server).
-    standalone = run_cli.kopf_run_arguments(options(standalone=True))
-    assert standalone["standalone"] is True and standalone["peering_name"] is None
-    peered = run_cli.kopf_run_arguments(options(peering="ha"))
-    assert peered["standalone"] is False and peered["peering_name"] == "ha"
+def test_kopf_never_runs_its_own_peering() -> None:
+    # One election (the Lease, controller.kopf_gate): kopf's peering would be a second
+    # one, and kopf.run(peering_name=...) makes it mandatory.
+    for chosen in (options(standalone=True), options(peering="ha")):
+        arguments = run_cli.kopf_run_arguments(chosen)
+        assert arguments["standalone"] is True and arguments["peering_name"] is None
+    assert options(peering="ha").peering_name == "ha" and not options(peering="ha").standalone
 
 
 def test_run_namespaces_flags_win_over_settings() -> None:
@@ -102,8 +101,6 @@ def test_run_peering_liveness_and_json_logs() -> None:
     chosen = options()
     assert chosen.liveness_endpoint == "http://0.0.0.0:8080/healthz"
     assert chosen.json_logs and chosen.peering_name == "inferfleet" and not chosen.standalone
-    assert run_cli.PRIORITY_RANGE[0] <= chosen.priority <= run_cli.PRIORITY_RANGE[1]
-    assert options(priority=7).priority == 7
     # Off a pod (the e2e suite, a laptop) the servers stay on loopback.
     local = options(bind_address="127.0.0.1")
     assert local.liveness_endpoint == "http://127.0.0.1:8080/healthz" and local.bind_address == "127.0.0.1"
