@@ -69,8 +69,8 @@ fails when the two drift. No wildcards. "namespacedRules" are granted per watche
 namespace (Role) or cluster-wide (ClusterRole); "clusterRules" cover cluster-scoped
 resources and live in the ClusterRole (none at all with rbac.namespaceOnly);
 "leaderElectionRules" are granted in the release namespace only (a Role), where the
-Lease lives. Each rule appears only when the feature needing it is on: peering and
-leader election with more than one replica, the webhook's configuration with
+Lease lives. Each rule appears only when the feature needing it is on: leader
+election with more than one replica, the webhook's configuration with
 webhook.enabled, `patch pods` with scaling.podDeletionCost. Where the API server can
 narrow a verb to one object (get/patch/update by name), resourceNames do; `create`
 cannot be narrowed that way (the name is not known when it is authorised).
@@ -167,17 +167,11 @@ cannot be narrowed that way (the name is not known when it is authorised).
 - apiGroups: [""]
   resources: [events]
   verbs: [create]
-{{- if and (include "inferfleet.peeringEnabled" .) .Values.watchNamespaces }}
-# kopf peering (namespaced mode): one active replica per namespace.
-- apiGroups: [kopf.dev]
-  resources: [kopfpeerings]
-  verbs: [get, list, watch, patch]
-{{- end }}
 {{- end }}
 
 {{- define "inferfleet.leaderElectionRules" -}}
-# Leader election: the replica holding this Lease runs the autoscaler and resync loops.
-# It is named like the peering object; only creating it cannot be limited to that name.
+# Leader election: the replica holding this Lease reconciles, autoscales and resyncs.
+# It is named by peering.name; only creating it cannot be limited to that name.
 - apiGroups: [coordination.k8s.io]
   resources: [leases]
   verbs: [create]
@@ -205,22 +199,15 @@ cannot be narrowed that way (the name is not known when it is authorised).
   verbs: [get, create, delete]
 {{- end }}
 {{- if .Values.webhook.enabled }}
-# kopf registers the validating admission webhook: it creates the configuration once
-# (a create cannot be limited by name) and afterwards patches only that one object.
-# Its webhook management also creates and patches an (empty) mutating configuration of
-# the same name: without that grant kopf gets 403 at startup.
+# Each replica registers its certificate in the validating webhook's configuration: it
+# creates it when missing (a create cannot be limited by name) and otherwise reads and
+# replaces only that one object (conditional on its resourceVersion).
 - apiGroups: [admissionregistration.k8s.io]
-  resources: [validatingwebhookconfigurations, mutatingwebhookconfigurations]
+  resources: [validatingwebhookconfigurations]
   verbs: [create]
 - apiGroups: [admissionregistration.k8s.io]
-  resources: [validatingwebhookconfigurations, mutatingwebhookconfigurations]
+  resources: [validatingwebhookconfigurations]
   resourceNames: [validate.inferfleet.dev]
-  verbs: [patch]
-{{- end }}
-{{- if and (include "inferfleet.peeringEnabled" .) (not .Values.watchNamespaces) }}
-# kopf peering (cluster mode): one active replica.
-- apiGroups: [kopf.dev]
-  resources: [clusterkopfpeerings]
-  verbs: [get, list, watch, patch]
+  verbs: [get, update]
 {{- end }}
 {{- end }}

@@ -87,7 +87,6 @@ def test_bad_values_are_rejected_with_messages_naming_each_key() -> None:
         {"extraEnv": [{"name": "INFERFLEET_HEADROOM", "value": "9"}]},
         {"image": {"digest": "latest"}},
         {"scaling": {"headroomm": 0.1}},
-        {"replicaCount": 2, "webhook": {"enabled": True}},  # replicas would each self-sign
     ],
 )
 def test_schema_rejects_single_bad_values(override: dict[str, Any]) -> None:
@@ -138,18 +137,35 @@ def test_every_value_is_documented() -> None:
 # ---------------------------------------------------------------- rendered objects
 
 
-def test_default_render_is_one_standalone_operator(default_objects: list[dict[str, Any]]) -> None:
+def test_default_render_is_highly_available_with_the_webhook(default_objects: list[dict[str, Any]]) -> None:
+    """Two replicas, one elected by the Lease; every replica serves the webhook."""
     kinds = sorted(obj["kind"] for obj in default_objects)
-    assert kinds == ["ClusterRole", "ClusterRoleBinding", "Deployment", "Service", "ServiceAccount"]
+    assert kinds == [
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Deployment",
+        "PodDisruptionBudget",
+        "Role",
+        "RoleBinding",
+        "Service",
+        "Service",
+        "ServiceAccount",
+        "ValidatingWebhookConfiguration",
+    ]
     deployment = one(default_objects, "Deployment")
-    assert deployment["spec"]["replicas"] == 1
-    assert deployment["spec"]["strategy"]["type"] == "Recreate"
+    assert deployment["spec"]["replicas"] == 2
+    assert deployment["spec"]["strategy"]["type"] == "RollingUpdate"
+    args = operator_container(default_objects)["args"]
+    assert args[:2] == ["run", "--peering=inferfleet"]
+    assert f"--webhook-host=inferfleet-webhook.{NAMESPACE}.svc" in args
+    assert not any(a.startswith("--webhook-cert-dir") for a in args)  # each replica its own
+    single = operator_container(render({"replicaCount": 1}))["args"]
+    assert single[:2] == ["run", "--standalone"]
     container = operator_container(default_objects)
     assert container["command"] == ["inferfleet"]
-    assert container["args"] == ["run", "--standalone"]
     assert container["image"] == "ghcr.io/inferfleet/inferfleet:0.1.0"
     for obj in default_objects:
-        if obj["kind"] not in {"ClusterRole", "ClusterRoleBinding"}:
+        if obj["kind"] not in {"ClusterRole", "ClusterRoleBinding", "ValidatingWebhookConfiguration"}:
             assert obj["metadata"]["namespace"] == NAMESPACE
 
 
@@ -275,20 +291,24 @@ def test_prometheus_token_is_a_mounted_file_never_an_env_value(full_objects: lis
     assert token_file.startswith(mount["mountPath"] + "/")
 
 
-def test_two_replicas_run_kopf_peering(full_objects: list[dict[str, Any]]) -> None:
+def test_two_replicas_elect_one_leader_and_spread(full_objects: list[dict[str, Any]]) -> None:
     deployment = one(full_objects, "Deployment")
     assert deployment["spec"]["replicas"] == 2
     assert operator_container(full_objects)["args"][:2] == ["run", "--peering=inferfleet-ha"]
-    peerings = by_kind(full_objects, "KopfPeering")
-    assert sorted(p["metadata"]["namespace"] for p in peerings) == ["ml-batch", "ml-serving"]
-    assert {p["metadata"]["name"] for p in peerings} == {"inferfleet-ha"}
-    assert by_kind(full_objects, "ClusterKopfPeering") == []
+    # One election (the Lease): no kopf peering object of either kind.
+    assert by_kind(full_objects, "KopfPeering") == [] == by_kind(full_objects, "ClusterKopfPeering")
     assert one(full_objects, "PodDisruptionBudget")["spec"]["maxUnavailable"] == 1
     clustered = render({"replicaCount": 2})
-    assert [p["metadata"]["name"] for p in by_kind(clustered, "ClusterKopfPeering")] == ["inferfleet"]
-    assert operator_container(clustered)["args"] == ["run", "--peering=inferfleet"]
-    affinity = one(clustered, "Deployment")["spec"]["template"]["spec"]["affinity"]
-    assert "podAntiAffinity" in affinity
+    assert operator_container(clustered)["args"][:2] == ["run", "--peering=inferfleet"]
+    pod = one(clustered, "Deployment")["spec"]["template"]["spec"]
+    assert "podAntiAffinity" in pod["affinity"]
+    spread = {c["topologyKey"]: c for c in pod["topologySpreadConstraints"]}
+    assert set(spread) == {"topology.kubernetes.io/zone", "kubernetes.io/hostname"}
+    assert {c["whenUnsatisfiable"] for c in spread.values()} == {"ScheduleAnyway"}
+    assert (
+        "topologySpreadConstraints"
+        not in one(render({"replicaCount": 1}), "Deployment")["spec"]["template"]["spec"]
+    )
 
 
 def test_webhook_is_served_behind_a_service_with_a_shared_certificate(
@@ -310,20 +330,21 @@ def test_webhook_is_served_behind_a_service_with_a_shared_certificate(
     volume = next(v for v in pod["volumes"] if v["name"] == mount["name"])
     assert volume["secret"]["secretName"] == certificate["spec"]["secretName"]
     assert one(full_objects, "Issuer")["spec"] == {"selfSigned": {}}
-    default_args = operator_container(render())["args"]
-    assert not any(a.startswith("--webhook") for a in default_args)
+    off_args = operator_container(render({"webhook": {"enabled": False}}))["args"]
+    assert not any(a.startswith("--webhook") for a in off_args)
 
 
-def test_release_holds_the_webhook_configurations_kopf_fills_in(full_objects: list[dict[str, Any]]) -> None:
-    # Owned by the release so that uninstall removes them; empty so that neither an install
-    # nor an upgrade touches the webhooks kopf patches in (named as the operator patches).
-    for kind in ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"):
-        configuration = one(full_objects, kind)
-        assert configuration["metadata"]["name"] == access.WEBHOOK_CONFIGURATION
-        assert "webhooks" not in configuration
-        assert configuration["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "Helm"
-    assert not by_kind(render(), "ValidatingWebhookConfiguration")
-    assert not by_kind(render(), "MutatingWebhookConfiguration")
+def test_release_holds_the_webhook_configuration_the_replicas_fill_in(
+    full_objects: list[dict[str, Any]],
+) -> None:
+    # Owned by the release so that uninstall removes it; empty so that neither an install
+    # nor an upgrade touches the webhook the replicas write (controller.webhook_config).
+    configuration = one(full_objects, "ValidatingWebhookConfiguration")
+    assert configuration["metadata"]["name"] == access.WEBHOOK_CONFIGURATION
+    assert "webhooks" not in configuration
+    assert configuration["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "Helm"
+    assert not by_kind(full_objects, "MutatingWebhookConfiguration")
+    assert not by_kind(render({"webhook": {"enabled": False}}), "ValidatingWebhookConfiguration")
 
 
 def test_metrics_service_and_service_monitor_select_the_operator(full_objects: list[dict[str, Any]]) -> None:

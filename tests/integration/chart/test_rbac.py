@@ -2,10 +2,11 @@
 
 `inferfleet.cluster.API_CALLS` is derived from the cluster port's access table (every
 call the code makes goes through it) plus kopf's own calls. The chart grants exactly
-that set; the only calls it leaves out are the peering kinds of the mode not in use
-(no peering object at all with one replica) and, with one replica, the leader-election
-Lease. The Lease lives in the release namespace, so its rule is a Role there, never a
-cluster-wide grant.
+that set; the only calls it leaves out are those of features turned off: with one
+replica the leader-election Lease, without the webhook its configuration, without
+scaling.podDeletionCost patching pods. kopf runs without its own peering (the Lease is
+the one election), so no kopf peering kind is granted in any mode. The Lease lives in
+the release namespace, so its rule is a Role there, never a cluster-wide grant.
 """
 
 from __future__ import annotations
@@ -29,11 +30,7 @@ CLUSTER_SCOPED = {
     ("", "persistentvolumes"),
     ("apiextensions.k8s.io", "customresourcedefinitions"),
     ("admissionregistration.k8s.io", "validatingwebhookconfigurations"),
-    ("admissionregistration.k8s.io", "mutatingwebhookconfigurations"),
-    ("kopf.dev", "clusterkopfpeerings"),
 }
-CLUSTER_PEERING = ("kopf.dev", "clusterkopfpeerings")
-NAMESPACED_PEERING = ("kopf.dev", "kopfpeerings")
 LEASES = ("coordination.k8s.io", "leases")
 WATCHED = ["ml-serving", "ml-batch"]
 LEADER_ELECTION_ROLE = "inferfleet-leader-election"
@@ -115,14 +112,12 @@ def check_leader_election(objects: list[dict[str, Any]], peering: bool) -> set[C
 
 EXPECTED = expand(API_CALLS)
 WEBHOOK_CONFIGURATIONS = ("admissionregistration.k8s.io", "validatingwebhookconfigurations")
-# kopf's webhook management also creates and patches a (empty) mutating configuration.
-MUTATING_CONFIGURATIONS = ("admissionregistration.k8s.io", "mutatingwebhookconfigurations")
 PATCH_PODS: Call = ("", "pods", "patch")
-# Off by default, so their rules are absent: the webhook's registration, and patch pods
-# (only scaling.podDeletionCost annotates pods).
-DEFAULT_OFF = {c for c in EXPECTED if (c[0], c[1]) in (WEBHOOK_CONFIGURATIONS, MUTATING_CONFIGURATIONS)} | {
-    PATCH_PODS
-}
+# Off by default, so its rule is absent: patch pods (only scaling.podDeletionCost
+# annotates pods).
+DEFAULT_OFF = {PATCH_PODS}
+# What a namespace-only install cannot have: the webhook's configuration is cluster-scoped.
+NO_WEBHOOK = {"webhook": {"enabled": False}}
 
 
 def minus(calls: set[Call], removed: set[Call]) -> set[Call]:
@@ -138,7 +133,7 @@ def test_api_calls_name_no_wildcards() -> None:
     [
         None,
         {"replicaCount": 2, "watchNamespaces": WATCHED},
-        {"watchNamespaces": WATCHED, "rbac": {"namespaceOnly": True}},
+        {"watchNamespaces": WATCHED, "rbac": {"namespaceOnly": True}, **NO_WEBHOOK},
         {"serving": {"fetchModelConfig": False}},
     ],
     ids=["cluster-wide", "watched", "namespace-only", "no-model-config"],
@@ -158,10 +153,10 @@ def test_no_install_mode_grants_any_secret_or_configmap(values: dict[str, Any] |
 @pytest.mark.parametrize(
     ("values", "unused"),
     [
-        (None, [CLUSTER_PEERING, NAMESPACED_PEERING, LEASES]),
-        ({"replicaCount": 2}, [NAMESPACED_PEERING]),
+        ({"replicaCount": 1}, [LEASES]),
+        (None, []),
     ],
-    ids=["standalone", "peering"],
+    ids=["standalone", "leader-election"],
 )
 def test_cluster_mode_grants_exactly_the_api_calls(
     values: dict[str, Any] | None, unused: list[tuple[str, str]]
@@ -187,8 +182,8 @@ def test_cluster_mode_grants_exactly_the_api_calls(
 
 @pytest.mark.parametrize(
     ("replicas", "unused"),
-    [(1, [CLUSTER_PEERING, NAMESPACED_PEERING, LEASES]), (2, [CLUSTER_PEERING])],
-    ids=["standalone", "peering"],
+    [(1, [LEASES]), (2, [])],
+    ids=["standalone", "leader-election"],
 )
 def test_namespaced_mode_grants_roles_only_in_watched_namespaces(
     replicas: int, unused: list[tuple[str, str]]
@@ -225,27 +220,31 @@ def test_rbac_can_be_left_to_the_platform_team() -> None:
 
 def test_features_add_exactly_their_rules() -> None:
     """The webhook's registration and patch pods appear only with their feature, narrowed."""
-    objects = render({"webhook": {"enabled": True}, "scaling": {"podDeletionCost": True}})
+    objects = render({"replicaCount": 1, "scaling": {"podDeletionCost": True}})
     (role,) = by_kind(objects, "ClusterRole")
     calls = rule_calls(role["rules"])
-    assert calls == without(EXPECTED, CLUSTER_PEERING, NAMESPACED_PEERING, LEASES)
-    # The webhook's configuration: created once, patched only by its name.
-    assert only(named_rules(objects), WEBHOOK_CONFIGURATIONS, MUTATING_CONFIGURATIONS) == {
-        ("admissionregistration.k8s.io", "validatingwebhookconfigurations", "patch"),
-        ("admissionregistration.k8s.io", "mutatingwebhookconfigurations", "patch"),
+    assert calls == without(EXPECTED, LEASES)
+    # The webhook's configuration: created once, read and replaced only by its name.
+    assert only(named_rules(objects), WEBHOOK_CONFIGURATIONS) == {
+        ("admissionregistration.k8s.io", "validatingwebhookconfigurations", "get"),
+        ("admissionregistration.k8s.io", "validatingwebhookconfigurations", "update"),
     }
     assert PATCH_PODS in calls
+    (off,) = by_kind(render({"replicaCount": 1, **NO_WEBHOOK}), "ClusterRole")
+    assert rule_calls(off["rules"]) == without(EXPECTED, LEASES, WEBHOOK_CONFIGURATIONS) - DEFAULT_OFF
 
 
-@pytest.mark.parametrize("replicas", [1, 2], ids=["standalone", "peering"])
+@pytest.mark.parametrize("replicas", [1, 2], ids=["standalone", "leader-election"])
 def test_namespace_only_mode_grants_nothing_cluster_wide(replicas: int) -> None:
     """Roles in the watched namespaces and the release namespace: no ClusterRole at all."""
-    objects = render({"replicaCount": replicas, "watchNamespaces": WATCHED, "rbac": {"namespaceOnly": True}})
+    objects = render(
+        {"replicaCount": replicas, "watchNamespaces": WATCHED, "rbac": {"namespaceOnly": True}, **NO_WEBHOOK}
+    )
     assert by_kind(objects, "ClusterRole") == [] and by_kind(objects, "ClusterRoleBinding") == []
     leases = check_leader_election(objects, peering=replicas > 1)
     roles = split_roles(objects)[1]
     assert sorted(r["metadata"]["namespace"] for r in roles) == sorted(WATCHED)
-    unused = [CLUSTER_PEERING, *CLUSTER_SCOPED] + ([] if replicas > 1 else [NAMESPACED_PEERING, LEASES])
+    unused = [*CLUSTER_SCOPED] + ([] if replicas > 1 else [LEASES])
     for role in roles:
         assert rule_calls(role["rules"]) | leases == without(minus(EXPECTED, DEFAULT_OFF), *unused)
     env = {
@@ -258,7 +257,7 @@ def test_namespace_only_mode_grants_nothing_cluster_wide(replicas: int) -> None:
 @pytest.mark.parametrize(
     ("values", "message"),
     [
-        ({"rbac": {"namespaceOnly": True}}, "needs watchNamespaces"),
+        ({"rbac": {"namespaceOnly": True}, **NO_WEBHOOK}, "needs watchNamespaces"),
         (
             {"rbac": {"namespaceOnly": True}, "watchNamespaces": WATCHED, "webhook": {"enabled": True}},
             "webhook",
