@@ -209,6 +209,7 @@ class Operators:
         name: str = "operator",
         kubeconfig: Path | None = None,
         webhook: bool = False,
+        webhook_certificate: bool = True,
         standalone: bool = True,
         peering: str | None = None,
         prometheus_url: str | None = None,
@@ -221,6 +222,9 @@ class Operators:
             kubeconfig = admin_identity(self.cluster, namespace, f"inferfleet-{name}", self.workdir)
         cert_dir = None
         if webhook:
+            self.webhooks = True
+        if webhook and webhook_certificate:
+            # The suite's CA (as cert-manager's would be); without it each replica makes its own.
             cert_dir = self.workdir / f"{name}-webhook"
             cert_dir.mkdir(parents=True, exist_ok=True)
             pair = self.cluster.webhook_pki.issue(
@@ -229,7 +233,6 @@ class Operators:
             shutil.copy(pair.cert, cert_dir / "tls.crt")
             shutil.copy(pair.key, cert_dir / "tls.key")
             shutil.copy(self.cluster.webhook_pki.ca, cert_dir / "ca.crt")
-            self.webhooks = True
         operator = Operator(
             name=name,
             kubeconfig=kubeconfig,
@@ -252,8 +255,8 @@ class Operators:
         for operator in reversed(self.started):
             operator.stop()
         if self.webhooks:
-            # kopf empties its configuration on a clean exit; a killed one leaves a Fail
-            # policy behind that would refuse every later create.
+            # The last replica out removes its webhook; a killed one leaves it behind, and
+            # the next test's operator must not find another test's entry.
             self.cluster.kubectl(
                 "delete",
                 "validatingwebhookconfiguration",
