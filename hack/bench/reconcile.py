@@ -23,9 +23,17 @@ reports:
   and resource), reads and writes;
 - the steady pass: one full resync period (every service re-listed and reconciled once
   more) once everything has settled: the writes it made (the goal is zero), by resource;
-- the operator process's RSS (current and peak).
+- the operator process's RSS (current and peak);
+- its health during the cold pass: /healthz polled every second (latency, the longest
+  stretch without an answer within the probe timeout), and the chart's liveness probe
+  played as the kubelet plays it (its period, timeout and failure threshold from the
+  chart's values): whether it would have restarted the operator.
+
+The operator runs as the chart runs it: with leader election (`--peering`), here one
+replica, which takes the Lease at once.
 
     python hack/bench/reconcile.py --api-server             # 1,000 services
+    python hack/bench/reconcile.py --api-server --cold-only # no steady window
 """
 
 from __future__ import annotations
@@ -93,9 +101,10 @@ def main() -> int:
     parser.add_argument(
         "--resync-s", type=float, default=60.0, help="steady window: one resync period (+ margin)"
     )
+    parser.add_argument("--cold-only", action="store_true", help="stop after the cold pass")
     args = parser.parse_args()
     if args.api_server:
-        return api_server_benchmark(args.count, args.resync_s)
+        return api_server_benchmark(args.count, args.resync_s, cold_only=args.cold_only)
 
     from inferfleet.cluster import InMemoryCluster
     from inferfleet.config import OperatorSettings
@@ -237,7 +246,90 @@ def _rss_mb(pid: int) -> dict[str, float]:
     return {"rssMB": fields.get("VmRSS", 0.0), "peakRssMB": fields.get("VmHWM", 0.0)}
 
 
-def api_server_benchmark(count: int, resync_s: float) -> int:
+class HealthWatch:
+    """/healthz during the cold pass: a 1 s poller (latency, longest unanswered stretch)
+    and the chart's liveness probe as the kubelet runs it (consecutive failures)."""
+
+    def __init__(self, url: str) -> None:
+        import threading
+
+        values = yaml.safe_load((REPO / "charts" / "inferfleet" / "values.yaml").read_text())
+        self.probe = dict(values["livenessProbe"])
+        self.url = url
+        self.stop = threading.Event()
+        self.latencies_s: list[float] = []
+        self.failures = 0
+        self.longest_unanswered_s = 0.0
+        self.kubelet_failures = 0
+        self.kubelet_worst_streak = 0
+        self._threads = [
+            threading.Thread(target=self._poll, daemon=True),
+            threading.Thread(target=self._kubelet, daemon=True),
+        ]
+
+    def _ask(self, timeout_s: float) -> float | None:
+        import urllib.request
+
+        started = time.monotonic()
+        try:
+            with urllib.request.urlopen(self.url, timeout=timeout_s) as answer:
+                answer.read()
+                return time.monotonic() - started if answer.status == 200 else None
+        except OSError:
+            return None
+
+    def _poll(self) -> None:
+        last_answer = time.monotonic()
+        while not self.stop.wait(1.0):
+            latency = self._ask(float(self.probe["timeoutSeconds"]))
+            now = time.monotonic()
+            if latency is None:
+                self.failures += 1
+                self.longest_unanswered_s = max(self.longest_unanswered_s, now - last_answer)
+            else:
+                self.latencies_s.append(latency)
+                last_answer = now
+
+    def _kubelet(self) -> None:
+        streak = 0
+        while not self.stop.wait(float(self.probe["periodSeconds"])):
+            if self._ask(float(self.probe["timeoutSeconds"])) is None:
+                streak += 1
+                self.kubelet_failures += 1
+                self.kubelet_worst_streak = max(self.kubelet_worst_streak, streak)
+            else:
+                streak = 0
+
+    def __enter__(self) -> HealthWatch:
+        for thread in self._threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        for thread in self._threads:
+            thread.join(30)
+
+    def report(self) -> dict[str, Any]:
+        latencies = self.latencies_s or [0.0]
+        threshold = int(self.probe["failureThreshold"])
+        return {
+            "polls": len(self.latencies_s) + self.failures,
+            "unanswered": self.failures,
+            "latencyP50S": round(percentile(latencies, 0.5), 3),
+            "latencyP99S": round(percentile(latencies, 0.99), 3),
+            "latencyMaxS": round(max(latencies), 3),
+            "longestUnansweredS": round(self.longest_unanswered_s, 1),
+            "livenessProbe": {
+                **self.probe,
+                "failed": self.kubelet_failures,
+                "worstConsecutiveFailures": self.kubelet_worst_streak,
+                "wouldRestart": self.kubelet_worst_streak >= threshold,
+            },
+        }
+
+
+def api_server_benchmark(count: int, resync_s: float, *, cold_only: bool = False) -> int:
     import os
     import signal
     import subprocess
@@ -276,11 +368,12 @@ def api_server_benchmark(count: int, resync_s: float) -> int:
             client=identity,
             user=OPERATOR_USER,
         )
+        liveness_port = cp.free_port()
         env = {
             **os.environ,
             "KUBECONFIG": str(kubeconfig),
             "INFERFLEET_LOG_FORMAT": "text",
-            "INFERFLEET_LIVENESS_PORT": str(cp.free_port()),
+            "INFERFLEET_LIVENESS_PORT": str(liveness_port),
             "INFERFLEET_METRICS_PORT": str(cp.free_port()),
             "INFERFLEET_PROMETHEUS_URL": prometheus.url,
         }
@@ -290,14 +383,29 @@ def api_server_benchmark(count: int, resync_s: float) -> int:
         operator_bin = str(Path(sys.executable).with_name("inferfleet"))
         with log.open("wb") as out:
             process = subprocess.Popen(
-                [operator_bin, "run", "--standalone", "--all-namespaces", "--bind-address", "127.0.0.1"],
+                [
+                    operator_bin,
+                    "run",
+                    "--peering=inferfleet-bench",
+                    "--all-namespaces",
+                    "--bind-address",
+                    "127.0.0.1",
+                ],
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 env=env,
                 start_new_session=True,
             )
+        health = HealthWatch(f"http://127.0.0.1:{liveness_port}/healthz")
         try:
             cold_started = time.monotonic()
+            # Watched from its first answer on (the chart's probe waits initialDelaySeconds).
+            while health._ask(1.0) is None:
+                if process.poll() is not None or time.monotonic() - cold_started > 120:
+                    raise RuntimeError(f"no /healthz: {log.read_text()[-2000:]}")
+                time.sleep(0.2)
+            report["healthFirstAnswerS"] = round(time.monotonic() - cold_started, 1)
+            health.__enter__()
             while True:
                 if process.poll() is not None:
                     raise RuntimeError(f"the operator exited: {log.read_text()[-2000:]}")
@@ -315,6 +423,8 @@ def api_server_benchmark(count: int, resync_s: float) -> int:
                 )
                 time.sleep(5)
             cold_wall_s = time.monotonic() - cold_started
+            health.__exit__()
+            report["health"] = health.report()
             cold_end = plane.audit_log.stat().st_size
             cold = _tally(_audit(plane.audit_log, mark, cold_end))
             report["coldPass"] = {
@@ -322,6 +432,9 @@ def api_server_benchmark(count: int, resync_s: float) -> int:
                 "msPerService": round(cold_wall_s * 1000 / count, 1),
                 **cold,
             }
+            if cold_only:
+                report["operator"] = _rss_mb(process.pid)
+                return _print(report)
             # Settle: the autoscaler's first decision for every service (one status write each).
             while True:
                 listed = plane.kubectl_json("get", "ifs", "-A")["items"]
@@ -336,11 +449,16 @@ def api_server_benchmark(count: int, resync_s: float) -> int:
             report["steadyPass"] = {"windowS": resync_s + 10, "servicesReReconciled": resynced, **steady}
             report["operator"] = _rss_mb(process.pid)
         finally:
+            health.stop.set()
             process.terminate()
             try:
                 process.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 process.kill()
+    return _print(report)
+
+
+def _print(report: dict[str, Any]) -> int:
     json.dump(report, sys.stdout, indent=2)
     sys.stdout.write("\n")
     return 0

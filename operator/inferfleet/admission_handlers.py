@@ -17,18 +17,9 @@ from inferfleet.controller.reconciler import Reconciler
 from inferfleet.handlers import GVP, WEBHOOK_PLAN
 
 
-# ignore_failures: failurePolicy Ignore. The reconciler refuses every spec this refuses
-# (render.checks.refusals), so an unanswered call costs only the early news, never
-# safety; Fail would make every apply wait for a live operator (README "The webhook").
-# persistent: a replica shutting down leaves the webhook to the others (kopf would
-# otherwise remove it from the configuration on exit).
-@kopf.on.validate(
-    *GVP,
-    id=WEBHOOK_PLAN,
-    operations=["CREATE", "UPDATE"],
-    ignore_failures=True,
-    persistent=True,
-)
+# Served by every replica; the webhook's configuration (failurePolicy Ignore, every
+# replica's certificate) is the operator's own, controller.webhook_config.
+@kopf.on.validate(*GVP, id=WEBHOOK_PLAN, operations=["CREATE", "UPDATE"])
 def validate_plan(*, body: kopf.Body, memo: Any, warnings: list[str], **_: Any) -> None:
     reconciler: Reconciler = memo["reconciler"]
     verdict = admission.review(dict(body), reconciler.planner, reconciler.settings)

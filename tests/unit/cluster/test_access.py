@@ -39,7 +39,10 @@ def test_subresources_the_operator_writes() -> None:
 def test_kopf_needs_are_included() -> None:
     table = rules()
     assert {"list", "watch", "patch"} <= table[("inferfleet.dev", "inferenceservices")]
-    assert {"list", "watch", "patch"} <= table[("kopf.dev", "kopfpeerings")]
+    # kopf runs standalone (the Lease is the one election): no peering kind at all.
+    assert not {resource for group, resource in table if group == "kopf.dev"}
+    # The webhook's configuration is the operator's own (controller.webhook_config).
+    assert table[("admissionregistration.k8s.io", "validatingwebhookconfigurations")] == {"get", "create", "update"}
     assert {"list", "watch"} <= table[("apps", "deployments")]
 
 
