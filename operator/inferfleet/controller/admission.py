@@ -102,9 +102,9 @@ def judge(service: InferenceService, planner: Planner, settings: OperatorSetting
         refused = checks.refusals(service, settings, None)
         if refused or source is not None:
             later = checks.deferred(service, settings) if source is not None else []
-            warnings = [probe_warning(service, source)] if source is not None else []
-            warnings += [f"{problem} (refused once the probe finds this tier feasible)" for problem in later]
-            return Judgement(tuple(refused), tuple(warnings))
+            pending = [probe_warning(service, source)] if source is not None else []
+            pending += [f"{problem} (refused once the probe finds this tier feasible)" for problem in later]
+            return Judgement(tuple(refused), tuple(pending))
         plan = _plan(service, planner)
         if isinstance(plan, list):
             return Judgement(tuple(plan))
@@ -116,12 +116,12 @@ def judge(service: InferenceService, planner: Planner, settings: OperatorSetting
         return Judgement(
             (Problem("spec", f"the operator cannot check this spec ({type(error).__name__}: {error})"),)
         )
-    warnings = tuple(
+    infeasible = tuple(
         f"tier {tier.name} is infeasible and will not be deployed: {tier.infeasible_reason}"
         for tier in plan.tiers
         if not tier.feasible
     )
-    return Judgement(tuple(refused), () if refused else warnings)
+    return Judgement(tuple(refused), () if refused else infeasible)
 
 
 def review(body: Mapping[str, Any], planner: Planner, settings: OperatorSettings | None = None) -> Verdict:

@@ -42,7 +42,11 @@ def test_kopf_needs_are_included() -> None:
     # kopf runs standalone (the Lease is the one election): no peering kind at all.
     assert not {resource for group, resource in table if group == "kopf.dev"}
     # The webhook's configuration is the operator's own (controller.webhook_config).
-    assert table[("admissionregistration.k8s.io", "validatingwebhookconfigurations")] == {"get", "create", "update"}
+    assert table[("admissionregistration.k8s.io", "validatingwebhookconfigurations")] == {
+        "get",
+        "create",
+        "update",
+    }
     assert {"list", "watch"} <= table[("apps", "deployments")]
 
 
