@@ -34,6 +34,13 @@ replica, which takes the Lease at once.
 
     python hack/bench/reconcile.py --api-server             # 1,000 services
     python hack/bench/reconcile.py --api-server --cold-only # no steady window
+
+`--failover` runs two replicas (leader election, as the chart does); once the leader has
+planned every service it is killed (SIGKILL) and one service, the last the new leader
+lists, is edited at once: the report gives the seconds until that edit was handled
+(`status.observedGeneration`) and until the other replica held the Lease.
+
+    python hack/bench/reconcile.py --api-server --failover --count 300
 """
 
 from __future__ import annotations
@@ -102,7 +109,10 @@ def main() -> int:
         "--resync-s", type=float, default=60.0, help="steady window: one resync period (+ margin)"
     )
     parser.add_argument("--cold-only", action="store_true", help="stop after the cold pass")
+    parser.add_argument("--failover", action="store_true", help="two replicas; kill the leader, edit")
     args = parser.parse_args()
+    if args.api_server and args.failover:
+        return failover_benchmark(args.count)
     if args.api_server:
         return api_server_benchmark(args.count, args.resync_s, cold_only=args.cold_only)
 
@@ -455,6 +465,118 @@ def api_server_benchmark(count: int, resync_s: float, *, cold_only: bool = False
                 process.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 process.kill()
+    return _print(report)
+
+
+def _planned(plane: Any) -> tuple[int, list[dict[str, Any]]]:
+    listed: list[dict[str, Any]] = plane.kubectl_json("get", "ifs", "-A")["items"]
+    done = sum(
+        1
+        for item in listed
+        if (item.get("status") or {}).get("observedGeneration") == item["metadata"]["generation"]
+        and (item.get("status") or {}).get("planHash")
+    )
+    return done, listed
+
+
+def failover_benchmark(count: int) -> int:
+    import os
+    import subprocess
+    import tempfile
+
+    from inferfleet.metrics.testkit import PrometheusServer
+
+    run_args = [str(Path(sys.executable).with_name("inferfleet")), "run", "--peering=inferfleet-bench"]
+    signal_module = __import__("signal")
+    signal_module.signal(signal_module.SIGTERM, lambda *_: sys.exit(143))
+    cp = _load_controlplane()
+    options = cp.Options(controllers=False, kwok=False, crds=True, audit=False)
+    report: dict[str, Any] = {"benchmark": "reconcile", "mode": "failover", "services": count}
+    processes: dict[str, subprocess.Popen[bytes]] = {}
+    with cp.ControlPlane(cp.binaries(), options=options) as plane, PrometheusServer([]) as prometheus:
+        bodies = variants(count)
+        for namespace in sorted({b["metadata"]["namespace"] for b in bodies}):
+            plane.kubectl("create", "namespace", namespace)
+        for start in range(0, len(bodies), 100):
+            chunk = yaml.safe_dump_all(bodies[start : start + 100], sort_keys=False)
+            plane.kubectl("apply", "--server-side", "--field-manager=bench", "-f", "-", stdin=chunk)
+        assert plane.pki is not None
+        identity = plane.pki.issue("bench", common_name=OPERATOR_USER, groups=["system:masters"])
+        kubeconfig = cp.write_kubeconfig(
+            plane.workdir / "bench.kubeconfig",
+            plane.server,
+            plane.pki.ca,
+            client=identity,
+            user=OPERATOR_USER,
+        )
+        logs = Path(tempfile.mkdtemp(prefix="inferfleet-bench-"))
+        try:
+            for name in ("replica-a", "replica-b"):
+                env = {
+                    **os.environ,
+                    "KUBECONFIG": str(kubeconfig),
+                    "INFERFLEET_LOG_FORMAT": "text",
+                    "INFERFLEET_LIVENESS_PORT": str(cp.free_port()),
+                    "INFERFLEET_METRICS_PORT": str(cp.free_port()),
+                    "INFERFLEET_PROMETHEUS_URL": prometheus.url,
+                    "POD_NAME": name,
+                    "POD_NAMESPACE": "default",
+                }
+                env.pop("INFERFLEET_NAMESPACES", None)
+                with (logs / f"{name}.log").open("wb") as out:
+                    processes[name] = subprocess.Popen(
+                        [*run_args, "--all-namespaces", "--bind-address", "127.0.0.1"],
+                        stdout=out,
+                        stderr=subprocess.STDOUT,
+                        env=env,
+                        start_new_session=True,
+                    )
+            started = time.monotonic()
+            while (done := _planned(plane)[0]) < count:
+                print(f"cold pass: {done}/{count} after {time.monotonic() - started:.0f}s", file=sys.stderr)
+                time.sleep(5)
+            report["coldPassS"] = round(time.monotonic() - started, 1)
+            time.sleep(10)  # settled: the autoscaler's first decisions written
+
+            def holder() -> str:
+                lease = plane.kubectl_json("get", "lease", "inferfleet-bench", "-n", "default")
+                return str(lease["spec"].get("holderIdentity") or "")
+
+            leader = holder()
+            other = next(name for name in processes if name != leader)
+            # The service the new leader lists last (kopf lists by namespace, then name).
+            last = max(bodies, key=lambda b: (b["metadata"]["namespace"], b["metadata"]["name"]))
+            namespace, name = last["metadata"]["namespace"], last["metadata"]["name"]
+            replicas = int(last["spec"]["tiers"][0].get("maxReplicas", 4)) + 1
+            edit = f'[{{"op": "replace", "path": "/spec/tiers/0/maxReplicas", "value": {replicas}}}]'
+            processes[leader].kill()
+            killed = time.monotonic()
+            plane.kubectl("patch", "ifs", name, "-n", namespace, "--type=json", "-p", edit)
+            took_over_s: float | None = None
+            while True:
+                now = time.monotonic() - killed
+                if took_over_s is None and holder() == other:
+                    took_over_s = now
+                body = plane.kubectl_json("get", "ifs", name, "-n", namespace)
+                if (body.get("status") or {}).get("observedGeneration") == body["metadata"]["generation"]:
+                    break
+                if now > 300:
+                    raise RuntimeError("the edit was not handled within 300 s")
+                time.sleep(0.2)
+            report["failover"] = {
+                "leaseTakenOverS": round(took_over_s or now, 1),
+                "editHandledS": round(now, 1),
+                "edited": f"{namespace}/{name}",
+            }
+        finally:
+            for process in processes.values():
+                if process.poll() is None:
+                    process.terminate()
+            for process in processes.values():
+                try:
+                    process.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    process.kill()
     return _print(report)
 
 

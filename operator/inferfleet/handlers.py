@@ -222,12 +222,29 @@ def _run(
         logger.info("applied %d action(s): %s", len(outcome.actions), "; ".join(map(str, outcome.actions)))
 
 
+def _resume_in_background(memo: Any) -> bool:
+    """Whether a resume (an unchanged object seen for the first time) is left to one resync
+    pass: on a replica that took the Lease over from another, which had reconciled every
+    object. kopf runs these handlers in the thread pool that edits wait for, and a takeover
+    lists every InferenceService at once: 1,000 resume passes ahead of an edit would hold
+    it past the 15 s a failover may take (README "High availability"). Changed objects
+    (create, update) are still handled at once; on a first start, resumes too."""
+    elector: leader.LeaderElector | None = memo.get("leader")
+    loop: resync.Resync | None = memo.get("resync")
+    if elector is None or loop is None or not elector.followed_another:
+        return False
+    loop.soon()
+    return True
+
+
 @kopf.on.resume(*GVP)
 @kopf.on.create(*GVP)
 @kopf.on.update(*GVP)
 def reconcile_on_change(
-    *, name: str, namespace: str | None, memo: Any, retry: int, logger: Logger, **_: Any
+    *, name: str, namespace: str | None, memo: Any, retry: int, logger: Logger, reason: str = "", **_: Any
 ) -> None:
+    if reason == kopf.Reason.RESUME and _resume_in_background(memo):
+        return
     _run(memo, namespace, name, retry, logger)
 
 

@@ -97,6 +97,9 @@ class LeaderElector:
         self._renewed_at_s: float | None = None
         # The Lease version we last saw someone else hold, and when we first saw it.
         self._observed: tuple[Any, ...] | None = None
+        # Whether another replica ever held the Lease while we ran: then we lead (if at
+        # all) by taking over from a replica that had reconciled everything.
+        self.followed_another = False
         self._observed_at_s = 0.0
         self._thread = PeriodicThread(
             "inferfleet-leader", config.retry_period_s, self.try_acquire_or_renew, run_first=True
@@ -122,6 +125,7 @@ class LeaderElector:
             spec: Mapping[str, Any] = lease.get("spec") or {}
             holder = spec.get("holderIdentity") or ""
             if holder and holder != self.config.identity:
+                self.followed_another = True
                 version = (holder, spec.get("renewTime"), spec.get("leaseTransitions"))
                 if version != self._observed:
                     self._observed, self._observed_at_s = version, now

@@ -435,3 +435,40 @@ def test_a_refused_event_does_not_fail_the_pass() -> None:
     assert control.status()["plan"]
     assert control.cluster.events == []
     assert "Deployment/llama-8b-chat-l4" in owned(control)
+
+
+def test_a_replica_that_took_the_lease_over_leaves_resumes_to_one_background_pass() -> None:
+    """On a takeover kopf lists every InferenceService at once; the unchanged ones (resume)
+    go to one resync pass in its own thread, so an edit (update) waits behind none of
+    them. On a first start (no other holder ever seen) resumes run as before."""
+    from inferfleet.controller import leader
+
+    control = Control()
+    control.submit(example())
+    pokes: list[bool] = []
+
+    class Loop:
+        def soon(self) -> None:
+            pokes.append(True)
+
+    elector = leader.LeaderElector(control.cluster, leader.LeaseConfig(NAMESPACE, "inferfleet", "b"))
+    control.memo["leader"], control.memo["resync"] = elector, Loop()
+
+    def run(reason: str) -> None:
+        handlers.reconcile_on_change(
+            name="llama-8b-chat",
+            namespace=NAMESPACE,
+            memo=control.memo,
+            retry=0,
+            logger=LOGGER,
+            reason=reason,
+        )
+
+    run(kopf.Reason.RESUME)  # never saw another holder: a first start
+    assert control.status().get("observedGeneration") == 1 and pokes == []
+    elector.followed_another = True
+    control.edit(lambda body: body["spec"]["tiers"][0].__setitem__("maxReplicas", 7))
+    run(kopf.Reason.RESUME)
+    assert pokes == [True] and control.status()["observedGeneration"] == 1  # left to the resync
+    run(kopf.Reason.UPDATE)
+    assert control.status()["observedGeneration"] == 2
