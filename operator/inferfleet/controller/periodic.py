@@ -25,8 +25,6 @@ class PeriodicThread:
         self.run_first = run_first
         # Set while stopping, so a long body can give up early.
         self.stopping = threading.Event()
-        # Set to run the body now instead of at the end of the period.
-        self._poked = threading.Event()
         self._thread: threading.Thread | None = None
 
     @property
@@ -36,30 +34,20 @@ class PeriodicThread:
     def _run(self) -> None:
         if self.run_first:
             self.body()
-        while True:
-            self._poked.wait(self.period_s)
-            self._poked.clear()
-            if self.stopping.is_set():
-                return
+        while not self.stopping.wait(self.period_s):
             self.body()
-
-    def poke(self) -> None:
-        """Run the body as soon as the running one (if any) ends; pokes in between merge."""
-        self._poked.set()
 
     def start(self) -> None:
         """Start the thread; a no-op while it runs."""
         if self._thread is not None:
             return
         self.stopping.clear()
-        self._poked.clear()
         self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
         self._thread.start()
 
     def stop(self, timeout_s: float = 10.0) -> None:
         """Ask the thread to stop and wait up to `timeout_s` for it; idempotent."""
         self.stopping.set()
-        self._poked.set()
         if self._thread is not None:
             self._thread.join(timeout_s)
             self._thread = None

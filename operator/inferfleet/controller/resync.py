@@ -104,11 +104,6 @@ class Resync:
                 reconciled += 1
         return PassSummary(reconciled=reconciled, failed=failed)
 
-    def soon(self) -> None:
-        """One pass now, in this loop's thread (the work of kopf's resume handlers when a
-        replica takes the Lease over: see handlers.reconcile_on_change)."""
-        self._thread.poke()
-
     def _pass(self) -> None:
         summary = self.run_once()
         logger.debug("resync: %d reconciled, %d failed", summary.reconciled, summary.failed)

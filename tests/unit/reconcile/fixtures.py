@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import datetime as dt
 import logging
@@ -68,7 +69,11 @@ class Control:
         return self.submit(body)
 
     def reconcile(self, name: str = NAME) -> None:
-        handlers.reconcile_on_change(name=name, namespace=NAMESPACE, memo=self.memo, retry=0, logger=LOGGER)
+        asyncio.run(
+            handlers.reconcile_on_change(
+                name=name, namespace=NAMESPACE, memo=self.memo, retry=0, logger=LOGGER
+            )
+        )
 
     def cr(self, name: str = NAME) -> dict[str, Any]:
         return self.cluster.objects[cr_ref(NAMESPACE, name)]

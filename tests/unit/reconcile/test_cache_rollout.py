@@ -3,6 +3,7 @@ revision change rolls the serving pods only once the new revision is on the node
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 from typing import Any
 
@@ -52,7 +53,7 @@ def fetch_done(control: Control, tier: str, nodes: int = NODES_PER_TIER) -> None
 def daemonset_event(control: Control, tier: str) -> None:
     """The watch event kopf delivers for the DaemonSet's status change."""
     body = kopf.Body(daemonset(control, tier))
-    handlers.reconcile_parent(type="MODIFIED", body=body, memo=control.memo, logger=LOGGER)
+    asyncio.run(handlers.reconcile_parent(type="MODIFIED", body=body, memo=control.memo, logger=LOGGER))
 
 
 def verified_revision(control: Control, tier: str) -> str | None:

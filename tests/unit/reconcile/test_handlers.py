@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import kopf
@@ -267,8 +268,10 @@ def test_conflicts_are_retried_with_growing_backoff() -> None:
     delays = []
     for retry in range(2):
         with pytest.raises(kopf.TemporaryError) as error:
-            handlers.reconcile_on_change(
-                name="llama-8b-chat", namespace=NAMESPACE, memo=control.memo, retry=retry, logger=LOGGER
+            asyncio.run(
+                handlers.reconcile_on_change(
+                    name="llama-8b-chat", namespace=NAMESPACE, memo=control.memo, retry=retry, logger=LOGGER
+                )
             )
         delays.append(error.value.delay)
     assert delays == [handlers.backoff_s(0), handlers.backoff_s(1)]
@@ -437,38 +440,34 @@ def test_a_refused_event_does_not_fail_the_pass() -> None:
     assert "Deployment/llama-8b-chat-l4" in owned(control)
 
 
-def test_a_replica_that_took_the_lease_over_leaves_resumes_to_one_background_pass() -> None:
+def test_a_replica_that_took_the_lease_over_leaves_resumes_to_the_resync() -> None:
     """On a takeover kopf lists every InferenceService at once; the unchanged ones (resume)
-    go to one resync pass in its own thread, so an edit (update) waits behind none of
-    them. On a first start (no other holder ever seen) resumes run as before."""
+    are left to the resync loop, so an edit (update) waits behind none of them. On a first
+    start (no other holder ever seen) resumes run as before."""
     from inferfleet.controller import leader
 
     control = Control()
     control.submit(example())
-    pokes: list[bool] = []
-
-    class Loop:
-        def soon(self) -> None:
-            pokes.append(True)
-
     elector = leader.LeaderElector(control.cluster, leader.LeaseConfig(NAMESPACE, "inferfleet", "b"))
-    control.memo["leader"], control.memo["resync"] = elector, Loop()
+    control.memo["leader"], control.memo["resync"] = elector, object()
 
     def run(reason: str) -> None:
-        handlers.reconcile_on_change(
-            name="llama-8b-chat",
-            namespace=NAMESPACE,
-            memo=control.memo,
-            retry=0,
-            logger=LOGGER,
-            reason=reason,
+        asyncio.run(
+            handlers.reconcile_on_change(
+                name="llama-8b-chat",
+                namespace=NAMESPACE,
+                memo=control.memo,
+                retry=0,
+                logger=LOGGER,
+                reason=reason,
+            )
         )
 
     run(kopf.Reason.RESUME)  # never saw another holder: a first start
-    assert control.status().get("observedGeneration") == 1 and pokes == []
+    assert control.status().get("observedGeneration") == 1
     elector.followed_another = True
     control.edit(lambda body: body["spec"]["tiers"][0].__setitem__("maxReplicas", 7))
     run(kopf.Reason.RESUME)
-    assert pokes == [True] and control.status()["observedGeneration"] == 1  # left to the resync
+    assert control.status()["observedGeneration"] == 1  # left to the resync
     run(kopf.Reason.UPDATE)
     assert control.status()["observedGeneration"] == 2

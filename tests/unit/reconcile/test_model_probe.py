@@ -8,6 +8,7 @@ must not decide this one, and the verdict must survive a restart without a new p
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import datetime as dt
 import json
@@ -72,8 +73,10 @@ class Tenant:
         from inferfleet import handlers
         from tests.unit.reconcile.fixtures import LOGGER
 
-        handlers.reconcile_on_change(
-            name=self.name, namespace=self.namespace, memo=self.control.memo, retry=0, logger=LOGGER
+        asyncio.run(
+            handlers.reconcile_on_change(
+                name=self.name, namespace=self.namespace, memo=self.control.memo, retry=0, logger=LOGGER
+            )
         )
 
     def cr(self) -> dict[str, Any]:

@@ -33,26 +33,3 @@ def test_a_stopped_loop_can_start_again() -> None:
     assert ticked.wait(5.0), "start after stop must run the body again"
     loop.stop()
     assert not loop.running
-
-
-def test_a_poke_runs_the_body_now_and_pokes_in_between_merge() -> None:
-    calls: list[int] = []
-    ran = threading.Event()
-    release = threading.Event()
-
-    def body() -> None:
-        calls.append(1)
-        ran.set()
-        release.wait(5.0)
-
-    loop = PeriodicThread("test-poke", 3600.0, body)
-    loop.start()
-    loop.poke()
-    assert ran.wait(5.0), "a poke must not wait a whole period"
-    ran.clear()
-    loop.poke()
-    loop.poke()  # while the body runs: one more run, not two
-    release.set()
-    assert ran.wait(5.0)
-    loop.stop()
-    assert calls == [1, 1]
