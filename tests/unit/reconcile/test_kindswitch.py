@@ -98,7 +98,9 @@ def kinds_of_l4(control: Control) -> set[str]:
 def set_ready(control: Control, ref: ObjectRef, ready: int) -> None:
     obj = control.cluster.objects[ref]
     replicas = obj["spec"]["replicas"]
-    control.cluster.set_status(ref, {"replicas": replicas, "updatedReplicas": replicas, "readyReplicas": ready})
+    control.cluster.set_status(
+        ref, {"replicas": replicas, "updatedReplicas": replicas, "readyReplicas": ready}
+    )
 
 
 def events(control: Control, reason: str) -> list[str]:
