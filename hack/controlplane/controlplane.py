@@ -818,9 +818,9 @@ def start_lws(
 ) -> Component:
     """The LeaderWorkerSet controller, its webhooks served on `webhook_host` and registered.
 
-    It needs them: its pod webhook gives every leader pod the group-index label the
-    controller counts groups by (without it no group is ever Ready), and its
-    LeaderWorkerSet webhook defaults and validates the objects as in a real cluster."""
+    It cannot do without them: its LeaderWorkerSet webhook sets defaults the controller
+    dereferences (without it v0.8.0 panics on a nil pointer and creates nothing), and its
+    pod webhook gives every leader pod the group-index label it counts groups by."""
     cert_dir = workdir / "lws-webhook"
     cert_dir.mkdir(parents=True, exist_ok=True)
     serving = pki.issue("lws-webhook", common_name="lws-webhook", hosts=[webhook_host])
