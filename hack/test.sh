@@ -2,7 +2,7 @@
 # The one test command (README, CI): install what the tests need, lint, type-check,
 # check the import contract and the generated files, run the unit and integration
 # tests, then the e2e tier: the real operator against a real Kubernetes control plane
-# built from pinned Go modules (hack/controlplane; cached outside the tree, ~12 min cold
+# built from pinned Go modules (hack/controlplane; cached outside the tree, ~16 min cold
 # on 2 cores, built in the background while the other tiers run).
 #
 #   ./hack/test.sh                     # everything

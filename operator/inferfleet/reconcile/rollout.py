@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from inferfleet.api import InferenceService, Plan, labels
+from inferfleet.kubedata import DEPLOYMENT, LEADER_WORKER_SET
 from inferfleet.precache import readiness
 from inferfleet.precache import workloads as cache_objects
 from inferfleet.precache.layout import DEFAULT_REF
@@ -98,16 +99,19 @@ def holds(
     by_kind_name = {(o.get("kind"), (o.get("metadata") or {}).get("name")): o for o in observed}
     found: list[RolloutHold] = []
     for tier_plan in plan.feasible_tiers:
+        kind = LEADER_WORKER_SET if tier_plan.nodes_per_replica > 1 else DEPLOYMENT
         workload = next(
             (
                 o
                 for o in observed
-                if o.get("kind") in ("Deployment", "LeaderWorkerSet") and _tier_of(o) == tier_plan.name
+                if (o.get("apiVersion"), o.get("kind")) == kind and _tier_of(o) == tier_plan.name
             ),
             None,
         )
         if workload is None:
-            continue  # a new tier: its pods wait in their init container like any first start
+            # A new tier, or a new kind of workload for it (the old one serves meanwhile,
+            # reconcile.kindswitch): its pods wait in their init container like any first start.
+            continue
         current = serving_revision(workload)
         if current is None or current == wanted:
             continue
