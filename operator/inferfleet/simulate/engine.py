@@ -477,8 +477,10 @@ def simulate(
     held_expired = 0
     shed = 0
     unroutable = 0
-    # Per tier, when each request waiting for a slot starts (what a picker's queue counts).
-    slot_waits = pickers.slot_waits if pickers is not None else None
+    # Per tier, when each request waiting for a slot starts (what a picker's queue counts;
+    # kept only when a picker's queue has a limit, which is what reads it back).
+    limited = door is not None and any(pool.queue_limit for pool in door.pools)
+    slot_waits = pickers.slot_waits if pickers is not None and limited else None
     itl_ok = 0
     itl_late = bytearray(n)  # 1: served with decode steps slower than the ITL SLO
     served = 0
