@@ -90,8 +90,8 @@ def test_on_demand_warm_minimums_land_on_on_demand_nodes_while_spot_nodes_are_fr
                 node = pod["spec"].get("nodeName")
                 assert node, f"{pod['metadata']['name']} not scheduled: {pod['status'].get('conditions')}"
                 role = pod["metadata"]["labels"][COMPONENT_LABEL]
-                assert (gpu_of[node], spot_of[node]) == (gpu, spot), (
-                    f"{tier} {role} pod on {node} ({gpu_of[node]}, spot={spot_of[node]})"
+                assert (gpu_of.get(node), spot_of.get(node)) == (gpu, spot), (
+                    f"{tier} {role} pod on {node} ({gpu_of.get(node)}, spot={spot_of.get(node)})"
                 )
                 where.setdefault(tier, set()).add(node)
         return where
@@ -143,7 +143,7 @@ def test_pickers_and_the_operator_pod_land_on_cpu_nodes(
         for pod in pickers + operator_pods:
             node = pod["spec"].get("nodeName")
             assert node, f"{pod['metadata']['name']} not scheduled: {pod['status'].get('conditions')}"
-            places.append(f"{pod['metadata']['name']} on {node} ({gpu_of[node] or 'CPU'})")
+            places.append(f"{pod['metadata']['name']} on {node} ({gpu_of.get(node) or 'CPU'})")
         return places
 
     places = eventually(on_cpu_nodes, 120, what="the pickers and the operator-like pods scheduled")
@@ -202,17 +202,12 @@ def test_a_tier_whose_nodes_are_gone_says_so_everywhere_status_speaks(
 
     def serving() -> None:
         found = conditions(cluster.service(namespace, "chat"))
-        pods = [
-            (
-                p["metadata"]["name"],
-                p["spec"].get("nodeName"),
-                p["status"].get("phase"),
-                p["status"].get("conditions"),
-            )
-            for p in pods_of(cluster, namespace, f"{SERVICE_LABEL}=chat")
-        ]
-        node = cluster.kubectl_json("get", "node", h200_node)
-        assert found.get("Ready", {}).get("status") == "True", (found.get("Ready"), pods, node.get("status"))
+        if found.get("Ready", {}).get("status") != "True":
+            pods = [
+                (p["metadata"]["name"], p["spec"].get("nodeName"), p["status"].get("phase"))
+                for p in pods_of(cluster, namespace, f"{SERVICE_LABEL}=chat")
+            ]
+            raise AssertionError(f"{found.get('Ready')}; pods: {pods}")
 
     eventually(serving, 150, what="both tiers Ready while the H200 node exists")
     cluster.kubectl("delete", "node", h200_node, "--wait=true", "--timeout=60s")
