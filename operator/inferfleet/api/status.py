@@ -53,6 +53,11 @@ class TierCache(ApiModel):
     nodes_ready: int = 0
     nodes_eligible: int = 0
     revision: str | None = None
+    nodes_wanted: str | None = Field(
+        default=None,
+        description="Set while no node matches the tier's placement: the node labels its pods look "
+        "for, as a kubectl label selector (alternatives joined by OR).",
+    )
 
 
 class ScalingDecision(ApiModel):

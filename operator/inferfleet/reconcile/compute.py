@@ -205,17 +205,23 @@ def tier_workloads(
     return {tier: kindswitch.preferred(objs, multi_node.get(tier)) for tier, objs in found.items()}
 
 
-def _cache_status(
-    status: dict[str, Any], snapshot: Snapshot, intent: Intent, service: InferenceService
-) -> None:
-    """status.cache and CacheReady from the pre-cache DaemonSets/Job and their pods."""
-    cache = cache_readiness.for_service(
-        service,
+def _cache_condition(snapshot: Snapshot, intent: Intent) -> cache_readiness.CacheCondition | None:
+    """CacheReady and status.cache from the pre-cache DaemonSets/Job and their pods."""
+    if snapshot.service is None:
+        return None
+    return cache_readiness.for_service(
+        snapshot.service,
         intent.reported_plan,
         list(snapshot.observed),
         list(snapshot.cache_pods),
         held=[hold.describe() for hold in intent.held],
     )
+
+
+def _cache_status(
+    status: dict[str, Any], snapshot: Snapshot, intent: Intent, cache: cache_readiness.CacheCondition
+) -> None:
+    """status.cache and CacheReady (the node-cache volume's state first)."""
     status["cache"] = [tier.to_wire() for tier in cache.tiers]
     state, reason, message = cache.status, cache.reason, cache.message
     volume = intent.node_cache
@@ -238,6 +244,7 @@ def build_status(snapshot: Snapshot, intent: Intent, executed: Executed) -> dict
     """The whole new status: the one place it is assembled."""
     plan = intent.reported_plan
     after = _after(snapshot, executed)
+    cache = _cache_condition(snapshot, intent)
     result = status_rules.PassResult(
         generation=snapshot.generation,
         plan=plan,
@@ -249,6 +256,8 @@ def build_status(snapshot: Snapshot, intent: Intent, executed: Executed) -> dict
         failures=tuple(executed.failures),
         skipped=tuple(executed.skipped),
         conflicts=tuple(executed.conflicts),
+        no_nodes={t.tier: t.nodes_wanted for t in cache.tiers if t.nodes_wanted} if cache else {},
+        unschedulable=status_rules.unschedulable(snapshot.serving_pods),
     )
     status = status_rules.compute(snapshot.previous, result, now=snapshot.now)
     service = snapshot.service
@@ -270,8 +279,8 @@ def build_status(snapshot: Snapshot, intent: Intent, executed: Executed) -> dict
         status["plannedWorkload"] = snapshot.planned_for
     else:
         status.pop("plannedWorkload", None)
-    if service is not None:
-        _cache_status(status, snapshot, intent, service)
+    if cache is not None:
+        _cache_status(status, snapshot, intent, cache)
     if service is not None and intent.rendered_plan is not None:
         _model_source_status(status, snapshot)
     return status

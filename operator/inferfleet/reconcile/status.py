@@ -21,6 +21,10 @@ from inferfleet.reconcile.kindswitch import KindSwitch
 # Reasons of the "all is well" states, beside the ones in api.labels.
 REASON_AS_PLANNED = "AsPlanned"
 REASON_NO_WORKLOADS = "NoWorkloads"
+# Ready=False because a tier's replicas have nowhere to run: no node matches its placement
+# at all (CacheReady's reason too), or the scheduler refused its pods (its own words).
+REASON_NO_ELIGIBLE_NODES = "NoEligibleNodes"
+REASON_UNSCHEDULABLE = "Unschedulable"
 
 
 @dataclass(frozen=True)
@@ -42,6 +46,10 @@ class PassResult:
     skipped: Sequence[str] = ()
     # Objects of names we render that someone else made (left untouched), in words.
     conflicts: Sequence[str] = ()
+    # Per tier with no node matching its placement: the node labels it looks for.
+    no_nodes: Mapping[str, str] = field(default_factory=dict)
+    # Per tier, the scheduler's message on a serving pod it could not place.
+    unschedulable: Mapping[str, str] = field(default_factory=dict)
 
 
 def set_condition(
@@ -148,6 +156,17 @@ def _ready(result: PassResult, replicas: list[dict[str, Any]]) -> tuple[str, str
     )
     if settled:
         return "True", labels.REASON_AVAILABLE, summary
+    short = [entry["tier"] for entry in replicas if entry["ready"] < entry["desired"]]
+    missing = [
+        f"{tier}: no node matches its placement (nodes with {result.no_nodes[tier]})"
+        for tier in short
+        if tier in result.no_nodes
+    ]
+    if missing:
+        return "False", REASON_NO_ELIGIBLE_NODES, f"{summary}; " + "; ".join(missing)
+    refused = [f"{tier}: {result.unschedulable[tier]}" for tier in short if tier in result.unschedulable]
+    if refused:
+        return "False", REASON_UNSCHEDULABLE, f"{summary}; unschedulable: " + "; ".join(refused)
     return "False", labels.REASON_PROGRESSING, summary
 
 
@@ -157,6 +176,20 @@ def _tier_words(result: PassResult, entry: Mapping[str, Any]) -> str:
     if switch is None:
         return words
     return f"{words} ({switch.describe(ready_replicas_of(result.workloads[entry['tier']]))})"
+
+
+def unschedulable(pods: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """Per tier, the scheduler's message on one of its pending serving pods it could not
+    place (PodScheduled False, reason Unschedulable): it names what no node offered."""
+    found: dict[str, str] = {}
+    for pod in pods:
+        tier = ((pod.get("metadata") or {}).get("labels") or {}).get(labels.LABEL_TIER)
+        if tier is None or tier in found or (pod.get("metadata") or {}).get("deletionTimestamp"):
+            continue
+        for condition in (pod.get("status") or {}).get("conditions") or []:
+            if condition.get("type") == "PodScheduled" and condition.get("reason") == "Unschedulable":
+                found[str(tier)] = str(condition.get("message") or "no node fits")
+    return found
 
 
 def _degraded(result: PassResult, planned: tuple[str, str, str]) -> tuple[str, str, str]:

@@ -31,6 +31,7 @@ import yaml
 
 from inferfleet.api import InferenceService, Plan, TierPlan, labels
 from inferfleet.api.frontdoor import EndpointPickerRef, render_hostname
+from inferfleet.catalog import placement
 from inferfleet.config import OperatorSettings
 from inferfleet.planner.workload import tier_share
 from inferfleet.render import lifecycle, names, templating
@@ -444,6 +445,12 @@ def _picker_objects(
         resources=EPP_RESOURCES,
         **_common(service, owner),
     )
+    if settings.epp_off_gpu_nodes:
+        # A CPU pod: a spot GPU node's reclaim would take the pool's only picker with it,
+        # and an untainted GPU node would give it room a vLLM replica needs.
+        deployment["spec"]["template"]["spec"].update(
+            placement.off_gpu_nodes(settings.catalogs()).pod_fields()
+        )
     svc = {
         "apiVersion": "v1",
         "kind": "Service",
