@@ -6,7 +6,8 @@
 #      for the fake GPU fleet (nodes named e2e-*, removed afterwards), installs the CRDs
 #      and runs `inferfleet run` on this machine. The API server must reach the
 #      operator's webhook, so it listens on the kind network's gateway address.
-# Needs docker, kind, and Go (KWOK and kubectl are built by hack/controlplane/build.sh).
+# Needs docker, kind, and Go (KWOK, the LeaderWorkerSet controller and kubectl are built by
+# hack/controlplane/build.sh; the controller runs here, its webhooks on the gateway too).
 # KEEP_CLUSTER=1 keeps the cluster afterwards; arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."

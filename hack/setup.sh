@@ -14,9 +14,9 @@ if [ "${WITH_TESTS:-0}" = "1" ]; then
     if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
       echo "installing prometheus (Debian package) for the integration tests" >&2
       (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null) \
-        || echo "warning: prometheus could not be installed; its integration tests will skip" >&2
+        || echo "warning: prometheus could not be installed; its integration tests will skip (./hack/test.sh fails on skips)" >&2
     else
-      echo "warning: prometheus not found and cannot install it; its integration tests will skip" >&2
+      echo "warning: prometheus not found and cannot install it; its integration tests will skip (./hack/test.sh fails on skips)" >&2
     fi
   fi
 else

@@ -8,7 +8,8 @@ tiers allowed to stand at zero. With its front door, the endpoint picker holds w
 while no pod is Ready and decide() wakes a tier on that queue; behind plain Services the
 same requests find no endpoint. Prints one JSON document: per burst the idle before it,
 the first request's time to first token, and the cold start and hold it is measured
-against; held, expired, refused and served counts.
+against; held, expired, shed (refused by a picker whose queue was full), refused (no
+endpoint) and served counts.
 
     python hack/bench/scale_from_zero.py [--rate-scale 0.2] [--idle-h 2]
 """
@@ -102,6 +103,7 @@ def main(argv: list[str] | None = None) -> int:
             ],
             "held": result.held,
             "heldExpired": result.held_expired,
+            "shed": result.shed,
             "unroutable": result.unroutable,
             "rejected": result.rejected,
             "served": result.served,

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds the e2e control plane from the pinned Go modules beside this script:
-# kube-apiserver, kube-controller-manager, kube-scheduler and kubectl (k8s/), etcd (etcd/)
-# and kwok (kwok/). Binaries go to a cache OUTSIDE the work tree, one directory per set
-# of pinned versions; a warm call only checks the stamp and returns in well under a second.
+# kube-apiserver, kube-controller-manager, kube-scheduler and kubectl (k8s/), etcd (etcd/),
+# kwok (kwok/) and the LeaderWorkerSet controller (lws/). Binaries go to a cache OUTSIDE
+# the work tree, one directory per set of pinned versions; a warm call only checks the
+# stamp and returns in well under a second.
 #
 #   hack/controlplane/build.sh          # build when missing, print the bin directory
 #   hack/controlplane/build.sh --print  # print the bin directory, build nothing (exit 1 if absent)
@@ -18,12 +19,13 @@ mod_version() { # module path, go.mod -> the version it requires
 k8s_version="$(mod_version k8s.io/kubernetes "$here/k8s/go.mod")"
 etcd_version="$(mod_version go.etcd.io/etcd/server/v3 "$here/etcd/go.mod")"
 kwok_version="$(mod_version sigs.k8s.io/kwok "$here/kwok/go.mod")"
+lws_version="$(mod_version sigs.k8s.io/lws "$here/lws/go.mod")"
 # The stamp covers the pins (go.mod + go.sum), this script and the Go release, so any
 # change to what would be built invalidates the cache entry.
-stamp="$(cat "$here"/{k8s,etcd,kwok}/go.{mod,sum} "$here/build.sh" | sha256sum | cut -c1-16) $(go env GOVERSION 2>/dev/null || echo no-go)"
+stamp="$(cat "$here"/{k8s,etcd,kwok,lws}/go.{mod,sum} "$here/build.sh" | sha256sum | cut -c1-16) $(go env GOVERSION 2>/dev/null || echo no-go)"
 cache_root="${INFERFLEET_CONTROLPLANE_CACHE:-$HOME/.cache/inferfleet/controlplane}"
-dest="$cache_root/k8s-$k8s_version-etcd-$etcd_version-kwok-$kwok_version"
-bins=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok)
+dest="$cache_root/k8s-$k8s_version-etcd-$etcd_version-kwok-$kwok_version-lws-$lws_version"
+bins=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok lws)
 
 is_built() {
     [[ -f "$dest/stamp" && "$(cat "$dest/stamp")" == "$stamp" ]] || return 1
@@ -64,6 +66,8 @@ echo "build.sh: etcd $etcd_version" >&2
 echo "build.sh: kwok $kwok_version" >&2
 (cd "$here/kwok" && go build -ldflags "-s -w" \
     -o "$staging/bin/kwok" sigs.k8s.io/kwok/cmd/kwok)
+echo "build.sh: lws $lws_version" >&2
+(cd "$here/lws" && go build -ldflags "-s -w" -o "$staging/bin/lws" sigs.k8s.io/lws/cmd)
 
 "$staging/bin/kube-apiserver" --version >&2
 echo "$stamp" >"$staging/stamp"

@@ -3,11 +3,12 @@
 
 etcd, kube-apiserver (secure serving with a generated CA, client certificates,
 service-account signing keys, admission webhooks and an audit log), kube-controller-
-manager, kube-scheduler and KWOK (fake nodes and pod lifecycles), each a child process
-on 127.0.0.1 with free ports, logging to `<workdir>/logs/<name>.log`, stopped by PID.
-Then the fake GPU fleet (fleet.yaml) and the CRDs (the generated InferenceService CRD,
-kopf's peering CRDs, and the LeaderWorkerSet and PodMonitor CRDs from their projects'
-Go modules, pinned in crds/go.mod).
+manager, kube-scheduler, KWOK (fake nodes and pod lifecycles) and the LeaderWorkerSet
+controller with its admission webhooks (multi-node workloads), each a child process on
+127.0.0.1 with free ports, logging to `<workdir>/logs/<name>.log`, stopped by PID. Then
+the fake GPU fleet (fleet.yaml) and the CRDs (the generated InferenceService CRD, kopf's
+peering CRDs, and the LeaderWorkerSet and PodMonitor CRDs from their projects' Go
+modules, pinned in crds/go.mod).
 
 The e2e suite (tests/e2e/conftest.py) and the reconcile benchmark import this file; by
 hand:
@@ -51,9 +52,13 @@ FLEET_FILE = HERE / "fleet.yaml"
 CRD_MODULE_DIR = HERE / "crds"
 INFERFLEET_CRD = REPO / "crds" / "inferenceservices.inferfleet.dev.yaml"
 PEERING_CRDS = REPO / "hack" / "kopf-peering-crds.yaml"
+LWS_MODULE = "sigs.k8s.io/lws"
+# The LeaderWorkerSet controller's admission webhooks, as its release registers them.
+LWS_WEBHOOKS = "config/webhook/manifests.yaml"
+LWS_WEBHOOK_CONFIGS = ("lws-e2e-mutating", "lws-e2e-validating")
 # Third-party CRDs: (module path, file inside the module).
 MODULE_CRDS: tuple[tuple[str, str], ...] = (
-    ("sigs.k8s.io/lws", "config/crd/bases/leaderworkerset.x-k8s.io_leaderworkersets.yaml"),
+    (LWS_MODULE, "config/crd/bases/leaderworkerset.x-k8s.io_leaderworkersets.yaml"),
     (
         "github.com/prometheus-operator/prometheus-operator",
         "example/prometheus-operator-crd/monitoring.coreos.com_podmonitors.yaml",
@@ -75,6 +80,7 @@ QUIET_USERS = (
     "system:kube-scheduler",
     "system:apiserver",
     "kwok-controller",
+    "lws-controller",
 )
 START_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 10.0
@@ -345,6 +351,8 @@ def http_ok(url: str, context: ssl.SSLContext | None = None, expect: str | None 
 class Options:
     controllers: bool = True  # kube-controller-manager and kube-scheduler
     kwok: bool = True  # KWOK and the fake fleet
+    # The LeaderWorkerSet controller and its webhooks (with controllers and CRDs only).
+    lws: bool = True
     cold_start_s: float = 3.0  # started pod -> Ready (KWOK's pod-ready delay)
     audit: bool = True
     # Resources ("group/resource/subresource", group "" for core) whose request bodies
@@ -380,11 +388,15 @@ class ControlPlane:
     def _component(self, name: str, args: list[str]) -> Component:
         component = Component(name, args, self.logs / f"{name}.log")
         component.start()
+        self._track(component)
+        return component
+
+    def _track(self, component: Component) -> None:
+        """Stopped with the others (also when the start fails later on)."""
         self.components.append(component)
         (self.workdir / "pids").write_text(
             "".join(f"{c.name} {c.pid}\n" for c in self.components), encoding="utf-8"
         )
-        return component
 
     def ssl_context(self) -> ssl.SSLContext:
         assert self.pki is not None
@@ -423,6 +435,7 @@ class ControlPlane:
         kcm = pki.issue("kcm", common_name="system:kube-controller-manager", groups=["system:masters"])
         scheduler = pki.issue("scheduler", common_name="system:kube-scheduler")
         kwok = pki.issue("kwok", common_name="kwok-controller", groups=["system:masters"])
+        lws = pki.issue("lws", common_name="lws-controller", groups=["system:masters"])
         write_kubeconfig(self.kubeconfig, self.server, pki.ca, client=admin)
         kcm_config = write_kubeconfig(
             self.workdir / "kcm.kubeconfig", self.server, pki.ca, client=kcm, user="kcm"
@@ -432,6 +445,9 @@ class ControlPlane:
         )
         kwok_config = write_kubeconfig(
             self.workdir / "kwok.kubeconfig", self.server, pki.ca, client=kwok, user="kwok"
+        )
+        lws_config = write_kubeconfig(
+            self.workdir / "lws.kubeconfig", self.server, pki.ca, client=lws, user="lws"
         )
 
         etcd_port, etcd_peer = free_port(), free_port()
@@ -573,6 +589,8 @@ class ControlPlane:
             wait_until(lambda: fleet_ready(self.kubectl_json), "every fake node Ready", START_TIMEOUT_S)
         if self.options.crds:
             install_crds(self.kubectl)
+        if self.options.lws and self.options.controllers and self.options.crds:
+            start_lws(self.tool("lws"), lws_config, pki, self.workdir, self.kubectl, track=self._track)
         (self.workdir / "startup_seconds").write_text(f"{time.monotonic() - started:.1f}\n")
 
     # --- kubectl --------------------------------------------------------------------------
@@ -742,6 +760,126 @@ def fleet_ready(kubectl_json: Callable[..., Any]) -> bool:
 def unregister_fleet(kubectl: Callable[..., Any]) -> None:
     names = [node["metadata"]["name"] for node in fleet_nodes()]
     kubectl("delete", "node", "--ignore-not-found", "--wait=false", *names, check=False)
+
+
+# --- the LeaderWorkerSet controller ----------------------------------------------------------
+
+
+def lws_configuration(
+    webhook_host: str, webhook_port: int, cert_dir: Path, health_port: int
+) -> dict[str, Any]:
+    """The controller's own configuration file (config.lws.x-k8s.io/v1alpha1): one
+    replica (no leader election), webhooks served with the certificate given here (its
+    internal certificate manager writes a Secret for an in-cluster Service, which a
+    controller outside the cluster cannot be reached through), no metrics endpoint."""
+    return {
+        "apiVersion": "config.lws.x-k8s.io/v1alpha1",
+        "kind": "Configuration",
+        "leaderElection": {"leaderElect": False},
+        "internalCertManagement": {"enable": False},
+        "webhook": {"host": webhook_host, "port": webhook_port, "certDir": str(cert_dir)},
+        "metrics": {"bindAddress": "0"},
+        "health": {"healthProbeBindAddress": f"127.0.0.1:{health_port}"},
+    }
+
+
+def lws_webhook_configurations(manifests: Path, base_url: str, ca: Path) -> list[dict[str, Any]]:
+    """The release's webhook registrations, pointed at `base_url` (the controller runs
+    outside the cluster) and, for pods, only at pods of a LeaderWorkerSet, as its Helm
+    chart and kustomize patches register them: no other pod waits on this process."""
+    import base64
+
+    ca_bundle = base64.b64encode(ca.read_bytes()).decode()
+    found = []
+    for doc, name in zip(
+        yaml.safe_load_all(manifests.read_text(encoding="utf-8")), LWS_WEBHOOK_CONFIGS, strict=True
+    ):
+        doc["metadata"] = {"name": name}
+        for hook in doc["webhooks"]:
+            path = hook["clientConfig"]["service"]["path"]
+            hook["clientConfig"] = {"url": f"{base_url}{path}", "caBundle": ca_bundle}
+            if any("pods" in rule.get("resources", []) for rule in hook.get("rules", [])):
+                hook["objectSelector"] = {
+                    "matchExpressions": [{"key": "leaderworkerset.sigs.k8s.io/name", "operator": "Exists"}]
+                }
+        found.append(doc)
+    return found
+
+
+def start_lws(
+    binary: str,
+    kubeconfig: Path,
+    pki: Pki,
+    workdir: Path,
+    kubectl: Callable[..., Any],
+    *,
+    track: Callable[[Component], None],
+    webhook_host: str = "127.0.0.1",
+) -> Component:
+    """The LeaderWorkerSet controller, its webhooks served on `webhook_host` and registered.
+
+    It cannot do without them: its LeaderWorkerSet webhook sets defaults the controller
+    dereferences (without it v0.8.0 panics on a nil pointer and creates nothing), and its
+    pod webhook gives every leader pod the group-index label it counts groups by."""
+    cert_dir = workdir / "lws-webhook"
+    cert_dir.mkdir(parents=True, exist_ok=True)
+    serving = pki.issue("lws-webhook", common_name="lws-webhook", hosts=[webhook_host])
+    shutil.copy(serving.cert, cert_dir / "tls.crt")
+    shutil.copy(serving.key, cert_dir / "tls.key")
+    webhook_port, health_port = free_port(), free_port()
+    config = workdir / "lws-config.yaml"
+    config.write_text(
+        yaml.safe_dump(lws_configuration(webhook_host, webhook_port, cert_dir, health_port)), encoding="utf-8"
+    )
+    component = Component(
+        "lws-controller",
+        [binary, f"--config={config}", f"--kubeconfig={kubeconfig}", "--zap-log-level=info"],
+        workdir / "logs" / "lws-controller.log",
+    )
+    component.start()
+    track(component)
+    wait_until(
+        lambda: http_ok(f"http://127.0.0.1:{health_port}/readyz"),
+        "the LeaderWorkerSet controller /readyz",
+        START_TIMEOUT_S,
+        alive=component,
+    )
+    context = ssl.create_default_context(cafile=str(pki.ca))
+    wait_until(
+        lambda: _tls_answers(webhook_host, webhook_port, context),
+        "the LeaderWorkerSet webhooks",
+        START_TIMEOUT_S,
+        alive=component,
+    )
+    manifests = module_dir(LWS_MODULE) / LWS_WEBHOOKS
+    for registration in lws_webhook_configurations(
+        manifests, f"https://{webhook_host}:{webhook_port}", pki.ca
+    ):
+        kubectl(
+            "apply",
+            "--server-side",
+            "--force-conflicts",
+            "--field-manager=inferfleet-e2e",
+            "-f",
+            "-",
+            stdin=json.dumps(registration),
+        )
+    return component
+
+
+def remove_lws_webhooks(kubectl: Callable[..., Any]) -> None:
+    """Their failure policy is Fail: left behind, no LeaderWorkerSet pod could start."""
+    for name in LWS_WEBHOOK_CONFIGS:
+        kind = "mutatingwebhookconfiguration" if "mutating" in name else "validatingwebhookconfiguration"
+        kubectl("delete", kind, name, "--ignore-not-found", check=False)
+
+
+def _tls_answers(host: str, port: int, context: ssl.SSLContext) -> bool:
+    with (
+        socket.create_connection((host, port), timeout=3) as raw,
+        context.wrap_socket(raw, server_hostname=host),
+    ):
+        return True
 
 
 # --- CRDs ---------------------------------------------------------------------------------

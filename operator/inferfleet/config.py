@@ -192,6 +192,11 @@ class OperatorSettings(BaseModel):
         min_length=1,
         description="Endpoint picker image the operator runs per InferencePool (llm-d's router).",
     )
+    epp_off_gpu_nodes: bool = Field(
+        default=True,
+        description="Endpoint pickers require a node without any GPU label the operator knows "
+        "(catalog.placement.GPU_NODE_LABELS and the catalog's); false for a cluster of GPU nodes only.",
+    )
     cache_node_path: str = Field(default="/mnt/nvme/inferfleet", pattern=r"^/")
     cache_allowed_root: str | None = Field(
         default=None,

@@ -6,8 +6,9 @@ Which cluster:
   when the binaries are missing (hack/controlplane/build.sh, ~30-40 min cold);
 - INFERFLEET_E2E_KUBECONFIG=path: any cluster (kind: hack/kind-e2e.sh). The suite then
   starts KWOK locally against it for the fake GPU fleet (named e2e-*, removed at the
-  end) and installs the CRDs; set INFERFLEET_E2E_WEBHOOK_HOST to an address of this
-  machine the API server can reach.
+  end), installs the CRDs, and runs the LeaderWorkerSet controller locally unless the
+  cluster has its own; set INFERFLEET_E2E_WEBHOOK_HOST to an address of this machine
+  the API server can reach (the operator's and the LeaderWorkerSet webhooks).
 
 INFERFLEET_E2E=0 skips the tier. A missing Go toolchain or a failed build is a failure,
 not a skip (INFERFLEET_E2E_BUILD=0 refuses to build, which then also fails).
@@ -87,13 +88,12 @@ def _local_cluster(workdir: Path) -> Iterator[Cluster]:
 def _external_cluster(kubeconfig: Path, workdir: Path) -> Iterator[Cluster]:
     """Any cluster: the fleet is registered and driven by a local KWOK."""
     kubectl = shutil.which("kubectl")
-    kwok_bin: Path | None = None
     try:
         bin_dir = controlplane.binaries(build=os.environ.get("INFERFLEET_E2E_BUILD", "1") != "0")
         kubectl = str(bin_dir / "kubectl")
-        kwok_bin = bin_dir / "kwok"
     except controlplane.ControlPlaneError as error:
-        pytest.fail(f"KWOK and kubectl for the external cluster: {error}", pytrace=False)
+        pytest.fail(f"KWOK, the LeaderWorkerSet controller and kubectl: {error}", pytrace=False)
+    kwok_bin = bin_dir / "kwok"
     assert kubectl is not None
     cluster = Cluster(
         kubeconfig=kubeconfig,
@@ -106,6 +106,7 @@ def _external_cluster(kubeconfig: Path, workdir: Path) -> Iterator[Cluster]:
     kwok = controlplane.Component(
         "kwok", controlplane.kwok_args(str(kwok_bin), kubeconfig, config), workdir / "logs" / "kwok.log"
     )
+    lws: list[controlplane.Component] = []
     try:
         controlplane.register_fleet(cluster.kubectl, cluster.kubectl_json)
         kwok.start()
@@ -116,10 +117,36 @@ def _external_cluster(kubeconfig: Path, workdir: Path) -> Iterator[Cluster]:
             alive=kwok,
         )
         controlplane.install_crds(cluster.kubectl)
+        if not _runs_lws(cluster):
+            controlplane.start_lws(
+                str(bin_dir / "lws"),
+                kubeconfig,
+                controlplane.Pki(workdir / "lws-pki"),
+                workdir,
+                cluster.kubectl,
+                track=lws.append,
+                webhook_host=cluster.webhook_host,
+            )
         yield cluster
     finally:
+        if lws:
+            controlplane.remove_lws_webhooks(cluster.kubectl)
+        for component in lws:
+            component.stop()
         controlplane.unregister_fleet(cluster.kubectl)
         kwok.stop()
+
+
+def _runs_lws(cluster: Cluster) -> bool:
+    """Whether the cluster has a LeaderWorkerSet controller of its own (its release's
+    webhook registered): a second one would fight it."""
+    found = cluster.kubectl_json("get", "mutatingwebhookconfigurations")["items"]
+    return any(
+        hook.get("name") == "mleaderworkerset.kb.io"
+        for config in found
+        if config["metadata"]["name"] not in controlplane.LWS_WEBHOOK_CONFIGS
+        for hook in config.get("webhooks") or []
+    )
 
 
 def _keep_logs(logs: Path, what: str) -> None:

@@ -35,20 +35,21 @@ TIERS = [
 NODE_CACHE = "inferfleet.dev/component=node-cache"
 
 
+def pod_security_namespace(cluster: Cluster, name: str, level: str) -> str:
+    """A namespace enforcing Pod Security `level` (removed with the suite's); its uid."""
+    cluster.kubectl("create", "namespace", name)
+    cluster.kubectl(
+        "label", "namespace", name, f"{NAMESPACE_LABEL}=true", f"pod-security.kubernetes.io/enforce={level}"
+    )
+    return str(cluster.core().read_namespace(name).metadata.uid)
+
+
 @pytest.fixture
 def teams(cluster: Cluster) -> Iterator[tuple[str, str]]:
-    """Two namespaces that enforce Pod Security `baseline` (and warn on `restricted`)."""
+    """Two namespaces that enforce Pod Security `baseline`."""
     names = tuple(f"e2e-team-{which}-{uuid.uuid4().hex[:5]}" for which in "ab")
     for name in names:
-        cluster.kubectl("create", "namespace", name)
-        cluster.kubectl(
-            "label",
-            "namespace",
-            name,
-            f"{NAMESPACE_LABEL}=true",
-            "pod-security.kubernetes.io/enforce=baseline",
-            "pod-security.kubernetes.io/warn=restricted",
-        )
+        pod_security_namespace(cluster, name, "baseline")
     yield names[0], names[1]
     for name in names:
         cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
@@ -217,18 +218,7 @@ def test_a_recreated_namespace_gets_a_new_tree_not_the_old_teams(
     old volume pointed at the old tree; the operator replaces it with the new namespace's."""
     name = f"e2e-reused-{uuid.uuid4().hex[:5]}"
 
-    def create() -> str:
-        cluster.kubectl("create", "namespace", name)
-        cluster.kubectl(
-            "label",
-            "namespace",
-            name,
-            f"{NAMESPACE_LABEL}=true",
-            "pod-security.kubernetes.io/enforce=baseline",
-        )
-        return str(cluster.core().read_namespace(name).metadata.uid)
-
-    first_uid = create()
+    first_uid = pod_security_namespace(cluster, name, "baseline")
     operators.start(name, namespaces=(name,), name="first")
     cluster.apply([gpu_service(NAME, name, TIERS)])
     first = eventually(lambda: node_cache_volume(cluster, name), 60, what="the first namespace's volume")
@@ -236,7 +226,7 @@ def test_a_recreated_namespace_gets_a_new_tree_not_the_old_teams(
     operators.stop_all()
     cluster.kubectl("delete", "namespace", name, "--timeout=120s")
 
-    second_uid = create()
+    second_uid = pod_security_namespace(cluster, name, "baseline")
     operators.start(name, namespaces=(name,), name="second")
     cluster.apply([gpu_service(NAME, name, TIERS)])
 
@@ -254,10 +244,7 @@ def test_serving_and_picker_pods_meet_restricted(cluster: Cluster, operators: Op
     """Without the node cache (whose cache-owner container needs root and CAP_CHOWN), every
     pod the operator renders is admitted where `restricted` is enforced."""
     name = f"e2e-restricted-{uuid.uuid4().hex[:5]}"
-    cluster.kubectl("create", "namespace", name)
-    cluster.kubectl(
-        "label", "namespace", name, f"{NAMESPACE_LABEL}=true", "pod-security.kubernetes.io/enforce=restricted"
-    )
+    pod_security_namespace(cluster, name, "restricted")
     try:
         operators.start(name, namespaces=(name,))
         body = gpu_service(NAME, name, TIERS, cache={"mode": "none"})

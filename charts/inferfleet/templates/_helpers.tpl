@@ -211,3 +211,29 @@ cannot be narrowed that way (the name is not known when it is authorised).
   verbs: [get, update]
 {{- end }}
 {{- end }}
+
+{{/* Node-selector expressions no GPU node the operator can recognise matches (the same
+     as the operator's catalog.placement.off_gpu_expressions, kept equal by a test): the
+     GPU stacks' labels must be absent, and a catalog key CPU nodes carry too (the
+     instance type) must not have a GPU value. Unlabelled nodes all match. */}}
+{{- define "inferfleet.offGpuNodeExpressions" -}}
+{{- $present := list "nvidia.com/gpu.present" "nvidia.com/gpu.product" "cloud.google.com/gke-accelerator" "karpenter.k8s.aws/instance-gpu-name" "eks.amazonaws.com/instance-gpu-name" "kubernetes.azure.com/accelerator" "amd.com/gpu.product-name" "amd.com/gpu.device-id" }}
+{{- $values := dict "node.kubernetes.io/instance-type" (list "p4d.24xlarge" "p4de.24xlarge") }}
+{{- range .Values.catalog.gpus }}
+{{- range $key, $listed := (.nodeLabels | default dict) }}
+{{- if not (has $key $present) }}
+{{- $more := kindIs "string" $listed | ternary (list $listed) $listed }}
+{{- $_ := set $values $key (concat (get $values $key | default list) $more | uniq | sortAlpha) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- range $present }}
+- key: {{ . }}
+  operator: DoesNotExist
+{{- end }}
+{{- range $key := keys $values | sortAlpha }}
+- key: {{ $key }}
+  operator: NotIn
+  values: {{ get $values $key | toJson }}
+{{- end }}
+{{- end }}

@@ -25,12 +25,25 @@ class Condition(ApiModel):
     observed_generation: int | None = None
 
 
+class TierReplacement(ApiModel):
+    """While a tier changes kind, its old workload: serving until the new one is Ready."""
+
+    kind: str = Field(description="Deployment or LeaderWorkerSet.")
+    ready: int = Field(default=0, description="Ready replicas it still serves with.")
+    needed: int = Field(default=0, description="Ready replicas the new workload needs before this one goes.")
+
+
 class TierReplicas(ApiModel):
     """Replica counts of one tier's workload as last observed."""
 
     tier: str
     desired: int = 0
-    ready: int = 0
+    ready: int = Field(
+        default=0, description="Ready serving replicas, the replaced workload's included while it serves."
+    )
+    replacing: TierReplacement | None = Field(
+        default=None, description="While the tier changes kind: the old workload, still serving."
+    )
 
 
 class TierCache(ApiModel):
@@ -40,6 +53,11 @@ class TierCache(ApiModel):
     nodes_ready: int = 0
     nodes_eligible: int = 0
     revision: str | None = None
+    nodes_wanted: str | None = Field(
+        default=None,
+        description="Set while no node matches the tier's placement: the node labels its pods look "
+        "for, as a kubectl label selector (alternatives joined by OR).",
+    )
 
 
 class ScalingDecision(ApiModel):

@@ -46,7 +46,7 @@ from inferfleet.metrics.prometheus import PrometheusClient, PrometheusConfig, Qu
 from inferfleet.promql.parse import ServiceKey, TierKey
 from inferfleet.promql.queries import QueryConfig
 from inferfleet.promql.signals import SignalSnapshot
-from inferfleet.reconcile import modelprobe
+from inferfleet.reconcile import kindswitch, modelprobe
 from inferfleet.reconcile.status import set_condition
 from inferfleet.scalestep.step import (
     STATUS_HEARTBEAT_S,
@@ -115,7 +115,7 @@ class LoopReport:
 class _Tick:
     time_s: float
     snapshot: SignalSnapshot
-    workloads: dict[tuple[str, str], dict[str, dict[str, Any]]]
+    workloads: dict[tuple[str, str], dict[str, list[dict[str, Any]]]]
     pod_load: dict[TierKey, dict[str, float]] | None = None
 
 
@@ -198,9 +198,10 @@ class Autoscaler:
 
     # --- the tick's shared reads ------------------------------------------------------
 
-    def _list_workloads(self) -> dict[tuple[str, str], dict[str, dict[str, Any]]]:
-        """Managed workloads by (namespace, service) then tier: one list call per kind."""
-        found: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
+    def _list_workloads(self) -> dict[tuple[str, str], dict[str, list[dict[str, Any]]]]:
+        """Managed workloads by (namespace, service) then tier: one list call per kind.
+        A tier changing kind has two for a while (reconcile.kindswitch)."""
+        found: dict[tuple[str, str], dict[str, list[dict[str, Any]]]] = {}
         for api_version, kind in (DEPLOYMENT, LEADER_WORKER_SET):
             try:
                 self.api_calls += 1
@@ -212,7 +213,9 @@ class Autoscaler:
                 obj_labels = meta.get("labels") or {}
                 service, tier = obj_labels.get(labels.LABEL_SERVICE), obj_labels.get(labels.LABEL_TIER)
                 if service and tier and meta.get("namespace"):
-                    found.setdefault((str(meta["namespace"]), str(service)), {})[str(tier)] = obj
+                    found.setdefault((str(meta["namespace"]), str(service)), {}).setdefault(
+                        str(tier), []
+                    ).append(obj)
         return found
 
     def _read_tick(self, now_s: float) -> _Tick:
@@ -290,11 +293,15 @@ class Autoscaler:
         if not plan:
             return "not planned yet"
         uid = meta.get("uid")
+        multi_node = {tier.name: tier.nodes_per_replica > 1 for tier in plan}
         workloads: dict[str, WorkloadReplicas] = {}
-        for tier, obj in tick.workloads.get((namespace, name), {}).items():
+        for tier, objects in tick.workloads.get((namespace, name), {}).items():
             # A same-named workload someone else owns is not ours to scale.
-            if uid is not None and owner_uids(obj) and str(uid) not in owner_uids(obj):
+            ours = [o for o in objects if uid is None or not owner_uids(o) or str(uid) in owner_uids(o)]
+            if not ours:
                 continue
+            # While a tier changes kind, the new workload is scaled; the old one serves as it is.
+            obj = kindswitch.preferred(ours, multi_node.get(tier))
             workloads[tier] = WorkloadReplicas(ref_of(obj), replicas_of(obj), ready_replicas_of(obj))
         return ServiceInput(
             namespace=namespace,

@@ -5,7 +5,9 @@ plan for an L4 lands on a T4 (no FP8, no BF16) and vLLM refuses to start. So eve
 serving pod (Deployment, LeaderWorkerSet leader and workers) gets a required node
 affinity built from its GPU's `nodeLabels` (catalog or inline), one node-selector term
 per labelling scheme, OR-ed: GPU feature discovery, GKE, Karpenter, EKS Auto Mode, AMD's
-labeller. A spot tier also requires a spot node, as each cloud labels one.
+labeller. A spot tier also requires a spot node, as each cloud labels one; every other
+tier requires a node that is not spot on any label family we know (GKE, Karpenter, EKS
+node groups, AKS), so a warm minimum never lands on capacity the cloud takes back.
 
 How it combines with the tier's own fields (README "Placement"):
 - `nodeSelector` is copied as written; Kubernetes ANDs it with the affinity.
@@ -13,8 +15,11 @@ How it combines with the tier's own fields (README "Placement"):
   own node-selector terms is ANDed with each default term (their matchExpressions
   joined), so the pod must satisfy the tier's rule AND be on its GPU type. Preferred node
   affinity and pod (anti-)affinity are untouched.
-- `gpuNodeAffinity: none` drops the default terms (GPU type and spot): the tier's own
-  placement alone decides (validation requires it to have one).
+- `gpuNodeAffinity: none` drops the default terms (GPU type and capacity type): the tier's
+  own placement alone decides (validation requires it to have one).
+
+The front door's endpoint pickers and the operator itself are CPU pods: `off_gpu_nodes()`
+keeps them off every node a GPU label we know marks (`GPU_NODE_LABELS`, the catalog's).
 
 Pre-cache pods (`precache/workloads.py`) get `node_only()` of the same placement: the same
 selector, required node affinity and tolerations, so the DaemonSet has a pod on exactly
@@ -24,6 +29,7 @@ the nodes the tier's serving pods can use, and nowhere else.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,6 +58,15 @@ SPOT_LABELS: tuple[tuple[str, str, str], ...] = (
     ("eks.amazonaws.com/capacityType", "SPOT", "aws"),
     ("kubernetes.azure.com/scalesetpriority", "spot", "azure"),
 )
+
+
+# An on-demand tier's pods: none of the spot labels above. NotIn also matches a node
+# without the label, so a cluster that labels no capacity type schedules them anywhere;
+# the node-selector terms are OR-ed, so every term carries all five.
+def off_spot() -> list[dict[str, Any]]:
+    return [{"key": key, "operator": "NotIn", "values": [value]} for key, value, _ in SPOT_LABELS]
+
+
 # Spot nodes some clouds taint: AKS always (kubernetes.azure.com/scalesetpriority=spot:NoSchedule),
 # GKE when node auto-provisioning or the pool asks for it (cloud.google.com/gke-spot=true:NoSchedule).
 SPOT_TOLERATIONS: tuple[dict[str, str], ...] = (
@@ -124,7 +139,7 @@ def _requirement(key: str, values: tuple[str, ...]) -> dict[str, Any]:
 
 
 def default_terms(tier: TierSpec, gpu: GpuSpec | None) -> list[dict[str, Any]]:
-    """The GPU-type (and spot) node-selector terms the operator requires, OR-ed."""
+    """The GPU-type and capacity-type node-selector terms the operator requires, OR-ed."""
     if tier.gpu_node_affinity == "none":
         return []
     gpu_alternatives: list[tuple[str, list[dict[str, Any]]]] = []
@@ -135,9 +150,13 @@ def default_terms(tier: TierSpec, gpu: GpuSpec | None) -> list[dict[str, Any]]:
     spot_alternatives: list[tuple[str, list[dict[str, Any]]]] = []
     if tier.capacity_type == "spot":
         spot_alternatives = [(cloud, [_requirement(key, (value,))]) for key, value, cloud in SPOT_LABELS]
+    # On-demand tiers: every term also excludes spot capacity (the terms are OR-ed).
+    excluded = off_spot() if tier.capacity_type != "spot" else []
     if not gpu_alternatives or not spot_alternatives:
         only = gpu_alternatives or spot_alternatives
-        return [{"matchExpressions": _copy(expressions)} for _, expressions in only]
+        if not only:
+            return [{"matchExpressions": excluded}] if excluded else []
+        return [{"matchExpressions": [*_copy(expressions), *_copy(excluded)]} for _, expressions in only]
     terms = []
     pairs = itertools.product(gpu_alternatives, spot_alternatives)
     for (gpu_cloud, gpu_expr), (spot_cloud, spot_expr) in pairs:
@@ -202,3 +221,95 @@ def _copy(value: Any) -> Any:
     if isinstance(value, list):
         return [_copy(item) for item in value]
     return value
+
+
+# Labels only GPU nodes carry: a CPU pod (the endpoint pickers, the operator) requires each
+# to be absent. Beside the catalog's GPU-type keys, the presence labels the GPU stacks add:
+# - NVIDIA GPU operator / GPU feature discovery: `nvidia.com/gpu.present=true` on every
+#   node with an NVIDIA GPU, `nvidia.com/gpu.product` (NVIDIA/k8s-device-plugin,
+#   docs/gpu-feature-discovery);
+# - GKE: `cloud.google.com/gke-accelerator` on GPU node pools (GKE docs, "About GPUs");
+# - Karpenter on AWS / EKS Auto Mode: `karpenter.k8s.aws/instance-gpu-name`,
+#   `eks.amazonaws.com/instance-gpu-name` (well-known labels of each);
+# - AKS GPU node pools: `kubernetes.azure.com/accelerator` (e.g. `nvidia`);
+# - AMD's node labeller: `amd.com/gpu.product-name`, `amd.com/gpu.device-id`.
+# A catalog key outside this list (e.g. `node.kubernetes.io/instance-type`, which CPU nodes
+# carry too) is excluded by its GPU values only (NotIn), never by its presence.
+GPU_NODE_LABELS: tuple[str, ...] = (
+    "nvidia.com/gpu.present",
+    "nvidia.com/gpu.product",
+    "cloud.google.com/gke-accelerator",
+    "karpenter.k8s.aws/instance-gpu-name",
+    "eks.amazonaws.com/instance-gpu-name",
+    "kubernetes.azure.com/accelerator",
+    "amd.com/gpu.product-name",
+    "amd.com/gpu.device-id",
+)
+
+
+def off_gpu_expressions(catalogs: Catalogs) -> list[dict[str, Any]]:
+    """One node-selector term's expressions that no GPU node we can recognise matches.
+
+    DoesNotExist and NotIn match a node without the label, so on a cluster that labels
+    nothing every node qualifies."""
+    expressions: list[dict[str, Any]] = [{"key": key, "operator": "DoesNotExist"} for key in GPU_NODE_LABELS]
+    values: dict[str, set[str]] = {}
+    for gpu in catalogs.gpus.values():
+        for key, listed in alternatives(gpu.node_labels):
+            if key not in GPU_NODE_LABELS:
+                values.setdefault(key, set()).update(listed)
+    expressions += [
+        {"key": key, "operator": "NotIn", "values": sorted(found)} for key, found in sorted(values.items())
+    ]
+    return expressions
+
+
+def off_gpu_nodes(catalogs: Catalogs) -> NodePlacement:
+    """Placement of a CPU pod of ours: required node affinity off every GPU node we know."""
+    term = {"matchExpressions": off_gpu_expressions(catalogs)}
+    return NodePlacement({}, {"nodeAffinity": {REQUIRED: {"nodeSelectorTerms": [term]}}}, [])
+
+
+def selector_text(node_selector: Mapping[str, str] | None, affinity: Mapping[str, Any] | None) -> str:
+    """A pod's required node placement in the label-selector syntax of `kubectl get nodes
+    -l`: one selector per node-selector term, joined by " OR ". What every term shares
+    (the tier's nodeSelector, the capacity-type exclusions) is said once, at the end."""
+    required = ((affinity or {}).get("nodeAffinity") or {}).get(REQUIRED) or {}
+    terms = [
+        [
+            *map(_expression_text, term.get("matchExpressions") or []),
+            *map(_field_text, term.get("matchFields") or []),
+        ]
+        for term in required.get("nodeSelectorTerms") or []
+    ]
+    shared = [f"{key}={value}" for key, value in sorted((node_selector or {}).items())]
+    if len(terms) > 1:
+        common = [part for part in terms[0] if all(part in term for term in terms[1:])]
+        terms = [[part for part in term if part not in common] for term in terms]
+        shared += [part for part in common if part not in shared]
+    elif terms:
+        shared = [*terms.pop(), *shared]
+    choices = " OR ".join(",".join(term) for term in terms if term)
+    if choices and shared:
+        return f"{choices}; each with {','.join(shared)}"
+    return choices or ",".join(shared) or "any node"
+
+
+def _expression_text(expression: Mapping[str, Any]) -> str:
+    key, operator = str(expression.get("key")), str(expression.get("operator"))
+    values = [str(v) for v in expression.get("values") or []]
+    if operator == "In" and len(values) == 1:
+        return f"{key}={values[0]}"
+    if operator in ("In", "NotIn"):
+        return f"{key} {operator.lower()} ({','.join(values)})"
+    if operator == "Exists":
+        return key
+    if operator == "DoesNotExist":
+        return f"!{key}"
+    if operator in ("Gt", "Lt") and values:
+        return f"{key}{'>' if operator == 'Gt' else '<'}{values[0]}"
+    return f"{key} {operator} {values}"
+
+
+def _field_text(expression: Mapping[str, Any]) -> str:
+    return "field " + _expression_text(expression)

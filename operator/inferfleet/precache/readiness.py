@@ -8,7 +8,11 @@ not count). For cache.mode pvc the one Job stands for "one node".
 
 The condition's reason is the fetchers' own failure reason when one is failing
 (BadCredentials, SourceUnreachable, DiskFull, ChecksumMismatch, ...), so the message a
-person reads in `kubectl describe ifs` already says what to fix.
+person reads in `kubectl describe ifs` already says what to fix. A tier whose DaemonSet
+the controller has counted at zero nodes has no node of its GPU (and capacity) type at
+all: NoEligibleNodes names the tier and the node labels its pods look for, read from the
+DaemonSet's own pod template, and `status.cache[].nodesWanted` carries them for the
+autoscaler (Scaling) and the Ready condition.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from inferfleet.api import InferenceService, Plan, TierCache, labels
+from inferfleet.catalog import placement
 from inferfleet.precache import workloads as objects
 from inferfleet.precache.errors import REASONS
 from inferfleet.precache.workloads import LABEL_CACHE_REVISION
@@ -43,10 +48,20 @@ class TierCacheReport:
     failures: Mapping[str, int] = field(default_factory=dict)  # reason → pods
     example: str | None = None  # one failure message, verbatim
     nodes_gone: int = 0
+    # The DaemonSet controller has counted the eligible nodes of the current template (a
+    # DaemonSet just created or changed reports 0 until it has).
+    counted: bool = False
+    # The node labels the tier's pods look for (catalog.placement.selector_text).
+    wanted: str = ""
 
     @property
     def ready(self) -> bool:
         return self.nodes_eligible > 0 and self.nodes_ready >= self.nodes_eligible
+
+    @property
+    def no_nodes(self) -> bool:
+        """No node in the cluster matches the tier's placement (counted, not assumed)."""
+        return self.counted and self.nodes_eligible == 0
 
     def status(self) -> TierCache:
         return TierCache(
@@ -54,9 +69,12 @@ class TierCacheReport:
             nodes_ready=self.nodes_ready,
             nodes_eligible=self.nodes_eligible,
             revision=self.revision,
+            nodes_wanted=self.wanted if self.no_nodes else None,
         )
 
     def describe(self) -> str:
+        if self.no_nodes:
+            return f"{self.tier}: no node matches its placement (nodes with {self.wanted})"
         text = f"{self.tier}: {self.nodes_ready}/{self.nodes_eligible} nodes"
         if self.failures:
             text += " (" + ", ".join(f"{n} {reason}" for reason, n in sorted(self.failures.items())) + ")"
@@ -102,6 +120,11 @@ def tier_report(
         return TierCacheReport(tier=tier, nodes_ready=0, nodes_eligible=0, revision=revision)
     ds_status = daemonset.get("status") or {}
     eligible = int(ds_status.get("desiredNumberScheduled") or 0)
+    generation = (daemonset.get("metadata") or {}).get("generation")
+    observed = ds_status.get("observedGeneration")
+    counted = observed is not None and (generation is None or int(observed) >= int(generation))
+    pod_spec = ((daemonset.get("spec") or {}).get("template") or {}).get("spec") or {}
+    wanted = placement.selector_text(pod_spec.get("nodeSelector"), pod_spec.get("affinity"))
     ready = 0
     gone = 0
     failures: Counter[str] = Counter()
@@ -127,6 +150,8 @@ def tier_report(
         failures=dict(failures),
         example=example,
         nodes_gone=gone,
+        counted=counted,
+        wanted=wanted,
     )
 
 
@@ -191,24 +216,30 @@ def condition(
         reason = failures.most_common(1)[0][0]
         example = next(r.example for r in reports if r.failures and r.example)
         return CacheCondition("False", reason, f"{summary}. {example}{waiting}", tiers)
+    missing = [report.tier for report in reports if report.no_nodes]
+    if missing:
+        # Nothing will fetch (or serve) there until a node of that type joins: saying
+        # "Fetching 0/0" would send a person looking at the fetchers.
+        return CacheCondition(
+            "False",
+            REASON_NO_NODES,
+            f"no node for tier(s) {', '.join(missing)}: {summary}; pre-cache pods follow nodes as "
+            f"they join{waiting}",
+            tiers,
+        )
     if held:
         return CacheCondition(
             "False", REASON_FETCHING_REVISION, f"fetching a new revision: {summary}{waiting}", tiers
         )
-    if all(report.nodes_eligible == 0 for report in reports):
-        return CacheCondition(
-            "False",
-            REASON_NO_NODES,
-            f"{summary}: no node matches the tiers' placement yet; pre-cache pods follow nodes as they join",
-            tiers,
-        )
     return CacheCondition("False", REASON_FETCHING, f"fetching: {summary}", tiers)
 
 
-def may_roll_out(report: TierCacheReport, nodes_needed: int) -> bool:
-    """Whether a tier's workload may move to the report's revision: enough eligible nodes
-    already hold it for the replicas about to start (a fully cached tier always may)."""
-    return report.ready or report.nodes_ready >= max(1, min(nodes_needed, report.nodes_eligible))
+def may_roll_out(report: TierCacheReport) -> bool:
+    """Whether a tier's workload may move to the report's revision: every eligible node
+    holds it. The scheduler does not know which nodes do, so a replica of the new template
+    (the rollout's, or any later scale-up's) may land on any eligible node; only then does
+    each one start from local NVMe instead of waiting in its init container for a fetch."""
+    return report.ready
 
 
 def for_service(

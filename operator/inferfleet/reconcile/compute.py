@@ -29,10 +29,10 @@ from inferfleet.precache import readiness as cache_readiness
 from inferfleet.precache import workloads as cache_objects
 from inferfleet.reconcile import events as event_rules
 from inferfleet.reconcile import frontdoor as frontdoor_status
-from inferfleet.reconcile import modelprobe, replan, rollout
+from inferfleet.reconcile import kindswitch, modelprobe, replan, rollout
 from inferfleet.reconcile import status as status_rules
 from inferfleet.reconcile import volumes as volume_rules
-from inferfleet.reconcile.actions import Action, Delete
+from inferfleet.reconcile.actions import Action
 from inferfleet.reconcile.diff import diff
 from inferfleet.render import content_hash, frontdoor, render, routes
 
@@ -77,6 +77,8 @@ class Intent:
     render_error: Exception | None = None
     # Whether the namespace's node-cache volume is usable, and what to create for it.
     node_cache: volume_rules.VolumeVerdict | None = None
+    # Tiers whose workload changes kind: the old one serves until the new one is Ready.
+    switches: tuple[kindswitch.KindSwitch, ...] = ()
 
 
 class Executed(Protocol):
@@ -134,16 +136,21 @@ def reported(snapshot: Snapshot, plan: Plan | None) -> Plan | None:
 
 def desired_actions(
     snapshot: Snapshot, service: InferenceService, plan: Plan
-) -> tuple[tuple[Action, ...], tuple[rollout.RolloutHold, ...]]:
-    """Holds, one render (held tiers at the revision they serve), diff."""
+) -> tuple[tuple[Action, ...], tuple[rollout.RolloutHold, ...], tuple[kindswitch.KindSwitch, ...]]:
+    """Holds, one render (held tiers at the revision they serve), kind switches, diff."""
     held = rollout.holds(service, plan, list(snapshot.observed), list(snapshot.cache_pods))
     revisions = {hold.tier: hold.serving_revision for hold in held}
-    desired = render(service, plan, snapshot.settings, measured_seconds(snapshot), revisions)
+    desired: list[Mapping[str, Any]] = list(
+        render(service, plan, snapshot.settings, measured_seconds(snapshot), revisions)
+    )
     if snapshot.model_probe.job is not None:
         desired.append(snapshot.model_probe.job)
     infeasible = frozenset(tier.name for tier in plan.tiers if not tier.feasible)
     observed = [dict(obj) for obj in snapshot.observed]
-    return tuple(diff(desired, observed, keep_tiers=infeasible)), held
+    switches = kindswitch.switches(desired, observed)
+    desired = kindswitch.with_start_replicas(desired, switches)
+    actions = diff(desired, observed, keep_tiers=infeasible, keep=kindswitch.kept(switches))
+    return tuple(actions), held, switches
 
 
 def node_cache_verdict(snapshot: Snapshot, service: InferenceService) -> volume_rules.VolumeVerdict | None:
@@ -161,7 +168,7 @@ def compute(snapshot: Snapshot) -> Intent:
     if service is None or plan is None:
         return Intent((), (), None, None, snapshot.invalid)
     try:
-        actions, held = desired_actions(snapshot, service, plan)
+        actions, held, switches = desired_actions(snapshot, service, plan)
         volume = node_cache_verdict(snapshot, service)
     except Exception as error:
         # Nothing is applied or pruned: the running fleet stays as it was, and the
@@ -170,7 +177,9 @@ def compute(snapshot: Snapshot) -> Intent:
     if volume is not None:
         # The claim and its volume first: every pre-cache and serving pod mounts the claim.
         actions = (*volume.actions, *actions)
-    return Intent(actions, held, plan, reported(snapshot, plan), snapshot.invalid, node_cache=volume)
+    return Intent(
+        actions, held, plan, reported(snapshot, plan), snapshot.invalid, node_cache=volume, switches=switches
+    )
 
 
 def _after(snapshot: Snapshot, executed: Executed) -> dict[ObjectRef, Mapping[str, Any]]:
@@ -182,27 +191,37 @@ def _after(snapshot: Snapshot, executed: Executed) -> dict[ObjectRef, Mapping[st
     return by_ref
 
 
-def tier_workloads(after: Mapping[ObjectRef, Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
-    """Per tier, its Deployment or LeaderWorkerSet after the pass."""
-    out: dict[str, Mapping[str, Any]] = {}
+def tier_workloads(
+    after: Mapping[ObjectRef, Mapping[str, Any]], plan: Plan | None = None
+) -> dict[str, Mapping[str, Any]]:
+    """Per tier, its Deployment or LeaderWorkerSet after the pass: while a tier changes
+    kind, the one the plan renders (the old one shows as `replacing`)."""
+    found: dict[str, list[Mapping[str, Any]]] = {}
     for ref, obj in sorted(after.items()):
         tier = (obj["metadata"].get("labels") or {}).get(labels.LABEL_TIER)
         if ref.is_workload and tier is not None:
-            out[tier] = obj
-    return out
+            found.setdefault(tier, []).append(obj)
+    multi_node = {tier.name: tier.nodes_per_replica > 1 for tier in plan.feasible_tiers} if plan else {}
+    return {tier: kindswitch.preferred(objs, multi_node.get(tier)) for tier, objs in found.items()}
 
 
-def _cache_status(
-    status: dict[str, Any], snapshot: Snapshot, intent: Intent, service: InferenceService
-) -> None:
-    """status.cache and CacheReady from the pre-cache DaemonSets/Job and their pods."""
-    cache = cache_readiness.for_service(
-        service,
+def _cache_condition(snapshot: Snapshot, intent: Intent) -> cache_readiness.CacheCondition | None:
+    """CacheReady and status.cache from the pre-cache DaemonSets/Job and their pods."""
+    if snapshot.service is None:
+        return None
+    return cache_readiness.for_service(
+        snapshot.service,
         intent.reported_plan,
         list(snapshot.observed),
         list(snapshot.cache_pods),
         held=[hold.describe() for hold in intent.held],
     )
+
+
+def _cache_status(
+    status: dict[str, Any], snapshot: Snapshot, intent: Intent, cache: cache_readiness.CacheCondition
+) -> None:
+    """status.cache and CacheReady (the node-cache volume's state first)."""
     status["cache"] = [tier.to_wire() for tier in cache.tiers]
     state, reason, message = cache.status, cache.reason, cache.message
     volume = intent.node_cache
@@ -225,15 +244,20 @@ def build_status(snapshot: Snapshot, intent: Intent, executed: Executed) -> dict
     """The whole new status: the one place it is assembled."""
     plan = intent.reported_plan
     after = _after(snapshot, executed)
+    cache = _cache_condition(snapshot, intent)
     result = status_rules.PassResult(
         generation=snapshot.generation,
         plan=plan,
         plan_hash=content_hash(plan.to_wire()) if plan is not None else None,
         invalid=intent.invalid,
-        workloads=tier_workloads(after),
+        workloads=tier_workloads(after, intent.rendered_plan),
+        # Both workloads of a switch exist after the pass: the old one still serves.
+        replacing={s.tier: s for s in intent.switches if s.old in after and s.new in after},
         failures=tuple(executed.failures),
         skipped=tuple(executed.skipped),
         conflicts=tuple(executed.conflicts),
+        no_nodes={t.tier: t.nodes_wanted for t in cache.tiers if t.nodes_wanted} if cache else {},
+        unschedulable=status_rules.unschedulable(snapshot.serving_pods),
     )
     status = status_rules.compute(snapshot.previous, result, now=snapshot.now)
     service = snapshot.service
@@ -255,8 +279,8 @@ def build_status(snapshot: Snapshot, intent: Intent, executed: Executed) -> dict
         status["plannedWorkload"] = snapshot.planned_for
     else:
         status.pop("plannedWorkload", None)
-    if service is not None:
-        _cache_status(status, snapshot, intent, service)
+    if cache is not None:
+        _cache_status(status, snapshot, intent, cache)
     if service is not None and intent.rendered_plan is not None:
         _model_source_status(status, snapshot)
     return status
@@ -286,37 +310,48 @@ def _model_source_status(status: dict[str, Any], snapshot: Snapshot) -> None:
     )
 
 
-def pass_events(snapshot: Snapshot, intent: Intent, status: Mapping[str, Any]) -> list[Event]:
-    """Plan changes, condition transitions, pruned tiers, a replan."""
+def pass_events(
+    snapshot: Snapshot, intent: Intent, status: Mapping[str, Any], executed: Executed | None = None
+) -> list[Event]:
+    """Plan changes, condition transitions, tiers replaced or pruned, a replan."""
     previous = snapshot.previous
     found: list[Event] = []
     plan = intent.reported_plan
     if plan is not None:
         found += event_rules.plan_changed(previous.get("planHash"), plan, status["planHash"])
     found += event_rules.condition_transitions(previous.get("conditions") or [], status["conditions"])
-    deleted = {a.ref for a in intent.actions if isinstance(a, Delete) and a.ref.is_workload}
-    pruned_tiers = sorted(
-        {
-            str((obj["metadata"].get("labels") or {}).get(labels.LABEL_TIER))
-            for obj in snapshot.observed
-            if ref_of(obj) in deleted
-        }
-    )
-    found += event_rules.pruned(pruned_tiers)
+    executed = executed or NothingExecuted()
+    found += event_rules.replaced(intent.switches, created=executed.applied, deleted=executed.deleted)
+    found += event_rules.pruned(pruned_tiers(snapshot, intent, executed.deleted))
     replanned = replan.announce(dict(previous), snapshot.planned_for)
     if replanned is not None:
         found.append(Event("Normal", labels.REASON_REPLANNED, replanned))
     return found
 
 
+def pruned_tiers(snapshot: Snapshot, intent: Intent, deleted: Sequence[ObjectRef]) -> list[str]:
+    """Tiers whose workload this pass deleted because the tier left the spec (not the old
+    workload of a tier that changed kind)."""
+    replaced = {switch.old for switch in intent.switches}
+    in_spec = {tier.name for tier in snapshot.service.spec.tiers} if snapshot.service is not None else set()
+    gone = {ref for ref in deleted if ref.is_workload and ref not in replaced}
+    tiers = {
+        str((obj["metadata"].get("labels") or {}).get(labels.LABEL_TIER))
+        for obj in snapshot.observed
+        if ref_of(obj) in gone
+    }
+    return sorted(tiers - in_spec)
+
+
 def conclude(snapshot: Snapshot, intent: Intent, executed: Executed | None = None) -> Conclusion:
     """Status, its patch and the events, once the intent's actions ran."""
     # Escaped and bounded before it is compared with what status holds (written the same
     # way), so a settled service writes nothing.
-    status = safe_text.bounded_status(build_status(snapshot, intent, executed or NothingExecuted()))
+    done = executed or NothingExecuted()
+    status = safe_text.bounded_status(build_status(snapshot, intent, done))
     patch = status_rules.changes(snapshot.previous, status)
     events = tuple(
         Event(event.type, safe_text.event_reason(event.reason), safe_text.event_message(event.message))
-        for event in pass_events(snapshot, intent, status)
+        for event in pass_events(snapshot, intent, status, done)
     )
     return Conclusion(status, patch, events)

@@ -15,7 +15,8 @@ Rules, each one a promise the handlers' tests check:
 - an object that drifted (a human edited a field we declare) is applied again;
 - an owned object no longer declared is deleted, except those of tiers in
   `keep_tiers` (tiers still in the spec whose plan failed: their running workloads
-  stay untouched until the spec is fixed).
+  stay untouched until the spec is fixed) and those in `keep` (a tier's old workload
+  serving until its replacement of another kind is Ready: reconcile.kindswitch).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from inferfleet.api import labels
-from inferfleet.kubedata import claimed_managed_fields, ref_of, replicas_of
+from inferfleet.kubedata import ObjectRef, claimed_managed_fields, ref_of, replicas_of
 from inferfleet.reconcile.actions import Action, Apply, Claim, Delete
 
 
@@ -95,6 +96,7 @@ def diff(
     observed: Sequence[Mapping[str, Any]],
     *,
     keep_tiers: frozenset[str] = frozenset(),
+    keep: frozenset[ObjectRef] = frozenset(),
 ) -> list[Action]:
     """Applies in the order given (render's apply order), then deletes, sorted."""
     existing = {ref_of(obj): obj for obj in observed}
@@ -117,7 +119,7 @@ def diff(
         if uid is not None and _created_unclaimed(current):
             actions.append(Claim(ref, uid, observed=current))
         actions.append(Apply(body, "update"))
-    for ref in sorted(set(existing) - wanted):
+    for ref in sorted(set(existing) - wanted - keep):
         tier = ((existing[ref].get("metadata") or {}).get("labels") or {}).get(labels.LABEL_TIER)
         if tier is not None and tier in keep_tiers:
             continue

@@ -1,15 +1,20 @@
-"""Which Kubernetes events a pass should record (pure): plan changes and trouble."""
+"""Which Kubernetes events a pass should record (pure): plan changes, tiers replaced or
+removed, and trouble."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from inferfleet.api import Plan, TierPlan, labels
-from inferfleet.kubedata import Event
+from inferfleet.kubedata import Event, ObjectRef
+from inferfleet.reconcile.kindswitch import KindSwitch
 
 REASON_PLAN_CHANGED = "PlanChanged"
 REASON_PRUNED = "TierPruned"
+# A tier's workload changed kind (Deployment <-> LeaderWorkerSet): once when the new one
+# is created beside the old, once when the old one is removed.
+REASON_REPLACED = "TierReplaced"
 
 
 def describe_tier(tier: TierPlan) -> str:
@@ -55,3 +60,20 @@ def pruned(tiers: Sequence[str]) -> list[Event]:
         Event("Normal", REASON_PRUNED, f"tier {tier} removed from the spec; its objects were deleted")
         for tier in tiers
     ]
+
+
+def replaced(
+    switches: Sequence[KindSwitch], *, created: Collection[ObjectRef], deleted: Collection[ObjectRef]
+) -> list[Event]:
+    """What the pass did to tiers changing kind: the new workload created (the old one
+    keeps serving), the old one removed. Only what the executor did is announced."""
+    events: list[Event] = []
+    for switch in switches:
+        started = not switch.created and switch.new in created
+        if started and switch.old in deleted:
+            events.append(Event("Normal", REASON_REPLACED, switch.at_once_message()))
+        elif started:
+            events.append(Event("Normal", REASON_REPLACED, switch.started_message()))
+        elif switch.old in deleted:
+            events.append(Event("Normal", REASON_REPLACED, switch.finished_message()))
+    return events

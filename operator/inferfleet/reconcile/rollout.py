@@ -6,9 +6,13 @@ serving workload's pod template (its init container waits for the new revision, 
 loads it). Applied together, the rolling update would start new pods that sit in their
 init container for as long as the download takes, while the old pods are taken down
 around them. So the decision here keeps a tier's workload on the revision its pods serve
-now until `cache.readiness.may_roll_out` says enough eligible nodes hold the new one;
-the DaemonSet goes out at once. `render(..., workload_revisions=...)` renders a held
-tier's workload at the revision it serves, in the same single render.
+now until `cache.readiness.may_roll_out` says every eligible node holds the new one (the
+README's promise); the DaemonSet goes out at once. "Enough nodes for the replicas" is not
+enough: the scheduler does not know which nodes hold the weights, so a new pod lands on
+any eligible node, and so does every later scale-up. A node that cannot fetch holds the
+rollout; CacheReady names its reason while the old revision keeps serving.
+`render(..., workload_revisions=...)` renders a held tier's workload at the revision it
+serves, in the same single render.
 
 What the workload serves is read back from what it runs: the revision argument of its
 `cache-verify` init container (the contract `precache.workloads.init_containers` writes). The
@@ -28,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from inferfleet.api import InferenceService, Plan, labels
+from inferfleet.kubedata import DEPLOYMENT, LEADER_WORKER_SET
 from inferfleet.precache import readiness
 from inferfleet.precache import workloads as cache_objects
 from inferfleet.precache.layout import DEFAULT_REF
@@ -42,13 +47,11 @@ class RolloutHold:
     wanted_revision: str
     nodes_ready: int
     nodes_eligible: int
-    nodes_needed: int
 
     def describe(self) -> str:
         return (
             f"{self.tier} keeps serving revision {self.serving_revision} until {self.wanted_revision} "
-            f"is cached on {self.nodes_needed} node(s) ({self.nodes_ready}/{self.nodes_eligible} "
-            "eligible nodes have it)"
+            f"is cached on every eligible node ({self.nodes_ready}/{self.nodes_eligible} have it)"
         )
 
 
@@ -98,28 +101,30 @@ def holds(
     by_kind_name = {(o.get("kind"), (o.get("metadata") or {}).get("name")): o for o in observed}
     found: list[RolloutHold] = []
     for tier_plan in plan.feasible_tiers:
+        kind = LEADER_WORKER_SET if tier_plan.nodes_per_replica > 1 else DEPLOYMENT
         workload = next(
             (
                 o
                 for o in observed
-                if o.get("kind") in ("Deployment", "LeaderWorkerSet") and _tier_of(o) == tier_plan.name
+                if (o.get("apiVersion"), o.get("kind")) == kind and _tier_of(o) == tier_plan.name
             ),
             None,
         )
         if workload is None:
-            continue  # a new tier: its pods wait in their init container like any first start
+            # A new tier, or a new kind of workload for it (the old one serves meanwhile,
+            # reconcile.kindswitch): its pods wait in their init container like any first start.
+            continue
         current = serving_revision(workload)
         if current is None or current == wanted:
             continue
         replicas = int((workload.get("spec") or {}).get("replicas") or 0)
-        needed = replicas * max(1, tier_plan.nodes_per_replica)
         ds_name = cache_objects.daemonset_name(service.name, tier_plan.name)
         daemonset = by_kind_name.get(("DaemonSet", ds_name))
         tier_pods = [p for p in pods if _tier_of(p) == tier_plan.name]
         report = readiness.tier_report(tier_plan.name, label, daemonset, tier_pods, nodes)
-        if needed == 0 or report.nodes_eligible == 0:
+        if replicas == 0 or report.nodes_eligible == 0:
             continue
-        if readiness.may_roll_out(report, needed):
+        if readiness.may_roll_out(report):
             continue
         found.append(
             RolloutHold(
@@ -128,7 +133,6 @@ def holds(
                 wanted_revision=wanted,
                 nodes_ready=report.nodes_ready,
                 nodes_eligible=report.nodes_eligible,
-                nodes_needed=min(needed, report.nodes_eligible),
             )
         )
     return tuple(found)

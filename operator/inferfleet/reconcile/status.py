@@ -16,10 +16,15 @@ from typing import Any
 
 from inferfleet.api import Plan, labels, safe_text
 from inferfleet.kubedata import ready_replicas_of, replicas_of
+from inferfleet.reconcile.kindswitch import KindSwitch
 
 # Reasons of the "all is well" states, beside the ones in api.labels.
 REASON_AS_PLANNED = "AsPlanned"
 REASON_NO_WORKLOADS = "NoWorkloads"
+# Ready=False because a tier's replicas have nowhere to run: no node matches its placement
+# at all (CacheReady's reason too), or the scheduler refused its pods (its own words).
+REASON_NO_ELIGIBLE_NODES = "NoEligibleNodes"
+REASON_UNSCHEDULABLE = "Unschedulable"
 
 
 @dataclass(frozen=True)
@@ -33,12 +38,18 @@ class PassResult:
     invalid: str | None = None
     # Observed workload per tier (after this pass's writes).
     workloads: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    # Tiers changing kind whose old workload still serves (`workloads` holds the new one).
+    replacing: Mapping[str, KindSwitch] = field(default_factory=dict)
     # Permanent write failures, in words ("apply Deployment/ns/x: ...").
     failures: Sequence[str] = ()
     # Optional objects the cluster cannot hold (e.g. no PodMonitor CRD), in words.
     skipped: Sequence[str] = ()
     # Objects of names we render that someone else made (left untouched), in words.
     conflicts: Sequence[str] = ()
+    # Per tier with no node matching its placement: the node labels it looks for.
+    no_nodes: Mapping[str, str] = field(default_factory=dict)
+    # Per tier, the scheduler's message on a serving pod it could not place.
+    unschedulable: Mapping[str, str] = field(default_factory=dict)
 
 
 def set_condition(
@@ -96,18 +107,29 @@ def _rolled_out(workload: Mapping[str, Any]) -> bool:
 
 
 def tier_replicas(result: PassResult) -> list[dict[str, Any]]:
-    """Per-tier desired/ready, in plan order, then any observed tier the plan lacks."""
+    """Per-tier desired/ready, in plan order, then any observed tier the plan lacks.
+
+    While a tier changes kind, `desired` is the new workload's and `ready` counts every
+    Ready serving replica of the tier, the old workload's too (as a Deployment's
+    readyReplicas counts old and new pods during a rolling update); `replacing` says
+    what the old one still serves and what the new one needs before it goes."""
     order = [tier.name for tier in result.plan.tiers] if result.plan is not None else []
     order += sorted(set(result.workloads) - set(order))
-    return [
-        {
+    out: list[dict[str, Any]] = []
+    for tier in order:
+        if tier not in result.workloads:
+            continue
+        entry: dict[str, Any] = {
             "tier": tier,
             "desired": replicas_of(result.workloads[tier]) or 0,
             "ready": ready_replicas_of(result.workloads[tier]),
         }
-        for tier in order
-        if tier in result.workloads
-    ]
+        switch = result.replacing.get(tier)
+        if switch is not None:
+            entry["ready"] += switch.old_ready
+            entry["replacing"] = {"kind": switch.old.kind, "ready": switch.old_ready, "needed": switch.needed}
+        out.append(entry)
+    return out
 
 
 def _planned(result: PassResult) -> tuple[str, str, str]:
@@ -125,14 +147,49 @@ def _planned(result: PassResult) -> tuple[str, str, str]:
 def _ready(result: PassResult, replicas: list[dict[str, Any]]) -> tuple[str, str, str]:
     if not replicas:
         return "False", REASON_NO_WORKLOADS, "no workload exists yet"
-    summary = ", ".join(f"{entry['tier']} {entry['ready']}/{entry['desired']}" for entry in replicas)
+    summary = ", ".join(_tier_words(result, entry) for entry in replicas)
     settled = all(
-        entry["ready"] >= entry["desired"] and _rolled_out(result.workloads[entry["tier"]])
+        entry["ready"] >= entry["desired"]
+        and _rolled_out(result.workloads[entry["tier"]])
+        and "replacing" not in entry
         for entry in replicas
     )
     if settled:
         return "True", labels.REASON_AVAILABLE, summary
+    short = [entry["tier"] for entry in replicas if entry["ready"] < entry["desired"]]
+    missing = [
+        f"{tier}: no node matches its placement (nodes with {result.no_nodes[tier]})"
+        for tier in short
+        if tier in result.no_nodes
+    ]
+    if missing:
+        return "False", REASON_NO_ELIGIBLE_NODES, f"{summary}; " + "; ".join(missing)
+    refused = [f"{tier}: {result.unschedulable[tier]}" for tier in short if tier in result.unschedulable]
+    if refused:
+        return "False", REASON_UNSCHEDULABLE, f"{summary}; unschedulable: " + "; ".join(refused)
     return "False", labels.REASON_PROGRESSING, summary
+
+
+def _tier_words(result: PassResult, entry: Mapping[str, Any]) -> str:
+    words = f"{entry['tier']} {entry['ready']}/{entry['desired']}"
+    switch = result.replacing.get(entry["tier"])
+    if switch is None:
+        return words
+    return f"{words} ({switch.describe(ready_replicas_of(result.workloads[entry['tier']]))})"
+
+
+def unschedulable(pods: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """Per tier, the scheduler's message on one of its pending serving pods it could not
+    place (PodScheduled False, reason Unschedulable): it names what no node offered."""
+    found: dict[str, str] = {}
+    for pod in pods:
+        tier = ((pod.get("metadata") or {}).get("labels") or {}).get(labels.LABEL_TIER)
+        if tier is None or tier in found or (pod.get("metadata") or {}).get("deletionTimestamp"):
+            continue
+        for condition in (pod.get("status") or {}).get("conditions") or []:
+            if condition.get("type") == "PodScheduled" and condition.get("reason") == "Unschedulable":
+                found[str(tier)] = str(condition.get("message") or "no node fits")
+    return found
 
 
 def _degraded(result: PassResult, planned: tuple[str, str, str]) -> tuple[str, str, str]:

@@ -31,6 +31,7 @@ import yaml
 
 from inferfleet.api import InferenceService, Plan, TierPlan, labels
 from inferfleet.api.frontdoor import EndpointPickerRef, render_hostname
+from inferfleet.catalog import placement
 from inferfleet.config import OperatorSettings
 from inferfleet.planner.workload import tier_share
 from inferfleet.render import lifecycle, names, templating
@@ -73,6 +74,10 @@ WEIGHT_SCALE = 1000
 # Holds move in whole steps so a new cold-start measurement rarely restarts a picker
 # (a restart drops what it holds).
 HOLD_STEP_S = 30
+# The picker's saturation detector (the utilization detector, left at its defaults) calls
+# a pool saturated, and flow control starts queueing its requests, once its pods average
+# this many requests waiting in vLLM (its default queueDepthThreshold).
+DETECTOR_QUEUE_DEPTH = 5
 
 # The header a body-based router (the Inference Extension's BBR, GKE's body-based
 # routing) sets from the `model` of an OpenAI-style request body, before routes match.
@@ -88,13 +93,15 @@ QUEUE_METRICS = ("inference_extension_flow_control_queue_size", "llm_d_epp_flow_
 @dataclass(frozen=True)
 class Pool:
     """One InferencePool: its name, the tiers it routes to first, their overflow tiers,
-    its route weight (None: the only backend) and its hold."""
+    its route weight (None: the only backend), its hold and the most requests its picker
+    queues (flowControl.maxRequests)."""
 
     name: str
     tiers: tuple[str, ...]
     overflow: tuple[str, ...]
     weight: int | None
     hold_s: int
+    queue_limit: int
 
 
 @dataclass(frozen=True)
@@ -220,6 +227,23 @@ def hold_seconds(
     return HOLD_STEP_S * math.ceil((slowest_s + settings.cold_start_margin_s) / HOLD_STEP_S)
 
 
+def queue_limit(service: InferenceService, tiers: Sequence[TierPlan]) -> int:
+    """The most requests a pool's picker queues (flowControl.maxRequests): what the pool's
+    smallest serving fleet (its tiers' warm minimums; one replica of the slowest tier when
+    all may stand at zero) serves within one TTFT SLO, and at least one, so a pool at zero
+    always holds its first request.
+
+    The pinned router bounds a queued request's wait by one TTL whether the pool has no pod
+    or only busy ones (llm-d-router PR #2284 splits the two after v0.10.0), and that TTL
+    must be the hold; so the saturated regime is bounded by length: a request waits behind
+    at most this many, and the next one is answered 429 at once."""
+    warm = {tier.name: tier.min_replicas for tier in service.spec.tiers}
+    warm_rps = sum(warm.get(tier.name, 0) * tier.usable_rps for tier in tiers)
+    floor_rps = warm_rps or min((tier.usable_rps for tier in tiers), default=0.0)
+    bound_s = service.spec.workload.slo.ttft_p99_ms / 1000.0
+    return max(1, math.floor(bound_s * floor_rps))
+
+
 def _zero_able(service: InferenceService, tiers: Sequence[TierPlan]) -> list[TierPlan]:
     """The tiers that may stand at zero replicas (what a hold has to outlast); all of them
     when none may (a pool can still empty during a failure)."""
@@ -246,7 +270,8 @@ def resolve(
         # routing to the workloads an infeasible spec leaves running.
         members = feasible or plan.tiers
         hold = hold_seconds(service, settings, _zero_able(service, members), measured)
-        pool = Pool(service.name, tuple(t.name for t in members), (), None, hold)
+        limit = queue_limit(service, members)
+        pool = Pool(service.name, tuple(t.name for t in members), (), None, hold, limit)
         return FrontDoor("gateway", gateway, (pool,), picker)
     specs = {tier.name: tier for tier in service.spec.tiers}
     pools = []
@@ -254,7 +279,8 @@ def resolve(
         overflow = tuple(t.name for t in feasible if t.max_model_len > tier.max_model_len)
         weight = round(tier_share(service.spec, specs[tier.name]) * WEIGHT_SCALE)
         hold = hold_seconds(service, settings, [tier], measured)
-        pools.append(Pool(names.bounded(f"{service.name}-{tier.name}"), (tier.name,), overflow, weight, hold))
+        name = names.bounded(f"{service.name}-{tier.name}")
+        pools.append(Pool(name, (tier.name,), overflow, weight, hold, queue_limit(service, [tier])))
     return FrontDoor("gateway", gateway, tuple(pools), picker)
 
 
@@ -362,8 +388,9 @@ def picker_config(pool: Pool) -> dict[str, Any]:
         "plugins": plugins,
         "schedulingProfiles": [{"name": "default", "plugins": profile}],
         # A pool with no ready pod is saturated: flow control holds its requests (FIFO)
-        # until a pod is ready or the hold runs out.
-        "flowControl": {"defaultRequestTTL": f"{pool.hold_s}s"},
+        # until a pod is ready or the TTL, the hold, runs out. The same TTL bounds a wait
+        # for busy pods in this router, so those queues are kept short by length instead.
+        "flowControl": {"defaultRequestTTL": f"{pool.hold_s}s", "maxRequests": str(pool.queue_limit)},
     }
 
 
@@ -418,6 +445,12 @@ def _picker_objects(
         resources=EPP_RESOURCES,
         **_common(service, owner),
     )
+    if settings.epp_off_gpu_nodes:
+        # A CPU pod: a spot GPU node's reclaim would take the pool's only picker with it,
+        # and an untainted GPU node would give it room a vLLM replica needs.
+        deployment["spec"]["template"]["spec"].update(
+            placement.off_gpu_nodes(settings.catalogs()).pod_fields()
+        )
     svc = {
         "apiVersion": "v1",
         "kind": "Service",
@@ -538,6 +571,7 @@ def objects(
                     f"{labels.GROUP}/tiers": ",".join(pool.tiers),
                     f"{labels.GROUP}/overflow-tiers": ",".join(pool.overflow),
                     f"{labels.GROUP}/hold-seconds": str(pool.hold_s),
+                    f"{labels.GROUP}/queue-limit": str(pool.queue_limit),
                 },
                 selector=pool_selector(service, pool),
                 port=HTTP_PORT,

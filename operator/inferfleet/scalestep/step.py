@@ -52,6 +52,8 @@ from inferfleet.scaling import (
 
 # Condition reasons and event reasons the autoscaler uses beside those in api.labels.
 REASON_WAITING_FOR_REPLICAS = "WaitingForReplicas"
+# Replicas wanted on a tier no node can take (status.cache[].nodesWanted).
+REASON_NO_ELIGIBLE_NODES = "NoEligibleNodes"
 REASON_STABLE = "Stable"
 REASON_METRICS_AVAILABLE = "MetricsAvailable"
 # This service could not be decided (its spec, its signals, a bug): the others were.
@@ -278,12 +280,26 @@ def _conditions(
     missing_tiers: Sequence[str],
 ) -> tuple[ConditionUpdate, ...]:
     updates: list[ConditionUpdate] = []
-    waiting = [
-        f"{tier}: {service.workloads[tier].ready}/{replicas} ready"
+    # Tiers no node can take (the reconciler counted none for their placement): their
+    # replicas are not cold-starting, and saying so would hide the missing nodes.
+    no_nodes = {
+        str(entry.get("tier")): str(entry.get("nodesWanted"))
+        for entry in service.status.get("cache") or []
+        if isinstance(entry, Mapping) and entry.get("nodesWanted")
+    }
+    short = [
+        (tier, f"{tier}: {service.workloads[tier].ready}/{replicas} ready")
         for tier, replicas in sorted(desired.items())
         if tier in service.workloads and service.workloads[tier].ready < replicas
     ]
-    if waiting:
+    waiting = [text for tier, text in short if tier not in no_nodes]
+    stranded = [f"{text}, no node matches its placement" for tier, text in short if tier in no_nodes]
+    if stranded:
+        message = "; ".join(stranded) + " (CacheReady names the node labels)"
+        if waiting:
+            message += "; waiting for cold-starting replicas: " + ", ".join(waiting)
+        updates.append(ConditionUpdate(labels.CONDITION_SCALING, "True", REASON_NO_ELIGIBLE_NODES, message))
+    elif waiting:
         updates.append(
             ConditionUpdate(
                 labels.CONDITION_SCALING,

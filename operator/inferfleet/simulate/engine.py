@@ -25,7 +25,10 @@ sends it to its own tier in a share pool (the
 tightest overflow tier when its own cannot take it or has nothing Ready), or to the tier
 whose earliest slot frees first in the one pool; with no pod Ready it holds the request
 until one is (released at that moment) or the pool's hold runs out (a failure), and the
-held count is the queue the autoscaler wakes a tier on. Without one: the `<service>`
+held count is the queue the autoscaler wakes a tier on. Its queue has a limit
+(flowControl.maxRequests): what it holds with no pod Ready, or what waits beyond the
+saturation detector's depth on each Ready pod, and the request past it is refused at once
+(shed: 503 with no pod, 429 with busy ones). Without one: the `<service>`
 Service spreads requests evenly over Ready pods (kube-proxy), shares unenforced, and a
 prompt beyond a tier's max-model-len reaches it and gets vLLM's 400.
 
@@ -137,6 +140,10 @@ class DoorPoolModel:
     own: int  # how many of `tiers` are its own (the rest are overflow, for long prompts)
     weight: float | None
     hold_s: float
+    # The most requests its picker queues (0: no limit), and how many wait in vLLM on each
+    # Ready pod before it queues any (its saturation detector's depth).
+    queue_limit: int = 0
+    saturated_depth: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,6 +212,8 @@ class SimResult:
     # whose hold ran out before a pod was Ready (failures, like the rejected).
     held: int = 0
     held_expired: int = 0
+    # Refused at once by a picker whose queue was at its limit (429, or 503 with no pod).
+    shed: int = 0
     # Without a front door: requests that found no Ready pod behind the Service (refused).
     unroutable: int = 0
     # (tier, paid from s, paid until s, GPUs per replica) of every replica, for GPU-hours
@@ -466,7 +475,12 @@ def simulate(
     pool_weights = _pool_weights(door)
     held_total = 0
     held_expired = 0
+    shed = 0
     unroutable = 0
+    # Per tier, when each request waiting for a slot starts (what a picker's queue counts;
+    # kept only when a picker's queue has a limit, which is what reads it back).
+    limited = door is not None and any(pool.queue_limit for pool in door.pools)
+    slot_waits = pickers.slot_waits if pickers is not None and limited else None
     itl_ok = 0
     itl_late = bytearray(n)  # 1: served with decode steps slower than the ITL SLO
     served = 0
@@ -494,6 +508,8 @@ def simulate(
             return False
         arrival = arrivals[i]
         start = free_s if free_s > arrival else arrival
+        if slot_waits is not None and free_s > arrival:
+            heapq.heappush(slot_waits[k], start)
         active = fleet.active[k]
         balanced = False
         if free_s <= arrival and len(active) > 1:
@@ -613,6 +629,10 @@ def simulate(
                     i += 1
                     continue
                 chosen = pickers.pick(pool, fits, arrival)
+                if pool.queue_limit and pickers.full(pool, len(door_queues[p]), waiting, arrival):
+                    shed += 1  # its queue is at the limit: refused at once, never served
+                    i += 1
+                    continue
                 if chosen is None:
                     # No pod Ready: the picker holds it (released once one is, below).
                     door_queues[p].append(i)
@@ -703,6 +723,7 @@ def simulate(
         rejected=rejected_total,
         held=held_total,
         held_expired=held_expired,
+        shed=shed,
         unroutable=unroutable,
         replica_spans=tuple(
             (names[k], start, stop, tiers[k].figures.gpus_per_replica) for k, start, stop in spans
@@ -721,11 +742,29 @@ class _Pickers:
         self.fleet = fleet
         self.max_model_len = max_model_len
         self.first_ready = [math.inf] * len(max_model_len)  # per tier: its first Ready time
+        self.ready_times: list[list[float]] = [[] for _ in max_model_len]  # per tier, sorted
+        self.slot_waits: list[list[float]] = [[] for _ in max_model_len]  # heaps of start times
 
     def refresh(self) -> None:
         fleet = self.fleet
         for k in range(len(self.first_ready)):
-            self.first_ready[k] = min((fleet.ready_at[r] for r in fleet.active[k]), default=math.inf)
+            self.ready_times[k] = sorted(fleet.ready_at[r] for r in fleet.active[k])
+            self.first_ready[k] = self.ready_times[k][0] if self.ready_times[k] else math.inf
+
+    def full(self, pool: DoorPoolModel, held: int, waiting: Sequence[deque[int]], now_s: float) -> bool:
+        """Whether the pool's picker queue is at its limit at `now_s`: what it holds, plus
+        what waits for a slot on its tiers beyond the detector's depth per Ready pod (below
+        that depth the pool is not saturated and nothing queues in the picker)."""
+        backlog = held
+        for k in pool.tiers:
+            starts = self.slot_waits[k]
+            while starts and starts[0] <= now_s:
+                heapq.heappop(starts)
+            backlog += len(waiting[k]) + len(starts)
+        if backlog < pool.queue_limit:
+            return False
+        ready = sum(bisect.bisect_right(self.ready_times[k], now_s) for k in pool.tiers)
+        return backlog >= pool.queue_limit + pool.saturated_depth * ready
 
     def eligible(self, pool: DoorPoolModel, prompt_tokens: int) -> list[int]:
         """The pool's tiers whose max-model-len the prompt fits (the picker's filter)."""

@@ -96,6 +96,8 @@ def summarize(result: SimResult) -> dict[str, Any]:
         # ran out (failures), and without one, requests refused for want of a Ready pod.
         "heldRequests": result.held,
         "heldExpired": result.held_expired,
+        # Refused at once by a picker whose queue was at its limit (429; 503 with no pod).
+        "shed": result.shed,
         "unroutable": result.unroutable,
         "ttftSloMs": result.ttft_slo_ms,
         "spanHours": round(span_h, 3),

@@ -79,6 +79,8 @@ def front_door_model(
                     len(own),
                     None if pool.weight is None else float(pool.weight),
                     float(pool.hold_s),
+                    pool.queue_limit,
+                    frontdoor.DETECTOR_QUEUE_DEPTH,
                 )
             )
     # With a pre-cache (the default), every tier's nodes hold the weights before a

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import helm_python as helm
 import yaml
 
 from tests.conftest import REPO_ROOT
@@ -31,6 +32,19 @@ def values_file(name: str) -> dict[str, Any]:
 def render(values: dict[str, Any] | None = None, *, release: str = "inferfleet") -> list[dict[str, Any]]:
     objects: list[dict[str, Any]] = gen_install.render_chart(values, name=release, namespace=NAMESPACE)
     return objects
+
+
+def notes(values: dict[str, Any] | None = None, *, release: str = "inferfleet") -> str:
+    """The chart's NOTES.txt as `helm install` prints it."""
+    with helm.Chart.load(CHART_DIR) as chart:
+        rendered = chart.render(values=values, name=release, namespace=NAMESPACE, is_install=True)
+    text: str = rendered[f"{CHART_DIR.name}/templates/NOTES.txt"]
+    return text
+
+
+def commands(text: str) -> list[str]:
+    """The command lines a NOTES text prints (indented, starting with kubectl or helm)."""
+    return [line.strip() for line in text.splitlines() if line.startswith(("  kubectl ", "  helm "))]
 
 
 def by_kind(objects: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:

@@ -12,7 +12,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from inferfleet.catalog import default_catalogs
+from inferfleet.catalog import default_catalogs, placement
 from inferfleet.catalog.gpus import GpuSpec
 from inferfleet.cluster import access
 from inferfleet.config import ENV_PREFIX, OperatorSettings
@@ -309,6 +309,50 @@ def test_two_replicas_elect_one_leader_and_spread(full_objects: list[dict[str, A
         "topologySpreadConstraints"
         not in one(render({"replicaCount": 1}), "Deployment")["spec"]["template"]["spec"]
     )
+
+
+def test_operator_pod_keeps_off_every_gpu_node_the_operator_knows(
+    default_objects: list[dict[str, Any]], full_objects: list[dict[str, Any]], tmp_path: Path
+) -> None:
+    """The chart's node affinity is the operator's own rule (catalog.placement), with the
+    chart's catalog additions; unlabelled nodes qualify; `affinity` or `offGpuNodes:
+    false` replace it."""
+
+    def required(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        affinity = one(objects, "Deployment")["spec"]["template"]["spec"]["affinity"]
+        terms = affinity["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+            "nodeSelectorTerms"
+        ]
+        assert len(terms) == 1, terms
+        expressions: list[dict[str, Any]] = terms[0]["matchExpressions"]
+        return expressions
+
+    assert required(default_objects) == placement.off_gpu_expressions(default_catalogs())
+    catalog = tmp_path / "gpus.yaml"
+    catalog.write_text(
+        yaml.safe_dump({"gpus": values_file("full.yaml")["catalog"]["gpus"]}), encoding="utf-8"
+    )
+    assert required(full_objects) == placement.off_gpu_expressions(default_catalogs().with_gpu_file(catalog))
+    odd = {
+        "name": "Odd",
+        "memoryGiB": 24,
+        "bandwidthTBs": 1,
+        "bf16Tflops": 100,
+        "nodeLabels": {"pool": ["gpu-a"]},
+    }
+    with_odd = render({"catalog": {"gpus": [odd]}})
+    catalog.write_text(yaml.safe_dump({"gpus": [odd]}), encoding="utf-8")
+    assert required(with_odd) == placement.off_gpu_expressions(default_catalogs().with_gpu_file(catalog))
+    assert {"key": "pool", "operator": "NotIn", "values": ["gpu-a"]} in required(with_odd)
+    # Both replicas spread over nodes too; a user's affinity, or false, replaces the rule.
+    assert "podAntiAffinity" in one(full_objects, "Deployment")["spec"]["template"]["spec"]["affinity"]
+    own = {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": []}}
+    assert one(render({"affinity": own}), "Deployment")["spec"]["template"]["spec"]["affinity"] == own
+    assert "affinity" not in one(render({"offGpuNodes": False}), "Deployment")["spec"]["template"]["spec"]
+    assert env_of(default_objects)["INFERFLEET_EPP_OFF_GPU_NODES"] == "true"
+    assert not OperatorSettings.from_env(
+        env_of(render({"frontDoor": {"pickerOffGpuNodes": False}}))
+    ).epp_off_gpu_nodes
 
 
 def test_webhook_is_served_behind_a_service_with_a_shared_certificate(

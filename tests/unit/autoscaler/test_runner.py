@@ -11,12 +11,12 @@ from inferfleet.api import labels
 from inferfleet.autoscaler.runner import Autoscaler
 from inferfleet.cluster import Conflict, InMemoryCluster, PermanentApiError
 from inferfleet.config import OperatorSettings
-from inferfleet.kubedata import ObjectRef
+from inferfleet.kubedata import LEADER_WORKER_SET, ObjectRef
 from inferfleet.metrics.operator_metrics import OperatorMetrics
 from inferfleet.promql.parse import TierKey
 from inferfleet.promql.queries import Signal
 from inferfleet.scalestep.step import EVENT_SCALED_DOWN, EVENT_SCALED_UP, EVENT_SCALING_ADVISED
-from tests.toolkit import a_scaled_service
+from tests.toolkit import a_scaled_service, a_small_tier_plan
 from tests.toolkit import reconciled as tk
 from tests.unit.autoscaler.conftest import ScriptedReader
 
@@ -319,3 +319,28 @@ def test_a_refused_event_does_not_undo_the_tick(
     assert tk.replicas(cluster, NS, "chat", "l4") > 1
     assert tk.status(cluster, NS, "chat")["lastScalingDecision"]["applied"] is True
     assert cluster.events == []
+
+
+@pytest.mark.parametrize("to_multi_node", [True, False])
+def test_a_tier_changing_kind_scales_its_new_workload_and_leaves_the_old_one_serving(
+    cluster: InMemoryCluster, reader: ScriptedReader, autoscaler: Autoscaler, to_multi_node: bool
+) -> None:
+    """Mid-switch (reconcile.kindswitch) a tier has its old workload, serving, and one of
+    the kind the plan now renders: only the latter is the autoscaler's."""
+    service = a_scaled_service("chat", NS).tiers(
+        {"name": "l4", "gpu": "L4", "minReplicas": 1, "maxReplicas": 8},
+        {"name": "h100", "gpu": "H100-SXM-80GB", "minReplicas": 1, "maxReplicas": 4},
+    )
+    l4 = a_small_tier_plan("l4").layout(1, 2, nodes=2) if to_multi_node else a_small_tier_plan("l4")
+    owner = tk.install(cluster, service, plans=[l4, a_small_tier_plan("h100")], ready={"l4": 0})
+    deployment = tk.workload_ref(NS, "chat", "l4")
+    lws = ObjectRef(*LEADER_WORKER_SET, NS, deployment.name)
+    cluster.user_apply({**tk.deployment(owner, "l4", 1), "apiVersion": lws.api_version, "kind": lws.kind})
+    new, old = (lws, deployment) if to_multi_node else (deployment, lws)
+    cluster.set_status(new, {"replicas": 1, "readyReplicas": 0})
+    cluster.set_status(old, {"replicas": 1, "readyReplicas": 1})
+    idle(reader)
+    queue_on_l4(reader)
+    autoscaler.run_once(T0)
+    assert cluster.objects[new]["spec"]["replicas"] > 1
+    assert cluster.objects[old]["spec"]["replicas"] == 1

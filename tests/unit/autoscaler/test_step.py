@@ -56,6 +56,22 @@ def test_idle_tier_without_ready_replicas_is_not_a_metrics_fault() -> None:
     assert scaling[0].status == "True"  # 0/2 ready: cold start in progress
 
 
+def test_a_tier_no_node_can_take_is_not_called_cold_starting() -> None:
+    """The reconciler counted no node for the tier's placement (status.cache nodesWanted):
+    Scaling says so instead of "waiting for cold-starting replicas"."""
+    wanted = "cloud.google.com/gke-accelerator=nvidia-l4"
+    stranded = {"cache": [{"tier": "l4", "nodesReady": 0, "nodesEligible": 0, "nodesWanted": wanted}]}
+    result = step(service_input(2, 0, status=stranded), Observation({}), OperatorSettings(), T0)
+    [scaling] = [c for c in result.conditions if c.type == labels.CONDITION_SCALING]
+    assert (scaling.status, scaling.reason) == ("True", step_module.REASON_NO_ELIGIBLE_NODES)
+    assert "l4: 0/2 ready, no node matches its placement" in scaling.message
+    assert "cold-starting" not in scaling.message
+    counted = {"cache": [{"tier": "l4", "nodesReady": 0, "nodesEligible": 3}]}
+    result = step(service_input(2, 0, status=counted), Observation({}), OperatorSettings(), T0)
+    [scaling] = [c for c in result.conditions if c.type == labels.CONDITION_SCALING]
+    assert scaling.reason == step_module.REASON_WAITING_FOR_REPLICAS
+
+
 def test_decision_carries_the_signals() -> None:
     observed = TierReadings(waiting=3.0, running=4.0, ttft_p99_s=0.8, request_rate_rps=1.0, ready_replicas=2)
     result = step(service_input(2, 2), Observation({"l4": observed}), OperatorSettings(), T0)

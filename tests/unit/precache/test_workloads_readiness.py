@@ -184,8 +184,45 @@ def test_pvc_source_mounts_the_claim_read_only() -> None:
 REV = "r1"
 
 
-def _ds(desired: int) -> dict[str, Any]:
-    return {"status": {"desiredNumberScheduled": desired, "numberReady": 0}}
+def _ds(desired: int, *, counted: bool = True) -> dict[str, Any]:
+    """A DaemonSet whose controller has (or has not yet) counted its eligible nodes."""
+    status: dict[str, Any] = {"desiredNumberScheduled": desired, "numberReady": 0}
+    if counted:
+        status["observedGeneration"] = 2
+    return {"metadata": {"generation": 2}, "spec": {"template": {"spec": _H100_PLACEMENT}}, "status": status}
+
+
+_H100_PLACEMENT: dict[str, Any] = {
+    "nodeSelector": {"pool": "gpu"},
+    "affinity": {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {
+                        "matchExpressions": [
+                            {
+                                "key": "nvidia.com/gpu.product",
+                                "operator": "In",
+                                "values": ["NVIDIA-H100-80GB-HBM3"],
+                            },
+                            {"key": "karpenter.sh/capacity-type", "operator": "NotIn", "values": ["spot"]},
+                        ]
+                    },
+                    {
+                        "matchExpressions": [
+                            {
+                                "key": "cloud.google.com/gke-accelerator",
+                                "operator": "In",
+                                "values": ["nvidia-h100-80gb"],
+                            },
+                            {"key": "karpenter.sh/capacity-type", "operator": "NotIn", "values": ["spot"]},
+                        ]
+                    },
+                ]
+            }
+        }
+    },
+}
 
 
 def _pod(node: str, ready: bool, revision: str = REV, failed: str | None = None) -> dict[str, Any]:
@@ -233,13 +270,38 @@ def test_all_ready_no_nodes_and_disabled() -> None:
     assert readiness.condition([], enabled=False).status == "True"
 
 
+def test_a_tier_with_no_node_left_says_so_and_names_the_labels_it_looks_for() -> None:
+    """One tier's nodes gone while another tier fetches: not "Fetching h100: 0/0 nodes"."""
+    l4 = readiness.tier_report("l4", REV, _ds(3), [_pod("n1", True)])
+    h100 = readiness.tier_report("h100", REV, _ds(0), [])
+    cond = readiness.condition([l4, h100])
+    assert (cond.status, cond.reason) == ("False", readiness.REASON_NO_NODES)
+    assert "no node for tier(s) h100" in cond.message and "0/0" not in cond.message
+    wanted = (
+        "nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3 OR cloud.google.com/gke-accelerator=nvidia-h100-80gb; "
+        "each with pool=gpu,karpenter.sh/capacity-type notin (spot)"
+    )
+    assert f"h100: no node matches its placement (nodes with {wanted})" in cond.message
+    assert "l4: 1/3 nodes" in cond.message
+    by_tier = {tier.tier: tier for tier in cond.tiers}
+    assert by_tier["h100"].nodes_wanted == wanted and by_tier["l4"].nodes_wanted is None
+    # A DaemonSet the controller has not counted yet is not "no node": it is just new.
+    fresh = readiness.condition([l4, readiness.tier_report("h100", REV, _ds(0, counted=False), [])])
+    assert fresh.reason == readiness.REASON_FETCHING and all(t.nodes_wanted is None for t in fresh.tiers)
+    # A failing fetcher still says what to fix first; the missing tier stays in the words.
+    failing = readiness.tier_report("l4", REV, _ds(1), [_pod("n1", False, failed="DiskFull: no space")])
+    assert readiness.condition([failing, h100]).reason == "DiskFull"
+    assert "h100: no node matches" in readiness.condition([failing, h100]).message
+
+
 @pytest.mark.parametrize(
-    ("ready", "eligible", "needed", "ok"),
-    [(0, 3, 1, False), (1, 3, 1, True), (1, 3, 2, False), (3, 3, 9, True)],
+    ("ready", "eligible", "ok"), [(0, 3, False), (1, 4, False), (3, 4, False), (4, 4, True)]
 )
-def test_may_roll_out(ready: int, eligible: int, needed: int, ok: bool) -> None:
+def test_may_roll_out_only_once_every_eligible_node_has_the_revision(
+    ready: int, eligible: int, ok: bool
+) -> None:
     report = readiness.TierCacheReport("l4", ready, eligible, REV)
-    assert readiness.may_roll_out(report, needed) is ok
+    assert readiness.may_roll_out(report) is ok
 
 
 def test_pvc_job_report() -> None:

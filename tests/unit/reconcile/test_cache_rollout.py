@@ -24,7 +24,9 @@ def daemonset(control: Control, tier: str) -> dict[str, Any]:
     return control.cluster.objects[ref]
 
 
-def fetch_done(control: Control, tier: str, nodes: int = NODES_PER_TIER) -> None:
+def fetch_done(
+    control: Control, tier: str, nodes: int = NODES_PER_TIER, eligible: int = NODES_PER_TIER
+) -> None:
     """What the DaemonSet controller and kubelets report once `nodes` pre-cache pods of the
     DaemonSet's current template are Ready (its readiness probe is `cache verify`)."""
     ds = daemonset(control, tier)
@@ -46,7 +48,11 @@ def fetch_done(control: Control, tier: str, nodes: int = NODES_PER_TIER) -> None
         pod_ref = ObjectRef("v1", "Pod", NAMESPACE, pod_name)
         control.cluster.set_status(pod_ref, {"conditions": [{"type": "Ready", "status": "True"}]})
     ds_ref = ObjectRef("apps/v1", "DaemonSet", NAMESPACE, ds["metadata"]["name"])
-    ds_status = {"desiredNumberScheduled": NODES_PER_TIER, "numberReady": nodes}
+    ds_status = {
+        "desiredNumberScheduled": eligible,
+        "numberReady": nodes,
+        "observedGeneration": ds["metadata"].get("generation", 1),
+    }
     control.cluster.set_status(ds_ref, ds_status)
 
 
@@ -133,6 +139,50 @@ def test_a_revision_change_fetches_first_then_rolls() -> None:
     fetch_done(control, "a100-burst")
     control.reconcile()
     assert control.condition("CacheReady")["status"] == "True"
+
+
+def test_the_rollout_waits_for_every_eligible_node_not_only_as_many_as_the_replicas() -> None:
+    """Two replicas, four eligible nodes: a new pod may land on any of the four (the
+    scheduler does not know which hold the weights), so two cached nodes are not enough."""
+    control = Control()
+    control.submit(example())
+    control.reconcile()
+    fetch_done(control, "l4", nodes=4, eligible=4)
+    fetch_done(control, "a100-burst")
+    control.reconcile()
+    control.edit(set_revision("v2"))
+    control.reconcile()
+    for cached in (1, 2, 3):
+        fetch_done(control, "l4", nodes=cached, eligible=4)
+        daemonset_event(control, "l4")
+        assert verified_revision(control, "l4") == "main", f"rolled with {cached}/4 nodes cached"
+        held = control.condition("CacheReady")
+        assert held["reason"] == "FetchingRevision", held
+        assert f"until v2 is cached on every eligible node ({cached}/4 have it)" in held["message"]
+    fetch_done(control, "l4", nodes=4, eligible=4)
+    daemonset_event(control, "l4")
+    assert verified_revision(control, "l4") == "v2"
+
+
+def test_a_tier_whose_nodes_are_gone_says_so_in_cache_ready_and_ready() -> None:
+    control = Control()
+    control.submit(example())
+    control.reconcile()
+    fetch_done(control, "l4", nodes=0, eligible=0)  # counted: no node matches
+    fetch_done(control, "a100-burst", nodes=1)
+    daemonset_event(control, "l4")
+    cache = control.condition("CacheReady")
+    assert (cache["status"], cache["reason"]) == ("False", "NoEligibleNodes")
+    assert "no node for tier(s) l4" in cache["message"] and "l4: 0/0" not in cache["message"]
+    assert "cloud.google.com/gke-accelerator=nvidia-l4" in cache["message"]
+    ready = control.condition("Ready")
+    assert (ready["status"], ready["reason"]) == ("False", "NoEligibleNodes")
+    assert (
+        "l4: no node matches its placement (nodes with nvidia.com/gpu.product=NVIDIA-L4 OR"
+        in ready["message"]
+    )
+    entry = next(t for t in control.status()["cache"] if t["tier"] == "l4")
+    assert "karpenter.sh/capacity-type notin (spot)" in entry["nodesWanted"]
 
 
 def test_no_hold_when_the_tier_has_no_eligible_nodes() -> None:

@@ -124,3 +124,48 @@ def test_slo_at_risk_follows_the_plan_warnings_with_their_numbers() -> None:
     )
     kept = next(c for c in third["conditions"] if c["type"] == labels.CONDITION_SLO_AT_RISK)
     assert kept == cleared
+
+
+def ready_of(current: dict[str, Any]) -> dict[str, Any]:
+    return next(c for c in current["conditions"] if c["type"] == labels.CONDITION_READY)
+
+
+def test_ready_names_a_tier_with_no_node_and_the_schedulers_refusal() -> None:
+    """Ready=False says why replicas do not come: no node matches the tier's placement
+    (what it looks for), or the scheduler's own words; otherwise Progressing."""
+    plan = Plan(name="chat", tiers=[a_small_tier_plan("h100").build(), a_small_tier_plan("l4").build()])
+    workloads = {
+        "h100": {"spec": {"replicas": 1}, "status": {}},
+        "l4": {"spec": {"replicas": 2}, "status": {"readyReplicas": 1, "updatedReplicas": 2}},
+    }
+    wanted = "nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3"
+    refusal = "0/9 nodes are available: 9 node(s) didn't match Pod's node affinity/selector."
+    base = PassResult(generation=1, plan=plan, plan_hash="h", workloads=workloads)
+
+    def ready(**fields: Any) -> dict[str, Any]:
+        return ready_of(status.compute({}, PassResult(**{**base.__dict__, **fields}), now=NOW))
+
+    found = ready(no_nodes={"h100": wanted}, unschedulable={"h100": refusal, "l4": refusal})
+    assert (found["status"], found["reason"]) == ("False", status.REASON_NO_ELIGIBLE_NODES)
+    assert f"h100: no node matches its placement (nodes with {wanted})" in found["message"]
+    found = ready(unschedulable={"l4": refusal})
+    assert (found["status"], found["reason"]) == ("False", status.REASON_UNSCHEDULABLE)
+    assert f"l4: {refusal}" in found["message"]
+    assert ready()["reason"] == labels.REASON_PROGRESSING
+
+
+def test_unschedulable_reads_the_schedulers_condition_per_tier() -> None:
+    def pod(tier: str, reason: str | None, deleting: bool = False) -> dict[str, Any]:
+        meta: dict[str, Any] = {"labels": {labels.LABEL_TIER: tier}}
+        if deleting:
+            meta["deletionTimestamp"] = NOW
+        scheduled = {
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": reason,
+            "message": f"{tier} refused",
+        }
+        return {"metadata": meta, "status": {"conditions": [scheduled] if reason else []}}
+
+    pods = [pod("h100", "Unschedulable"), pod("l4", None), pod("a100", "Unschedulable", deleting=True)]
+    assert status.unschedulable(pods) == {"h100": "h100 refused"}

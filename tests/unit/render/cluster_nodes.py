@@ -6,8 +6,9 @@ GPU feature discovery (`nvidia.com/gpu.product`), GKE (`cloud.google.com/gke-acc
 GPU nodes tainted `nvidia.com/gpu=present:NoSchedule`, spot `cloud.google.com/gke-spot`),
 Karpenter on EKS (`karpenter.k8s.aws/instance-gpu-name`, `karpenter.sh/capacity-type`),
 EKS Auto Mode (`eks.amazonaws.com/instance-gpu-name`), EKS managed node groups
-(`node.kubernetes.io/instance-type`, `eks.amazonaws.com/capacityType`), AKS spot pools
-(`kubernetes.azure.com/scalesetpriority=spot`, tainted), AMD's node labeller
+(`node.kubernetes.io/instance-type`, `eks.amazonaws.com/capacityType`), AKS
+(`kubernetes.azure.com/accelerator`; spot pools `kubernetes.azure.com/scalesetpriority=spot`,
+tainted), AMD's node labeller
 (`amd.com/gpu.product-name`, `amd.com/gpu.device-id`, taint `amd.com/gpu`).
 """
 
@@ -30,12 +31,14 @@ def _gfd(name: str, product: str, gpu: str, **extra: str) -> Node:
 
 GKE = "cloud.google.com/gke-accelerator"
 GKE_SPOT = {"cloud.google.com/gke-spot": "true"}
+GKE_PREEMPTIBLE = {"cloud.google.com/gke-preemptible": "true"}
 KARPENTER = "karpenter.k8s.aws/instance-gpu-name"
 AUTO_MODE = "eks.amazonaws.com/instance-gpu-name"
 CAPACITY = "karpenter.sh/capacity-type"
 INSTANCE = "node.kubernetes.io/instance-type"
 NODEGROUP_CAPACITY = "eks.amazonaws.com/capacityType"
 AKS_SPOT = {"kubernetes.azure.com/scalesetpriority": "spot"}
+AKS_GPU = {"kubernetes.azure.com/accelerator": "nvidia"}
 AMD_NAME = "amd.com/gpu.product-name"
 AMD_ID = "amd.com/gpu.device-id"
 GFD = "nvidia.com/gpu.product"
@@ -54,6 +57,9 @@ NODES: tuple[Node, ...] = (
     # GKE (tainted GPU pools), on-demand and spot.
     Node("gke-l4", {GKE: "nvidia-l4"}, (NVIDIA_TAINT,), GPUS_8, "L4"),
     Node("gke-l4-spot", {GKE: "nvidia-l4", **GKE_SPOT}, (NVIDIA_TAINT,), GPUS_8, "L4", spot=True),
+    Node(
+        "gke-l4-preemptible", {GKE: "nvidia-l4", **GKE_PREEMPTIBLE}, (NVIDIA_TAINT,), GPUS_8, "L4", spot=True
+    ),
     Node("gke-t4", {GKE: "nvidia-tesla-t4"}, (NVIDIA_TAINT,), GPUS_8, "T4"),
     Node("gke-h100-mega", {GKE: "nvidia-h100-mega-80gb"}, (NVIDIA_TAINT,), GPUS_8, "H100-SXM-80GB"),
     Node(
@@ -67,6 +73,9 @@ NODES: tuple[Node, ...] = (
     # Karpenter on EKS, and EKS Auto Mode.
     Node("karpenter-l40s", {KARPENTER: "l40s", CAPACITY: "on-demand"}, (NVIDIA_TAINT,), GPUS_8, "L40S"),
     Node("karpenter-l4-spot", {KARPENTER: "l4", CAPACITY: "spot"}, (NVIDIA_TAINT,), GPUS_8, "L4", spot=True),
+    Node("karpenter-l4", {KARPENTER: "l4", CAPACITY: "on-demand"}, (NVIDIA_TAINT,), GPUS_8, "L4"),
+    # Karpenter's capacity reservations (capacity-type reserved) are not spot.
+    Node("karpenter-h100-reserved", {KARPENTER: "h100", CAPACITY: "reserved"}, (), GPUS_8, "H100-SXM-80GB"),
     Node(
         "automode-h100", {AUTO_MODE: "h100", CAPACITY: "on-demand"}, (NVIDIA_TAINT,), GPUS_8, "H100-SXM-80GB"
     ),
@@ -80,8 +89,15 @@ NODES: tuple[Node, ...] = (
         spot=True,
     ),
     Node("eks-p4d", {INSTANCE: "p4d.24xlarge", NODEGROUP_CAPACITY: "ON_DEMAND"}, (), GPUS_8, "A100-SXM-40GB"),
+    Node(
+        "eks-p4de", {INSTANCE: "p4de.24xlarge", NODEGROUP_CAPACITY: "ON_DEMAND"}, (), GPUS_8, "A100-SXM-80GB"
+    ),
     # AKS spot pool with the GPU operator: tainted spot.
-    Node("aks-l4-spot", {GFD: "NVIDIA-L4", **AKS_SPOT}, (AKS_SPOT_TAINT,), GPUS_8, "L4", spot=True),
+    Node(
+        "aks-l4-spot", {GFD: "NVIDIA-L4", **AKS_GPU, **AKS_SPOT}, (AKS_SPOT_TAINT,), GPUS_8, "L4", spot=True
+    ),
+    # AKS GPU pool without the GPU operator: only AKS's own accelerator label, untainted.
+    Node("aks-gpu-unknown", AKS_GPU, (), GPUS_8),
     # AMD node labeller; one VF node whose product name label is missing.
     Node("amd-mi300x", {AMD_NAME: "AMD_Instinct_MI300X_OAM", AMD_ID: "74a1"}, (AMD_TAINT,), AMD_8, "MI300X"),
     Node("amd-mi300x-vf", {AMD_ID: "74b5"}, (AMD_TAINT,), AMD_8, "MI300X"),
@@ -90,4 +106,5 @@ NODES: tuple[Node, ...] = (
     Node("unlabelled-gpu", {"kubernetes.io/os": "linux"}, (), GPUS_8),
     # A CPU node: no GPUs, no taints.
     Node("cpu", {"kubernetes.io/os": "linux", INSTANCE: "m7i.4xlarge"}),
+    Node("cpu-spot", {"kubernetes.io/os": "linux", INSTANCE: "m7i.4xlarge", CAPACITY: "spot"}),
 )

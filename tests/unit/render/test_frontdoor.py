@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 import yaml
 
@@ -12,12 +13,13 @@ from inferfleet.api import labels, load_all
 from inferfleet.cli.render import render_file
 from inferfleet.config import OperatorSettings
 from inferfleet.kubedata import matches
+from inferfleet.planner import plan_service
 from inferfleet.planner.workload import tier_share
 from inferfleet.render import frontdoor, lifecycle, render
 from inferfleet.render.checks import render_problems
-from tests.conftest import example_paths
+from tests.conftest import REPO_ROOT, example_paths
 from tests.unit.render import plans
-from tests.unit.render.validation import validate
+from tests.unit.render.validation import validate, validate_picker_config
 
 GATEWAY = OperatorSettings(gateway_name="inference-gateway", gateway_namespace="gateway-system")
 NO_GATEWAY = OperatorSettings()
@@ -73,6 +75,7 @@ def test_every_example_renders_a_valid_pool_and_route_over_all_its_serving_pods(
         validate(obj)
     for config in picker_configs(objects).values():
         assert config["kind"] == "EndpointPickerConfig" and "flowControl" in config["featureGates"]
+        validate_picker_config(config)
     serving = serving_pod_labels(objects)
     selected = {
         tier
@@ -244,6 +247,42 @@ def test_the_hold_outlasts_the_slowest_cold_start_and_follows_measurements_upwar
     (route,) = by_kind(objects, "HTTPRoute")
     timeout = int(route["spec"]["rules"][0]["timeouts"]["request"].rstrip("s"))
     assert timeout == pool.hold_s + lifecycle.drain_budget_s(service)
+
+
+def test_the_hold_waits_for_a_cold_start_and_the_queue_limit_keeps_a_saturated_wait_short() -> None:
+    # The 8B example: two warm L4 replicas (0.95 requests/s each within the SLO), an A100
+    # tier that may stand at zero, a 3 s TTFT SLO.
+    (service,) = load_all((REPO_ROOT / "manifests" / "examples" / "llama-8b-chat.yaml").read_text())
+    plan = plan_service(service)
+    (pool,) = frontdoor.resolve(service, plan, GATEWAY).pools
+    l4 = next(tier for tier in plan.tiers if tier.name == "l4")
+    assert pool.queue_limit == int(3.0 * 2 * l4.usable_rps) >= 1
+    (config,) = picker_configs(render(service, plan, GATEWAY)).values()
+    # One TTL in the pinned router: the hold (a cold start plus the margin), which a pool at
+    # zero needs; a saturated pool queues at most `maxRequests`, the next request gets 429.
+    assert config["flowControl"] == {
+        "defaultRequestTTL": f"{pool.hold_s}s",
+        "maxRequests": str(pool.queue_limit),
+    }
+    validate_picker_config(config)
+    # All tiers at zero: one replica of the slowest, and never below one held request.
+    cold = plans.service(
+        tiers=[{"name": "h100", "gpu": "H100-SXM-80GB", "minReplicas": 0}], scaling={"allowScaleToZero": True}
+    )
+    slow = plans.plan(plans.tier_plan("h100", usableRps=0.1))
+    assert frontdoor.resolve(cold, slow, GATEWAY).pools[0].queue_limit == 1
+
+
+def test_the_pinned_router_refuses_a_field_it_does_not_know() -> None:
+    # Its loader decodes strictly: the split TTL of later routers (noEndpointRequestTTL,
+    # llm-d-router PR #2284) would stop the picker from starting, so it is not rendered.
+    (config,) = picker_configs(render(plans.service(), plans.plan(), GATEWAY)).values()
+    validate_picker_config(config)
+    later = {**config, "flowControl": {**config["flowControl"], "noEndpointRequestTTL": "150s"}}
+    with pytest.raises(jsonschema.ValidationError, match="noEndpointRequestTTL"):
+        validate_picker_config(later)
+    with pytest.raises(jsonschema.ValidationError):
+        validate_picker_config({**config, "flowControl": {"defaultRequestTTL": "150 seconds"}})
 
 
 def test_the_picker_runs_with_least_privilege_and_is_scraped() -> None:

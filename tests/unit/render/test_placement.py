@@ -17,14 +17,16 @@ import yaml
 
 from inferfleet import planner
 from inferfleet.api import InferenceService, labels, load_all
+from inferfleet.catalog import placement
 from inferfleet.config import OperatorSettings
 from inferfleet.render import render
 from tests.conftest import REPO_ROOT, example_paths
 from tests.unit.render import plans
-from tests.unit.render.cluster_nodes import GFD, NODES
+from tests.unit.render.cluster_nodes import GFD, GKE, NODES
 from tests.unit.render.node_fit import Node, fits
 
 SETTINGS = OperatorSettings()
+REQUIRED = placement.REQUIRED
 
 
 # ------------------------------------------------------------------ the fit helper itself
@@ -120,14 +122,9 @@ def belongs(node: Node, service: InferenceService, tier_name: str) -> bool:
     gpu = SETTINGS.catalogs().gpu(str(tier.gpu))
     assert gpu is not None
     selector_ok = all(node.labels.get(key) == value for key, value in (tier.node_selector or {}).items())
-    # A spot tier needs spot capacity; any other tier goes anywhere but spot nodes the cloud
-    # tainted to keep such tiers away (AKS).
-    capacity_ok = node.spot if tier.capacity_type == "spot" else not spot_tainted(node)
+    # A spot tier needs spot capacity; any other tier never runs on it.
+    capacity_ok = node.spot if tier.capacity_type == "spot" else not node.spot
     return node.gpu == gpu.name and capacity_ok and selector_ok
-
-
-def spot_tainted(node: Node) -> bool:
-    return any(taint["key"] == "kubernetes.azure.com/scalesetpriority" for taint in node.taints)
 
 
 def fitting(pod: dict[str, Any], *, check_resources: bool = True) -> set[str]:
@@ -203,7 +200,7 @@ def tier_pods(service: InferenceService, settings: OperatorSettings = SETTINGS) 
 @pytest.mark.parametrize("gpu", CATALOG_GPUS)
 def test_each_catalog_gpu_lands_on_every_labelling_of_itself_and_nothing_else(gpu: str) -> None:
     pods = tier_pods(one_tier(gpu))
-    expected = {node.name for node in NODES if node.gpu == gpu and not spot_tainted(node)}
+    expected = {node.name for node in NODES if node.gpu == gpu and not node.spot}
     assert fitting(pods["deployment"]) == expected
     assert fitting(pods["cache"], check_resources=False) == expected
 
@@ -214,9 +211,60 @@ def test_spot_tier_needs_a_spot_node_of_its_type_and_tolerates_spot_taints() -> 
         expected = {node.name for node in NODES if node.gpu == gpu and node.spot}
         assert expected and fitting(pods["deployment"]) == expected
         assert fitting(pods["cache"], check_resources=False) == expected
-    on_demand = tier_pods(one_tier("L4"))
-    # On-demand tiers are not kept off spot nodes (a default tier must run on a spot-only pool).
-    assert {"gke-l4-spot", "aks-l4-spot"} - fitting(on_demand["deployment"]) == {"aks-l4-spot"}
+
+
+def test_on_demand_tiers_stay_off_spot_capacity_on_every_label_family() -> None:
+    """GKE spot and preemptible, Karpenter spot, EKS node-group SPOT, AKS spot: an on-demand
+    tier (the default) fits none of them, on any term of its OR-ed node affinity, and still
+    fits nodes that carry no capacity label at all (GPU feature discovery)."""
+    spot_nodes = {node.name for node in NODES if node.spot}
+    assert {
+        "gke-l4-spot",
+        "gke-l4-preemptible",
+        "karpenter-l4-spot",
+        "eks-p4de-spot",
+        "aks-l4-spot",
+    } <= spot_nodes
+    for gpu in ("L4", "A100-SXM-80GB", "H100-SXM-80GB"):
+        pods = tier_pods(one_tier(gpu))
+        for role in ("deployment", "cache"):
+            where = fitting(pods[role], check_resources=False)
+            assert where and not where & spot_nodes, f"{gpu}/{role}: {sorted(where & spot_nodes)}"
+        # Each GPU-type alternative carries the exclusions: a spot node of any one family,
+        # labelled only the way that family labels it, fits no term.
+        terms = pods["deployment"]["affinity"]["nodeAffinity"][
+            "requiredDuringSchedulingIgnoredDuringExecution"
+        ]
+        for term in terms["nodeSelectorTerms"]:
+            excluded = {e["key"] for e in term["matchExpressions"] if e["operator"] == "NotIn"}
+            assert excluded == {key for key, _, _ in placement.SPOT_LABELS}, term
+    assert {"gfd-l4", "gke-l4", "karpenter-l4"} <= fitting(tier_pods(one_tier("L4"))["deployment"])
+    assert "karpenter-h100-reserved" in fitting(tier_pods(one_tier("H100-SXM-80GB"))["deployment"])
+    assert "eks-p4de" in fitting(tier_pods(one_tier("A100-SXM-80GB"))["deployment"])
+    # The tier's own required affinity is ANDed into every term, exclusions kept.
+    zone = {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["a", "b"]}
+    own = {"nodeAffinity": {REQUIRED: {"nodeSelectorTerms": [{"matchExpressions": [zone]}]}}}
+    spotty = Node("gke-l4-spot-a", {GKE: "nvidia-l4", "cloud.google.com/gke-spot": "true", zone["key"]: "a"})
+    plain = Node("gke-l4-a", {GKE: "nvidia-l4", zone["key"]: "a"}, (), {"nvidia.com/gpu": 8})
+    pod = tier_pods(one_tier("L4", affinity=own))["deployment"]
+    assert fits(pod, plain) and not fits(pod, spotty, check_resources=False)
+
+
+def test_pickers_keep_off_every_node_a_gpu_label_marks() -> None:
+    """The endpoint pickers are CPU pods: nodes a GPU label we know marks (GPU feature
+    discovery, GKE, Karpenter, EKS Auto Mode and node groups by instance type, AKS, AMD) are
+    out, untainted or not; nodes without such labels (CPU nodes, an unlabelled GPU node
+    nobody can tell apart) are in. With the setting off they go anywhere untainted."""
+    service = load_all((REPO_ROOT / "manifests/examples/llama-8b-chat.yaml").read_text())[0]
+
+    def picker(settings: OperatorSettings) -> dict[str, Any]:
+        objects = rendered(service, settings)
+        (epp,) = [o for o in objects if o["kind"] == "Deployment" and not is_tier(o)]
+        return dict(epp["spec"]["template"]["spec"])
+
+    assert fitting(picker(SETTINGS), check_resources=False) == {"cpu", "cpu-spot", "unlabelled-gpu"}
+    anywhere = fitting(picker(OperatorSettings(epp_off_gpu_nodes=False)), check_resources=False)
+    assert {"gfd-l4", "eks-p4d", "aks-gpu-unknown"} <= anywhere
 
 
 def test_the_tiers_own_selector_and_required_affinity_are_anded_with_the_gpu_type() -> None:
@@ -318,4 +366,5 @@ def test_multi_node_leader_and_workers_share_the_placement() -> None:
     service = load_all((REPO_ROOT / "manifests/examples/llama-405b-multinode.yaml").read_text())[0]
     lws = next(o for o in rendered(service) if o["kind"] == "LeaderWorkerSet")
     (_, leader), (_, worker) = serving_pods(lws)
-    assert fitting(leader) == fitting(worker) == {"gfd-h100", "gke-h100-mega", "automode-h100"}
+    h100 = {"gfd-h100", "gke-h100-mega", "automode-h100", "karpenter-h100-reserved"}
+    assert fitting(leader) == fitting(worker) == h100

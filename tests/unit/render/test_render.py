@@ -9,6 +9,7 @@ import pytest
 
 from inferfleet import render as render_module
 from inferfleet.api import labels
+from inferfleet.catalog import placement
 from inferfleet.config import OperatorSettings
 from inferfleet.render import PodAdditions, TierRenderContext, names, render
 from inferfleet.render.lifecycle import STARTUP_MIN_S
@@ -356,8 +357,13 @@ def test_cpu_only_tier_requests_no_accelerator() -> None:
     )[0]
     assert set(container(deployment)["resources"]["limits"]) == {"memory"}
     pod = deployment["spec"]["template"]["spec"]
-    # No accelerator: no GPU taint to tolerate, no GPU type to require.
-    assert not pod.get("tolerations") and not pod.get("affinity")
+    # No accelerator: no GPU taint to tolerate, no GPU type to require; an on-demand tier
+    # still stays off spot capacity.
+    assert not pod.get("tolerations")
+    terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"
+    ]
+    assert terms == [{"matchExpressions": placement.off_spot()}]
     assert container(deployment)["image"] == "registry.local/vllm-cpu:1"
 
 

@@ -7,6 +7,7 @@ as the API server does."""
 from __future__ import annotations
 
 import functools
+import json
 from typing import Any
 
 import jsonschema
@@ -26,6 +27,8 @@ CRD_SCHEMAS = {
 }
 # Generated from the pinned CRDs: their CEL rules are checked too.
 PINNED_CRDS = frozenset({"inference.networking.k8s.io/v1", "gateway.networking.k8s.io/v1"})
+# The endpoint picker's configuration, from the pinned Inference Extension's Go types.
+PICKER_CONFIG_SCHEMA = SCHEMAS / "endpointpickerconfig-v1alpha1.json"
 
 
 @functools.cache
@@ -60,3 +63,15 @@ def validate_pod_template(template: dict[str, Any], metadata: dict[str, Any]) ->
         "template": template,
     }
     kubernetes_validate.validate(wrapper, KUBERNETES_VERSION, strict=True)
+
+
+@functools.cache
+def picker_config_schema() -> dict[str, Any]:
+    schema: dict[str, Any] = json.loads(PICKER_CONFIG_SCHEMA.read_text())
+    return schema
+
+
+def validate_picker_config(config: dict[str, Any]) -> None:
+    """Raise when the picker's loader would refuse `config`: an unknown field anywhere (it
+    decodes strictly), a wrong type, a duration or quantity it cannot parse."""
+    jsonschema.validate(config, picker_config_schema())

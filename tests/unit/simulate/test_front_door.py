@@ -49,10 +49,15 @@ def test_the_first_request_after_idle_is_held_and_served_within_cold_start_plus_
     assert cfg.front_door is not None and len(cfg.front_door.pools) == 1
     # Hours apart (the fleet is at zero before each), and off the autoscaler's tick grid.
     starts = [7207.3, 14_411.9, 21_603.1]
-    trace = bursts(starts)
+    trace = bursts(starts)  # 12 requests each, within one cold start
     result = simulate(trace, cfg, decide, "inferfleet")
-    assert result.held > 0 and result.held_expired == 0
-    assert np.isfinite(result.ttft_s).all()  # none dropped while the hold lasted
+    # The picker holds up to its queue limit (the pinned router's maxRequests) and refuses
+    # the rest of the burst at once (503); none of what it held is dropped.
+    (pool,) = cfg.front_door.pools
+    assert 1 <= pool.queue_limit < 12
+    assert result.held == 3 * pool.queue_limit and result.held_expired == 0
+    assert result.shed == len(trace) - result.held
+    assert np.count_nonzero(np.isfinite(result.ttft_s)) == result.held
     cold = {tier.figures.name: tier.figures.cold_start_s for tier in cfg.tiers}
     margin = cfg.policy.cold_start_margin_s
     for ttft in first_after_idle(result, trace, starts):
@@ -61,6 +66,28 @@ def test_the_first_request_after_idle_is_held_and_served_within_cold_start_plus_
         assert max(cold.values()) + margin >= ttft >= min(cold.values())
     # The idle hours cost nothing: the fleet was at zero between the bursts.
     assert result.gpu_hours < 3 * (max(cold.values()) + 3600.0) / 3600.0 * 8
+
+
+def test_a_saturated_pool_sheds_at_once_and_a_pool_at_zero_still_holds_its_first_request() -> None:
+    # One L4 replica, no more: 50 requests/s of the declared mix for 30 s is far beyond it.
+    warm = CHAT.only_tier("l4", "L4", min_replicas=1, max_replicas=1).with_spec(
+        scaling={"allowScaleToZero": False}
+    )
+    cfg = config(warm)
+    (pool,) = cfg.front_door.pools
+    assert pool.hold_s >= 120  # the hold is still the cold start's, for a pool at zero
+    flood = bursts([600.0], per_burst=1500, gap_s=0.02, prompt_tokens=500, output_tokens=100)
+    result = simulate(flood, cfg, decide, "inferfleet")
+    served = result.ttft_s[np.isfinite(result.ttft_s)]
+    # What the replica cannot start soon is refused at once (429), never queued for the
+    # hold; what it takes is answered within the TTFT SLO.
+    assert result.shed > len(flood) // 2 and result.held == 0
+    assert result.served == len(flood) - result.shed
+    assert served.max() <= cfg.ttft_slo_ms / 1000.0
+    # The same limit at zero: the first request after idle is held through the cold start.
+    cold = config(CHAT)
+    burst = simulate(bursts([7207.3], per_burst=3), cold, decide, "inferfleet")
+    assert burst.held >= 1 and np.isfinite(burst.ttft_s[0])
 
 
 def test_a_hold_shorter_than_the_cold_start_drops_what_it_held() -> None:
