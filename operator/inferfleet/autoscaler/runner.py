@@ -17,7 +17,6 @@ from. A heartbeat write every few minutes bounds how old the stored state can be
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import threading
 import time
@@ -322,19 +321,12 @@ class Autoscaler:
             unavailable = next(iter(snapshot.failed.values()), "Prometheus unavailable")
         tiers = {}
         for tier in service.spec.tiers:
-            # TierReadings hold only measurements (checked when they were made). The load
-            # signals only, as the loop has always passed them: the request mix has never
-            # reached the step live, and letting it through changes decisions and status
-            # writes, which is a change of its own.
+            # TierReadings hold only measurements (checked when they were made): the load
+            # signals and the request mix (token rates and percentiles, 4xx answers) both
+            # reach the step, so WorkloadDrift and `replan: auto` work live as in a replay.
             observed = snapshot.tier(service.namespace, service.name, tier.name)
             if observed is not None:
-                tiers[tier.name] = dataclasses.replace(
-                    observed,
-                    generation_tokens_rps=None,
-                    rejected_rps=None,
-                    prompt_tokens=None,
-                    generation_tokens=None,
-                )
+                tiers[tier.name] = observed
         door = None
         if snapshot.door_failed is None:
             door = {
