@@ -11,6 +11,7 @@ scales nothing.
 
 from __future__ import annotations
 
+import itertools
 import random
 from typing import Any
 
@@ -119,7 +120,7 @@ def _only_heartbeats(writes: list[float], *, news: int = 2) -> None:
     """The first `news` writes say something (the first decision, the verdict once there
     are enough requests); after them no two writes are closer than the heartbeat."""
     later = writes[news:]
-    gaps = [b - a for a, b in zip(later, later[1:], strict=False)]
+    gaps = [b - a for a, b in itertools.pairwise(later)]
     assert all(gap >= STATUS_HEARTBEAT_S - TICK_S for gap in gaps), gaps
     assert len(writes) <= news + HOUR_S / STATUS_HEARTBEAT_S + 1, len(writes)
 
