@@ -92,6 +92,10 @@ def start(options: RunOptions, settings: OperatorSettings) -> None:
         log_format=kopf.LogFormat.JSON if options.json_logs else kopf.LogFormat.FULL,
         log_refkey="k8s" if options.json_logs else None,
     )
+    from inferfleet.controller.logs import log_admission_denials_as_info
+    from inferfleet.handlers import WEBHOOK_IDS
+
+    log_admission_denials_as_info(WEBHOOK_IDS)
     from inferfleet.controller.leader import LeaseConfig
 
     for module in handler_modules(options):

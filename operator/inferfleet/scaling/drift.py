@@ -29,8 +29,9 @@ requests have been observed.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from pydantic import ValidationError
@@ -178,13 +179,10 @@ def assess(
     if observed is None:
         return Drift(None, "", "")
     described = _describe(observed, declared_input, declared_output)
-    checks = (
-        (REASON_PROMPTS_REJECTED, lambda held: _rejected(observed, described, held=held)),
-        (REASON_CAPACITY_MISMATCH, lambda held: _capacity(observed, described, held=held)),
-        (
-            REASON_LENGTHS_MISMATCH,
-            lambda held: _lengths(observed, described, declared_input, declared_output, held=held),
-        ),
+    checks: tuple[tuple[str, Callable[[bool], Drift | None]], ...] = (
+        (REASON_PROMPTS_REJECTED, partial(_rejected, observed, described)),
+        (REASON_CAPACITY_MISMATCH, partial(_capacity, observed, described)),
+        (REASON_LENGTHS_MISMATCH, partial(_lengths, observed, described, declared_input, declared_output)),
     )
     known = {reason for reason, _ in checks}
     sticky = previous_reason if previously and previous_reason in known else None
@@ -198,7 +196,7 @@ def assess(
     return Drift(False, REASON_MATCHES_PLAN, f"the traffic matches the plan: {described}", observed)
 
 
-def _rejected(observed: ObservedMix, described: str, *, held: bool) -> Drift | None:
+def _rejected(observed: ObservedMix, described: str, held: bool) -> Drift | None:
     limit = observed.max_model_len
     share_on = REJECTED_SHARE_OFF if held else REJECTED_SHARE_ON
     near = NEAR_LIMIT_SHARE_OFF if held else NEAR_LIMIT_SHARE
@@ -217,7 +215,7 @@ def _rejected(observed: ObservedMix, described: str, *, held: bool) -> Drift | N
     )
 
 
-def _capacity(observed: ObservedMix, described: str, *, held: bool) -> Drift | None:
+def _capacity(observed: ObservedMix, described: str, held: bool) -> Drift | None:
     ratio = observed.capacity_ratio
     ratio_on = CAPACITY_RATIO_OFF if held else CAPACITY_RATIO_ON
     if ratio is None or ratio <= 0 or max(ratio, 1.0 / ratio) < ratio_on:
@@ -239,7 +237,6 @@ def _lengths(
     described: str,
     declared_input: TokenPercentiles,
     declared_output: TokenPercentiles,
-    *,
     held: bool,
 ) -> Drift | None:
     length_on = LENGTH_RATIO_OFF if held else LENGTH_RATIO_ON

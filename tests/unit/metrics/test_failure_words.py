@@ -93,7 +93,9 @@ def test_no_prometheus_is_one_log_line_per_attempt(caplog: pytest.LogCaptureFixt
     try:
         first = reader.read(T0)
         said = [r for r in caplog.records if r.levelno >= logging.WARNING]
-        assert [r.name for r in said] == ["inferfleet.metrics.prometheus"], [r.getMessage()[:120] for r in said]
+        assert [r.name for r in said] == ["inferfleet.metrics.prometheus"], [
+            r.getMessage()[:120] for r in said
+        ]
         _short(said[0].getMessage().split("; ")[0])
         assert "`waiting` query" in said[0].getMessage() and "connection refused" in said[0].getMessage()
         assert first.unavailable
