@@ -292,7 +292,7 @@ def pass_events(snapshot: Snapshot, intent: Intent, status: Mapping[str, Any]) -
     found: list[Event] = []
     plan = intent.reported_plan
     if plan is not None:
-        found += event_rules.plan_changed(previous.get("planHash"), plan, status["planHash"])
+        found += event_rules.plan_changed(previous.get("plan"), plan)
     found += event_rules.condition_transitions(previous.get("conditions") or [], status["conditions"])
     deleted = {a.ref for a in intent.actions if isinstance(a, Delete) and a.ref.is_workload}
     pruned_tiers = sorted(
