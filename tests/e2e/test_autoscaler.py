@@ -232,9 +232,10 @@ def test_a_drifted_mix_turns_workload_drift_true_and_replan_auto_rolls_the_fleet
     """Live, end to end: a quarter of the prompts are longer than the max-model-len the
     declared workload was planned with, so the stand-in (as vLLM) answers them 400 while
     the prompts it serves reach towards the limit. The autoscaler reads the mix from
-    Prometheus, WorkloadDrift turns True (PromptsRejected) with the observed percentiles,
-    and with `replan: auto` the reconciler plans for the observed workload: the pods
-    roll to the new --max-model-len and serve the prompts that were refused."""
+    Prometheus, WorkloadDrift turns True (PromptsRejected) with the observed percentiles
+    (and `kubectl get` shows it as STATUS), and with `replan: auto` the reconciler plans
+    for the observed workload: the pods roll to the new --max-model-len and serve the
+    prompts that were refused."""
     operator = operators.start(namespace, prometheus_url=prometheus.url)
     tier = {**TIER, "maxReplicas": 1, "overrides": {}}
     body = gpu_service(DRIFTED, namespace, [tier], cache={"mode": "none"}, scaling={"replan": "auto"})
@@ -273,6 +274,14 @@ def test_a_drifted_mix_turns_workload_drift_true_and_replan_auto_rolls_the_fleet
 
         live = eventually(drifted, 300, interval_s=2, what="WorkloadDrift=True PromptsRejected")
     message = conditions(live)["WorkloadDrift"]["message"]
+
+    # kubectl get's STATUS shows the worst condition: the drift, not Ready's Available.
+    def status_column() -> None:
+        lines = cluster.kubectl("get", "inferenceservices", DRIFTED, "-n", namespace).stdout.splitlines()
+        header, row = lines[0].split(), lines[1].split()
+        assert row[header.index("STATUS")] == "PromptsRejected", lines
+
+    eventually(status_column, 30, what="STATUS PromptsRejected")
     assert "of max-model-len 1,024 tokens" in message, message
     assert "(declared 300/500/600)" in message, message
     observed = live["status"]["observedWorkload"]

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from inferfleet.api import InferenceService, SpecInvalid, TierPlan, labels, parse, safe_text
+from inferfleet.api.status import worst_condition
 from inferfleet.cluster import ApiError, Cluster, Conflict, KindNotServed, NotFound
 from inferfleet.cluster.events import post_events
 from inferfleet.config import OperatorSettings
@@ -411,7 +412,7 @@ class Autoscaler:
             self.api_calls += 1
             self.cluster.patch_status(
                 ref,
-                safe_text.bounded_status({"conditions": conditions}),
+                safe_text.bounded_status({"conditions": conditions, "summary": worst_condition(conditions)}),
                 resource_version=body["metadata"].get("resourceVersion"),
             )
         except ApiError as error:  # a conflict or an outage: the next tick says it again
@@ -429,6 +430,8 @@ class Autoscaler:
                 now_s,
                 current["metadata"].get("generation"),
             )
+            # kubectl get's STATUS: the worst of every condition, the reconciler's as read.
+            patch["summary"] = worst_condition(patch["conditions"])
             try:
                 self.api_calls += 1
                 self.cluster.patch_status(

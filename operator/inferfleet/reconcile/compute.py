@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 from inferfleet import planner
 from inferfleet.api import InferenceService, Plan, labels, safe_text
+from inferfleet.api.status import worst_condition
 from inferfleet.config import OperatorSettings
 from inferfleet.kubedata import Event, ObjectRef, ref_of
 from inferfleet.precache import readiness as cache_readiness
@@ -259,6 +260,8 @@ def build_status(snapshot: Snapshot, intent: Intent, executed: Executed) -> dict
         _cache_status(status, snapshot, intent, service)
     if service is not None and intent.rendered_plan is not None:
         _model_source_status(status, snapshot)
+    # kubectl get's STATUS: the worst of every condition, the autoscaler's as last read.
+    status["summary"] = worst_condition(status.get("conditions"))
     return status
 
 
