@@ -1,8 +1,8 @@
 """A user's typo denied by the webhook is not an operator error in the log.
 
 kopf's own admission path (`serve_admission_request`: the handler run, its outcome
-logged, the AdmissionReview answered) with the operator's validate handler and the log
-filter `inferfleet run` installs (cli.run.start).
+logged, the AdmissionReview answered) with the operator's validate handler, logging
+set up as `inferfleet run` sets it up (cli.run.start, kopf.run itself left out).
 """
 
 from __future__ import annotations
@@ -18,8 +18,9 @@ from kopf._core.engines import admission
 from kopf._core.reactor import inventory
 
 from inferfleet import admission_handlers
-from inferfleet.controller import logs
-from inferfleet.handlers import WEBHOOK_IDS, WEBHOOK_PLAN
+from inferfleet.cli import run
+from inferfleet.config import OperatorSettings
+from inferfleet.handlers import WEBHOOK_PLAN
 from tests.unit.reconcile.fixtures import Control, example
 
 RESOURCE = references.Resource("inferfleet.dev", "v1alpha1", "inferenceservices")
@@ -55,10 +56,18 @@ def review(body: dict[str, Any], control: Control) -> dict[str, Any]:
 
 
 @pytest.fixture(autouse=True)
-def _filter() -> Any:
-    target = logging.getLogger(logs.KOPF_OBJECTS_LOGGER)
+def _started(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """`inferfleet run`'s start, up to kopf.run; the loggers as they were afterwards."""
+    target = logging.getLogger("kopf.objects")
     before = list(target.filters)
-    logs.log_admission_denials_as_info(WEBHOOK_IDS)
+    monkeypatch.setattr(kopf, "run", lambda **_: None)
+    monkeypatch.setattr(kopf, "configure", lambda **_: None)
+    settings = OperatorSettings()
+    options = run.decide_options(
+        settings, namespaces=[], all_namespaces=False, peering="p", priority=1, standalone=True,
+        webhook_host="op.ns.svc", webhook_cert_dir=None, verbose=False,
+    )  # fmt: skip
+    run.start(options, settings)
     yield
     target.filters[:] = before
 
@@ -89,20 +98,3 @@ def test_a_handler_that_fails_is_still_an_error(
     assert answer["allowed"] is False
     errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
     assert errors and all(r.exc_info for r in errors), [r.getMessage() for r in errors]
-
-
-def test_inferfleet_run_installs_the_filter(monkeypatch: pytest.MonkeyPatch) -> None:
-    from inferfleet.cli import run
-    from inferfleet.config import OperatorSettings
-
-    target = logging.getLogger(logs.KOPF_OBJECTS_LOGGER)
-    target.filters[:] = []
-    monkeypatch.setattr(kopf, "run", lambda **_: None)
-    monkeypatch.setattr(kopf, "configure", lambda **_: None)
-    settings = OperatorSettings()
-    options = run.decide_options(
-        settings, namespaces=[], all_namespaces=False, peering="p", priority=1, standalone=True,
-        webhook_host=None, webhook_cert_dir=None, verbose=False,
-    )  # fmt: skip
-    run.start(options, settings)
-    assert any(isinstance(f, logs.AdmissionDenials) for f in target.filters)

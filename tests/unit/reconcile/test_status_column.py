@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 
 from inferfleet.api import crd, labels
-from inferfleet.api.status import WORST_FIRST, worst_condition
 from inferfleet.autoscaler.runner import Autoscaler
 from inferfleet.cluster import InMemoryCluster
 from inferfleet.config import OperatorSettings
@@ -51,10 +50,14 @@ AT_RISK = c("SloAtRisk", "True", "SloUnreachable")
     ],
 )  # fmt: skip
 def test_the_worst_condition_is_shown(conditions: list[dict[str, Any]], shown: str | None) -> None:
+    from inferfleet.api.status import worst_condition
+
     assert worst_condition(conditions) == shown
 
 
 def test_every_condition_type_has_its_place_in_the_order() -> None:
+    from inferfleet.api.status import WORST_FIRST
+
     assert {type_ for type_, _ in WORST_FIRST} == set(labels.CONDITION_TYPES)
 
 
