@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from inferfleet.api.status import worst_condition
 from tests.e2e.conftest import Operators
 from tests.e2e.harness import Audit, Cluster, conditions, eventually, holds
 from tests.e2e.observability import PodMonitorPrometheus, StandinBridge
@@ -233,7 +234,7 @@ def test_a_drifted_mix_turns_workload_drift_true_and_replan_auto_rolls_the_fleet
     declared workload was planned with, so the stand-in (as vLLM) answers them 400 while
     the prompts it serves reach towards the limit. The autoscaler reads the mix from
     Prometheus, WorkloadDrift turns True (PromptsRejected) with the observed percentiles
-    (and `kubectl get` shows it as STATUS), and with `replan: auto` the reconciler plans
+    (`kubectl get` shows the worst condition as STATUS, not Ready's), and with `replan: auto` the reconciler plans
     for the observed workload: the pods roll to the new --max-model-len and serve the
     prompts that were refused."""
     operator = operators.start(namespace, prometheus_url=prometheus.url)
@@ -275,13 +276,17 @@ def test_a_drifted_mix_turns_workload_drift_true_and_replan_auto_rolls_the_fleet
         live = eventually(drifted, 300, interval_s=2, what="WorkloadDrift=True PromptsRejected")
     message = conditions(live)["WorkloadDrift"]["message"]
 
-    # kubectl get's STATUS shows the worst condition: the drift, not Ready's Available.
+    # kubectl get's STATUS shows the worst condition (here SloAtRisk's or the drift's),
+    # never Ready's reason while WorkloadDrift is True.
     def status_column() -> None:
+        found = conditions(cluster.service(namespace, DRIFTED))
         lines = cluster.kubectl("get", "inferenceservices", DRIFTED, "-n", namespace).stdout.splitlines()
         header, row = lines[0].split(), lines[1].split()
-        assert row[header.index("STATUS")] == "PromptsRejected", lines
+        shown = row[header.index("STATUS")]
+        assert shown == worst_condition(list(found.values())), (lines, found)
+        assert shown in {"SloUnreachable", "PromptsRejected"}, (lines, found)
 
-    eventually(status_column, 30, what="STATUS PromptsRejected")
+    eventually(status_column, 30, what="STATUS: the worst condition")
     assert "of max-model-len 1,024 tokens" in message, message
     assert "(declared 300/500/600)" in message, message
     observed = live["status"]["observedWorkload"]
