@@ -13,6 +13,10 @@ Prometheus queries per loop is the same for every N.
 
     python hack/bench/autoscaler_loop.py                    # N = 50 and 500
     python hack/bench/autoscaler_loop.py --services 500 --loops 5
+    # Decisions a sync period apart (Prometheus still read at the real time): after
+    # some 300 requests per service the request mix is judged (WorkloadDrift), as in an
+    # operator that has run for minutes; the last loops show what a steady mix costs.
+    python hack/bench/autoscaler_loop.py --services 500 --loops 40 --period-s 15
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import shutil
 import statistics
 import sys
 import time
+from collections import Counter
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -40,6 +45,7 @@ from inferfleet.config import OperatorSettings  # noqa: E402
 from inferfleet.metrics.prometheus import PrometheusClient, PrometheusConfig, SignalReader  # noqa: E402
 from inferfleet.metrics.testkit import EmulatedPod, PrometheusServer, VllmEmulator  # noqa: E402
 from inferfleet.promql.queries import QueryConfig  # noqa: E402
+from inferfleet.promql.signals import SignalSnapshot  # noqa: E402
 
 TIERS = ("l4", "a100", "h100")
 SCRAPE_INTERVAL_S = 2.0
@@ -86,13 +92,21 @@ def install(cluster: InMemoryCluster, services: int) -> None:
         tk.install(cluster, service, plans=[a_small_tier_plan(tier) for tier in TIERS])
 
 
-def measure(url: str, services: int, loops: int) -> dict[str, Any]:
+class RealTimeReader(SignalReader):
+    """Reads Prometheus at the real time whatever time the loop decides at (--period-s)."""
+
+    def read(self, now_s: float) -> SignalSnapshot:
+        return super().read(time.time())
+
+
+def measure(url: str, services: int, loops: int, period_s: float = 0.0) -> dict[str, Any]:
     cluster = InMemoryCluster()
     install(cluster, services)
-    reader = SignalReader(
+    reader = (RealTimeReader if period_s > 0 else SignalReader)(
         PrometheusClient(PrometheusConfig(url, timeout_s=10)), QUERIES, history_retention_s=14 * 86_400
     )
     autoscaler = Autoscaler(cluster, reader, OperatorSettings())
+    start_s = time.time()
     walls: list[float] = []
     queries: list[int] = []
     ranges: list[int] = []
@@ -103,7 +117,10 @@ def measure(url: str, services: int, loops: int) -> dict[str, Any]:
     try:
         for loop in range(loops + 1):
             started = time.perf_counter()
-            report = autoscaler.run_once(force=True)
+            if period_s > 0:
+                report = autoscaler.run_once(start_s + loop * period_s)
+            else:
+                report = autoscaler.run_once(force=True)
             wall_s = time.perf_counter() - started
             if report.metrics_unavailable or report.errors:
                 raise RuntimeError(f"loop failed: {report.errors or 'metrics unavailable'}")
@@ -143,6 +160,23 @@ def measure(url: str, services: int, loops: int) -> dict[str, Any]:
         # Status PATCHes: only decisions that changed something (or the 5-minute heartbeat).
         "statusWritesPerLoop": sorted(set(writes)),
         "scaleCalls": scaled,
+        **(
+            {
+                "periodS": period_s,
+                "statusWritesByLoop": writes,
+                # Services whose request mix has been judged, by verdict.
+                "workloadDrift": dict(
+                    Counter(
+                        f"{c['status']} {c['reason']}"
+                        for obj in cluster.kinds("InferenceService")
+                        for c in (obj.get("status") or {}).get("conditions") or []
+                        if c.get("type") == "WorkloadDrift"
+                    )
+                ),
+            }
+            if period_s > 0
+            else {}
+        ),
     }
 
 
@@ -152,6 +186,12 @@ def main() -> int:
     )
     parser.add_argument("--services", type=int, nargs="+", default=[50, 500])
     parser.add_argument("--loops", type=int, default=5, help="timed loops after the first (warm-up) loop")
+    parser.add_argument(
+        "--period-s",
+        type=float,
+        default=0.0,
+        help="decide each loop this much later than the last (default: back to back, every service forced)",
+    )
     args = parser.parse_args()
     binary = shutil.which("prometheus")
     if binary is None:
@@ -175,7 +215,9 @@ def main() -> int:
             prometheus.wait_for_targets(1, timeout_s=60)
             # Two rate windows of scrapes so every rate is defined.
             time.sleep(2 * QUERIES.rate_window_s)
-            results = [measure(prometheus.url, count, args.loops) for count in sorted(args.services)]
+            results = [
+                measure(prometheus.url, count, args.loops, args.period_s) for count in sorted(args.services)
+            ]
     finally:
         parent.send("stop")
         process.join(timeout=10)

@@ -228,9 +228,13 @@ def test_deployment_to_leader_worker_set_serves_throughout_and_survives_a_restar
     watches, switch = record(cluster, namespace)
     try:
         cluster.apply([service(namespace, multi_node=True)])
-        # The operator dies as soon as the LeaderWorkerSet exists; its pods need the cold
-        # start (KWOK's Ready delay) before anything may go, so this is halfway.
+        # The operator dies as soon as the LeaderWorkerSet exists and status says the tier
+        # is being replaced; the new pods need the cold start (KWOK's Ready delay) before
+        # anything may go, so this is halfway. (Killed before its status write, the next
+        # operator may find the LeaderWorkerSet Ready and finish in one pass: nothing would
+        # ever show `replacing`, which is no fault, so the test waits for it.)
         eventually(lambda: _has(cluster, namespace, "LeaderWorkerSet"), 60, interval_s=0.05, what="the LWS")
+        eventually(lambda: _shows_replacing(cluster, namespace), 60, interval_s=0.05, what="status replacing")
         first.kill()
         assert kinds(cluster, namespace) == {"Deployment", "LeaderWorkerSet"}
         # With no operator, nothing goes: the LeaderWorkerSet comes up beside the Deployment.
@@ -299,6 +303,11 @@ def test_leader_worker_set_to_deployment_serves_throughout(
 
 def _has(cluster: Cluster, namespace: str, kind: str) -> None:
     assert kind in kinds(cluster, namespace)
+
+
+def _shows_replacing(cluster: Cluster, namespace: str) -> None:
+    status = cluster.service(namespace, NAME).get("status") or {}
+    assert replacing([status]), status
 
 
 def _ready(cluster: Cluster, namespace: str, path: str, count: int) -> None:

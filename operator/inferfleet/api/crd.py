@@ -146,7 +146,13 @@ PRINTER_COLUMNS: list[dict[str, Any]] = [
         "description": "HTTPRoute on the Gateway: Accepted, NotAccepted, Pending, Missing, None",
     },
     {"name": "TTFT-P99-ms", "type": "number", "jsonPath": ".status.ttftP99Ms"},
-    {"name": "Status", "type": "string", "jsonPath": '.status.conditions[?(@.type=="Ready")].reason'},
+    {
+        "name": "Status",
+        "type": "string",
+        "jsonPath": ".status.summary",
+        "description": "The worst condition's reason: Degraded, a model config unread, autoscaling held, "
+        "SLOs at risk, workload drift, then progress; Available when all is well",
+    },
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
 ]
 

@@ -5,10 +5,12 @@ The operator writes status only; it never writes spec (GitOps tools own spec).
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from collections.abc import Mapping, Sequence
+from typing import Any, Final, Literal
 
 from pydantic import Field
 
+from inferfleet.api import labels
 from inferfleet.api.base import ApiModel
 from inferfleet.api.plan import TierPlan
 from inferfleet.api.spec import TokenPercentiles
@@ -175,6 +177,10 @@ class InferenceServiceStatus(ApiModel):
     desired_replicas: int | None = Field(default=None, description="Sum over tiers.")
     ready_replicas: int | None = Field(default=None, description="Sum over tiers.")
     tier_summary: str | None = Field(default=None, description="tier:ready/desired, for kubectl get.")
+    summary: str | None = Field(
+        default=None,
+        description="The reason of the worst condition (WORST_FIRST), for kubectl get's STATUS column.",
+    )
     ttft_p99_ms: float | None = None
     front_door: FrontDoorStatus | None = None
     cache: list[TierCache] | None = None
@@ -191,3 +197,40 @@ class InferenceServiceStatus(ApiModel):
         default=None,
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
     )
+
+
+# What `status.summary` (kubectl get's STATUS) shows: the reason of the first condition
+# in this list that holds, worst first. Trouble that needs someone (the spec is not
+# deployed as written, a model config unreadable, the autoscaler holding replicas), then
+# warnings about the plan (SLOs out of reach, traffic unlike the plan), then progress
+# (probing, rolling out, fetching weights, waiting for replicas); Ready's own reason
+# (Available) only when none holds. The Ready and Desired columns show progress anyway.
+WORST_FIRST: Final[tuple[tuple[str, str], ...]] = (
+    (labels.CONDITION_DEGRADED, "True"),
+    (labels.CONDITION_MODEL_CONFIG_READ, "False"),
+    (labels.CONDITION_PLANNED, "False"),
+    (labels.CONDITION_SCALING_ACTIVE, "False"),
+    (labels.CONDITION_SLO_AT_RISK, "True"),
+    (labels.CONDITION_WORKLOAD_DRIFT, "True"),
+    (labels.CONDITION_MODEL_CONFIG_READ, "Unknown"),
+    (labels.CONDITION_READY, "False"),
+    (labels.CONDITION_CACHE_READY, "False"),
+    (labels.CONDITION_SCALING, "True"),
+    (labels.CONDITION_READY, "True"),
+)
+
+
+def worst_condition(conditions: Sequence[Mapping[str, Any]] | None) -> str | None:
+    """The reason `status.summary` shows for these conditions (None: none to show).
+
+    Each writer (the reconciler, the autoscaler) sets it from the conditions list it
+    writes, which holds the other writer's conditions as last read."""
+    found = {
+        (str(c.get("type")), str(c.get("status"))): str(c.get("reason") or "")
+        for c in conditions or []
+        if isinstance(c, Mapping)
+    }
+    for wanted in WORST_FIRST:
+        if found.get(wanted):
+            return found[wanted]
+    return None

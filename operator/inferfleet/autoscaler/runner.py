@@ -17,7 +17,6 @@ from. A heartbeat write every few minutes bounds how old the stored state can be
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import threading
 import time
@@ -26,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from inferfleet.api import InferenceService, SpecInvalid, TierPlan, labels, parse, safe_text
+from inferfleet.api.status import worst_condition
 from inferfleet.cluster import ApiError, Cluster, Conflict, KindNotServed, NotFound
 from inferfleet.cluster.events import post_events
 from inferfleet.config import OperatorSettings
@@ -329,19 +329,12 @@ class Autoscaler:
             unavailable = next(iter(snapshot.failed.values()), "Prometheus unavailable")
         tiers = {}
         for tier in service.spec.tiers:
-            # TierReadings hold only measurements (checked when they were made). The load
-            # signals only, as the loop has always passed them: the request mix has never
-            # reached the step live, and letting it through changes decisions and status
-            # writes, which is a change of its own.
+            # TierReadings hold only measurements (checked when they were made): the load
+            # signals and the request mix (token rates and percentiles, 4xx answers) both
+            # reach the step, so WorkloadDrift and `replan: auto` work live as in a replay.
             observed = snapshot.tier(service.namespace, service.name, tier.name)
             if observed is not None:
-                tiers[tier.name] = dataclasses.replace(
-                    observed,
-                    generation_tokens_rps=None,
-                    rejected_rps=None,
-                    prompt_tokens=None,
-                    generation_tokens=None,
-                )
+                tiers[tier.name] = observed
         door = None
         if snapshot.door_failed is None:
             door = {
@@ -426,7 +419,7 @@ class Autoscaler:
             self.api_calls += 1
             self.cluster.patch_status(
                 ref,
-                safe_text.bounded_status({"conditions": conditions}),
+                safe_text.bounded_status({"conditions": conditions, "summary": worst_condition(conditions)}),
                 resource_version=body["metadata"].get("resourceVersion"),
             )
         except ApiError as error:  # a conflict or an outage: the next tick says it again
@@ -444,6 +437,8 @@ class Autoscaler:
                 now_s,
                 current["metadata"].get("generation"),
             )
+            # kubectl get's STATUS: the worst of every condition, the reconciler's as read.
+            patch["summary"] = worst_condition(patch["conditions"])
             try:
                 self.api_calls += 1
                 self.cluster.patch_status(

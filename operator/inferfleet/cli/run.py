@@ -90,6 +90,10 @@ def start(options: RunOptions, settings: OperatorSettings) -> None:
     )
     from inferfleet.controller import kopf_gate
     from inferfleet.controller.leader import LeaseConfig, memo_gate
+    from inferfleet.controller.logs import log_admission_denials_as_info
+    from inferfleet.handlers import WEBHOOK_IDS
+
+    log_admission_denials_as_info(WEBHOOK_IDS)
 
     for module in handler_modules(options):
         importlib.import_module(module)

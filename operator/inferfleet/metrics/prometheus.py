@@ -8,7 +8,9 @@ step has completed, and backs off while Prometheus is failing.
 
 from __future__ import annotations
 
+import json
 import logging
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -21,6 +23,7 @@ from typing import Any
 import requests
 from prometheus_api_client import PrometheusConnect
 from prometheus_api_client.exceptions import PrometheusApiClientException
+from requests.adapters import HTTPAdapter
 from urllib3.util.retry import Retry
 
 from inferfleet.config import OperatorSettings
@@ -50,13 +53,58 @@ from inferfleet.promql.queries import (
 )
 from inferfleet.promql.signals import SignalSnapshot, assemble
 
+log = logging.getLogger(__name__)
+
+# A Prometheus error body's `error` text is shown up to this many characters: a parse
+# error quotes the query, which is the debug log's business, not a condition's.
+_ERROR_BODY_MAX_CHARS = 120
+# Statuses of a proxy or a restarting Prometheus: tried once more at once.
+_RETRY_STATUSES = frozenset({502, 503, 504})
+# Connections kept to Prometheus: every instant query of a loop, the front door's and
+# the history's range queries at once.
+_POOL_CONNECTIONS = len(Signal) + 8
+
 
 class QueryFailed(Exception):
-    """One Prometheus query failed; `cause` is a short enumeration for metrics."""
+    """One Prometheus query failed; `cause` is a short enumeration for metrics.
 
-    def __init__(self, message: str, cause: str) -> None:
+    The message is short and never holds the query (a query is some 700 characters of
+    PromQL, URL-encoded in the failing URL): it says what happened ("connection refused",
+    "HTTP 503", "timed out after 5s"). `status` is the HTTP status, when there was one."""
+
+    def __init__(self, message: str, cause: str, status: int | None = None) -> None:
         super().__init__(message)
         self.cause = cause
+        self.status = status
+
+
+def _connection_cause(error: BaseException) -> str:
+    """`connection refused`, `name or service not known`, ...: the innermost OS error's
+    words, without the URL (requests' message carries the whole query string)."""
+    found: list[str] = re.findall(r"\[Errno -?\d+\] ([^'\")\]]+)", str(error))
+    if found:
+        return found[-1].strip().rstrip(".").lower()
+    reason = getattr(error.args[0], "reason", None) if error.args else None
+    return type(reason or error).__name__
+
+
+def _http_cause(error: PrometheusApiClientException) -> tuple[int | None, str]:
+    """(status, `HTTP 503` or `HTTP 400: <Prometheus's error, capped>`)."""
+    match = re.match(r"HTTP Status Code (\d+) \((.*)\)$", str(error), re.DOTALL)
+    if match is None:
+        return None, str(error)[:_ERROR_BODY_MAX_CHARS]
+    status = int(match.group(1))
+    detail = ""
+    body = match.group(2)
+    if body.startswith(("b'", 'b"')):
+        try:
+            answer = json.loads(body[2:-1].encode().decode("unicode_escape"))
+            detail = str(answer.get("error") or "") if isinstance(answer, dict) else ""
+        except ValueError:
+            detail = ""
+    if len(detail) > _ERROR_BODY_MAX_CHARS:
+        detail = detail[: _ERROR_BODY_MAX_CHARS - 3] + "..."
+    return status, f"HTTP {status}" + (f": {detail}" if detail else "")
 
 
 @dataclass(frozen=True)
@@ -82,22 +130,25 @@ class PrometheusClient:
         self.metrics = metrics
         self.queries_made = 0
         self.range_queries_made = 0
-        # One quick retry for a reset connection; longer waits are SignalReader's
-        # backoff, which holds decisions instead of blocking the loop in sleeps.
-        retry = Retry(
-            total=1,
-            backoff_factor=0,
-            status_forcelist=(502, 503, 504),
-            allowed_methods=None,
-            raise_on_status=False,
-        )
+        # No retries inside urllib3: it logs a warning per retried query, the whole
+        # URL-encoded query in it (some 15 lines per loop while Prometheus is down).
+        # `_call` tries a reset connection or a 502/503/504 once more itself; longer waits
+        # are SignalReader's backoff, which holds decisions instead of sleeping.
+        retry = Retry(total=0, raise_on_status=False)
+        url = config.url.rstrip("/")
+        session = requests.Session()
         self._connect = PrometheusConnect(
-            url=config.url.rstrip("/"),
+            url=url,
             retry=retry,
             timeout=config.timeout_s,
             # POST: a batched query over every series label set can outgrow a URL.
             method="POST",
+            session=session,
         )
+        # The loop's queries run side by side (SignalReader's pool): a connection each, or
+        # urllib3 warns "Connection pool is full, discarding connection" every loop. The
+        # longer prefix wins over the client's own adapter for the same URL.
+        session.mount(f"{url}/api/", HTTPAdapter(max_retries=retry, pool_maxsize=_POOL_CONNECTIONS))
 
     def _headers(self) -> dict[str, str] | None:
         if not self.config.bearer_token_file:
@@ -107,38 +158,49 @@ class PrometheusClient:
         return {"Authorization": f"Bearer {token}"}
 
     def _call(self, kind: str, run: Callable[[], Any]) -> list[Any]:
+        """One query, counted and timed once, tried twice on a reset connection or a
+        502/503/504 (no sleep in between)."""
         self.queries_made += 1
         if kind == "range":
             self.range_queries_made += 1
         started = time.perf_counter()
         try:
-            self._connect.headers = self._headers()
-            result = run()
-        except requests.exceptions.Timeout as error:
-            message = f"timed out after {self.config.timeout_s}s: {error}"
-            raise self._failed(kind, "timeout", message) from error
-        except requests.exceptions.ConnectionError as error:
-            raise self._failed(kind, "connection", f"cannot reach {self.config.url}: {error}") from error
-        except PrometheusApiClientException as error:
-            raise self._failed(kind, "http", str(error)) from error
-        except (requests.exceptions.RequestException, ValueError, KeyError, OSError) as error:
-            raise self._failed(kind, "parse", f"{type(error).__name__}: {error}") from error
-        except (TypeError, AttributeError, IndexError, RecursionError) as error:
-            # The client indexes `body["data"]["result"]` blindly: `data: null`, a JSON list
-            # or a string where an object belongs end up here. Malformed, like bad JSON.
-            message = f"malformed answer ({type(error).__name__}: {error})"
-            raise self._failed(kind, "parse", message) from error
+            try:
+                return self._attempt(run)
+            except QueryFailed as error:
+                if error.cause != "connection" and error.status not in _RETRY_STATUSES:
+                    raise
+                log.debug("Prometheus %s query failed (%s); trying once more", kind, error)
+                return self._attempt(run)
+        except QueryFailed as error:
+            if self.metrics is not None:
+                self.metrics.query_failures_total.labels(kind=kind, cause=error.cause).inc()
+            raise
         finally:
             if self.metrics is not None:
                 self.metrics.query_duration_s.labels(kind=kind).observe(time.perf_counter() - started)
-        if not isinstance(result, list):
-            raise self._failed(kind, "parse", f"unexpected result type {type(result).__name__}")
-        return result
 
-    def _failed(self, kind: str, cause: str, message: str) -> QueryFailed:
-        if self.metrics is not None:
-            self.metrics.query_failures_total.labels(kind=kind, cause=cause).inc()
-        return QueryFailed(message, cause)
+    def _attempt(self, run: Callable[[], Any]) -> list[Any]:
+        try:
+            self._connect.headers = self._headers()
+            result = run()
+        except requests.exceptions.Timeout as error:
+            raise QueryFailed(f"timed out after {self.config.timeout_s:g}s", "timeout") from error
+        except requests.exceptions.ConnectionError as error:
+            message = f"cannot reach {self.config.url} ({_connection_cause(error)})"
+            raise QueryFailed(message, "connection") from error
+        except PrometheusApiClientException as error:
+            status, message = _http_cause(error)
+            raise QueryFailed(message, "http", status) from error
+        except (requests.exceptions.RequestException, ValueError, KeyError, OSError) as error:
+            raise QueryFailed(f"malformed answer ({type(error).__name__})", "parse") from error
+        except (TypeError, AttributeError, IndexError, RecursionError) as error:
+            # The client indexes `body["data"]["result"]` blindly: `data: null`, a JSON list
+            # or a string where an object belongs end up here. Malformed, like bad JSON.
+            raise QueryFailed(f"malformed answer ({type(error).__name__})", "parse") from error
+        if not isinstance(result, list):
+            raise QueryFailed(f"unexpected result type {type(result).__name__}", "parse")
+        return result
 
     def instant(self, query: str, time_s: float) -> list[Any]:
         params = {"time": f"{time_s:.3f}"}
@@ -181,17 +243,21 @@ class SignalReader:
         # The request-mix answers and when they were read (see QueryConfig.mix_refresh_s).
         self._mix: dict[Signal, VectorResult] = {}
         self._mix_read_s: float | None = None
+        # Why the last attempt got no answer at all (None: Prometheus answered).
+        self._outage: str | None = None
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
     def read(self, now_s: float) -> SignalSnapshot:
-        """Signals of every tier at `now_s`; failures are reported in the snapshot, never raised."""
+        """Signals of every tier at `now_s`; failures are reported in the snapshot, never raised.
+
+        A failed signal is said as `Prometheus did not answer the `<signal>` query: <why>`
+        (the query itself goes to the debug log only); an attempt where no query was
+        answered logs one warning, and while backing off the last one's words are kept,
+        so a condition built on them stays the same for the whole outage."""
         if not self.backoff.ready(now_s):
-            reason = (
-                f"backing off after {self.backoff.failures} failed attempt(s); "
-                f"next try in {self.backoff.next_attempt_s - now_s:.0f}s"
-            )
+            reason = self._outage or "Prometheus unavailable"
             return assemble(now_s, {}, failed=dict.fromkeys(Signal, reason), history_failed=reason)
         queries_before = self.client.queries_made
         last_mix = self._mix_read_s
@@ -210,9 +276,11 @@ class SignalReader:
                     future.result(), eval_time_s=now_s, max_age_s=float(self.config.max_sample_age_s)
                 )
             except QueryFailed as error:
-                failed[signal] = str(error)
+                failed[signal] = self._unanswered(signal, self.queries[signal], str(error))
             except Exception as error:  # an answer no parser foresaw: that signal is missing
-                failed[signal] = f"malformed answer ({type(error).__name__}: {error})"
+                failed[signal] = self._unanswered(
+                    signal, self.queries[signal], f"malformed answer ({type(error).__name__})"
+                )
         door: VectorResult | None = None
         door_failed: str | None = None
         try:
@@ -220,13 +288,26 @@ class SignalReader:
                 door_future.result(), eval_time_s=now_s, max_age_s=float(self.config.max_sample_age_s)
             )
         except QueryFailed as error:
-            door_failed = str(error)
+            door_failed = self._unanswered("front door queue", self.door, str(error))
         except Exception as error:  # an answer no parser foresaw: the door is unknown
-            door_failed = f"malformed answer ({type(error).__name__}: {error})"
+            door_failed = self._unanswered(
+                "front door queue", self.door, f"malformed answer ({type(error).__name__})"
+            )
         if len(failed) == len(futures):
             self.backoff.failed(now_s)
-            failed.update(dict.fromkeys(MIX_SIGNALS, next(iter(failed.values()), "")))
+            self._outage = next(iter(failed.values()), "")
+            failed.update(dict.fromkeys(MIX_SIGNALS, self._outage))
+            # One line per attempt, whatever the number of queries.
+            log.warning(
+                "%s; %d queries unanswered, replicas held, next attempt in %.0fs",
+                self._outage,
+                len(futures) + 1,
+                self.backoff.delay_s(),
+            )
         else:
+            if self._outage is not None:
+                log.info("Prometheus answers again")
+            self._outage = None
             self.backoff.succeeded()
             if mix_due:
                 self._mix = {signal: vectors[signal] for signal in MIX_SIGNALS if signal in vectors}
@@ -251,6 +332,12 @@ class SignalReader:
             door_failed=door_failed,
         )
 
+    @staticmethod
+    def _unanswered(name: str, query: str, why: str) -> str:
+        """The words for a query that failed, named by its signal; the query in the debug log."""
+        log.debug("Prometheus did not answer the %s query (%s): %s", name, why, query)
+        return f"Prometheus did not answer the `{name}` query: {why}"
+
     def pod_in_flight(self, now_s: float) -> dict[TierKey, dict[str, float]]:
         """Running requests per pod of every tier, for pod-deletion-cost; raises QueryFailed."""
         return parse_pod_load(self.client.instant(pod_load_query(self.config), now_s))
@@ -271,14 +358,13 @@ class SignalReader:
         except QueryFailed as error:
             # All or nothing: storing later chunks without an earlier one would turn the
             # missing chunk into a permanent gap instead of a retry next loop.
-            return str(error)
+            return self._unanswered("request-rate history", query, str(error))
         except Exception as error:  # an answer no parser foresaw: retried next loop
-            return f"malformed history answer ({type(error).__name__}: {error})"
+            return self._unanswered(
+                "request-rate history", query, f"malformed answer ({type(error).__name__})"
+            )
         self.history.merge(fetches, series, now_s)
         return None
-
-
-log = logging.getLogger(__name__)
 
 
 class KvCapacityReader:

@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 from inferfleet import planner
 from inferfleet.api import InferenceService, Plan, labels, safe_text
+from inferfleet.api.status import worst_condition
 from inferfleet.config import OperatorSettings
 from inferfleet.kubedata import Event, ObjectRef, ref_of
 from inferfleet.precache import readiness as cache_readiness
@@ -283,6 +284,8 @@ def build_status(snapshot: Snapshot, intent: Intent, executed: Executed) -> dict
         _cache_status(status, snapshot, intent, cache)
     if service is not None and intent.rendered_plan is not None:
         _model_source_status(status, snapshot)
+    # kubectl get's STATUS: the worst of every condition, the autoscaler's as last read.
+    status["summary"] = worst_condition(status.get("conditions"))
     return status
 
 
@@ -318,7 +321,7 @@ def pass_events(
     found: list[Event] = []
     plan = intent.reported_plan
     if plan is not None:
-        found += event_rules.plan_changed(previous.get("planHash"), plan, status["planHash"])
+        found += event_rules.plan_changed(previous.get("plan"), plan)
     found += event_rules.condition_transitions(previous.get("conditions") or [], status["conditions"])
     executed = executed or NothingExecuted()
     found += event_rules.replaced(intent.switches, created=executed.applied, deleted=executed.deleted)

@@ -27,12 +27,59 @@ def describe_tier(tier: TierPlan) -> str:
     )
 
 
-def plan_changed(previous_hash: str | None, plan: Plan, plan_hash: str) -> list[Event]:
-    if previous_hash == plan_hash:
+# What a plan decides for the pods, as status.plan (wire) names it, and how an event
+# says it. A plan's other figures move with every measurement (the engines' KV capacity,
+# measured cold starts, replicas for peak from them) while the pods run unchanged.
+_DECIDED = (
+    ("gpu", "gpu"),
+    ("gpusPerReplica", "GPUs per replica"),
+    ("tensorParallelSize", "TP"),
+    ("pipelineParallelSize", "PP"),
+    ("quantization", "quantization"),
+    ("kvCacheDtype", "KV cache dtype"),
+    ("maxModelLen", "max-model-len"),
+    ("maxNumSeqs", "max-num-seqs"),
+    ("maxNumBatchedTokens", "max-num-batched-tokens"),
+    ("gpuMemoryUtilization", "gpu-memory-utilization"),
+    ("dtype", "dtype"),
+    ("blockSize", "block size"),
+    ("enforceEager", "enforce-eager"),
+    ("nodesPerReplica", "nodes per replica"),
+    ("vllmRelease", "vLLM release"),
+    ("feasible", "feasible"),
+)
+
+
+def plan_changed(previous: object, plan: Plan) -> list[Event]:
+    """One PlanChanged when what the plan decides for the pods changes (`previous`: the
+    status.plan written before). A measurement folded into the plan, or a pass that finds
+    the plan as it was, says nothing: an edit used to raise the event two or three times,
+    with identical text, as the new pods' measurements arrived."""
+    before = {
+        str(tier.get("name")): tier
+        for tier in (previous if isinstance(previous, list) else [])
+        if isinstance(tier, Mapping)
+    }
+    if not before:
+        summary = "; ".join(describe_tier(tier) for tier in plan.tiers)
+        return [Event("Normal", REASON_PLAN_CHANGED, f"planned: {summary}")]
+    changes = []
+    for tier in plan.tiers:
+        old = before.get(tier.name)
+        if old is None:
+            changes.append(f"{describe_tier(tier)} (new tier)")
+            continue
+        wire = tier.to_wire()
+        moved = [
+            f"{label} {old.get(key)} -> {wire.get(key)}"
+            for key, label in _DECIDED
+            if old.get(key) != wire.get(key)
+        ]
+        if moved:
+            changes.append(f"{tier.name}: " + ", ".join(moved))
+    if not changes:
         return []
-    summary = "; ".join(describe_tier(tier) for tier in plan.tiers)
-    verb = "planned" if previous_hash is None else "plan changed"
-    return [Event("Normal", REASON_PLAN_CHANGED, f"{verb}: {summary}")]
+    return [Event("Normal", REASON_PLAN_CHANGED, "plan changed: " + "; ".join(changes))]
 
 
 def condition_transitions(

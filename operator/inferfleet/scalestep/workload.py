@@ -62,7 +62,14 @@ def report(
     declared_in, declared_out, replanned = drift.planned_workload(spec, status, generation)
     previous = _previous(status)
     was_drifted = previous is not None and previous.get("status") == "True"
-    verdict = drift.assess(state, figures, declared_in, declared_out, previously=was_drifted)
+    verdict = drift.assess(
+        state,
+        figures,
+        declared_in,
+        declared_out,
+        previously=was_drifted,
+        previous_reason=None if previous is None else str(previous.get("reason") or ""),
+    )
     if verdict.drifted is None or verdict.observed is None:
         return DriftReport(None, None, None)
     value: Literal["True", "False"] = "True" if verdict.drifted else "False"

@@ -21,15 +21,17 @@ large enough to change the plan:
   wide; a ratio this large is not an artefact of interpolating inside one.)
 
 Hysteresis keeps the verdict from flapping: it is set at the `_ON` thresholds and
-cleared only below the `_OFF` ones. Nothing is said before `mix.MIX_FULL_REQUESTS`
+cleared only below the `_OFF` ones, and so is its reason (a reason that holds keeps
+holding down to its `_OFF` thresholds). Nothing is said before `mix.MIX_FULL_REQUESTS`
 requests have been observed.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from pydantic import ValidationError
@@ -47,6 +49,7 @@ REASON_MATCHES_PLAN = "MatchesPlan"
 REJECTED_SHARE_ON = 0.01
 REJECTED_SHARE_OFF = 0.002
 NEAR_LIMIT_SHARE = 0.5
+NEAR_LIMIT_SHARE_OFF = 0.4
 BEYOND_LIMIT_FACTOR = 2
 CAPACITY_RATIO_ON = 2.0
 CAPACITY_RATIO_OFF = 1.6
@@ -162,53 +165,92 @@ def assess(
     declared_output: TokenPercentiles,
     *,
     previously: bool | None,
+    previous_reason: str | None = None,
 ) -> Drift:
     """The verdict on the declared workload given what the engines report; `previously`
-    is the last verdict (hysteresis)."""
+    is the last verdict and `previous_reason` its reason (hysteresis).
+
+    A reason that held keeps holding down to its `_OFF` thresholds, and another reason
+    takes over only at its `_ON` ones (PromptsRejected first, then CapacityMismatch, then
+    TokenLengthsMismatch): readings that hover around one threshold (a p99 around half
+    of max-model-len) would otherwise flip the reason, its message and a Warning event
+    every few ticks."""
     observed = observe(state, figures)
     if observed is None:
         return Drift(None, "", "")
     described = _describe(observed, declared_input, declared_output)
-    limit = observed.max_model_len
-    share_on = REJECTED_SHARE_OFF if previously else REJECTED_SHARE_ON
-    near_limit = limit > 0 and observed.input_tokens.p99 >= NEAR_LIMIT_SHARE * limit
-    if limit > 0 and near_limit and observed.rejected_share >= share_on:
-        implied = _beyond_limit(observed.input_tokens, observed.rejected_share, limit)
-        return Drift(
-            True,
-            REASON_PROMPTS_REJECTED,
-            f"{observed.rejected_share:.1%} of requests are answered 4xx while the prompts served "
-            f"reach {observed.input_tokens.p99:,} of max-model-len {limit:,} tokens: prompts "
-            f"longer than max-model-len are rejected; {described}",
-            observed,
-            implied_input_tokens=implied,
-            implied_output_tokens=observed.output_tokens,
-        )
-    ratio = observed.capacity_ratio
-    ratio_on = CAPACITY_RATIO_OFF if previously else CAPACITY_RATIO_ON
-    if ratio is not None and ratio > 0 and max(ratio, 1.0 / ratio) >= ratio_on:
-        direction = "less" if ratio < 1.0 else "more"
-        factor = 1.0 / ratio if ratio < 1.0 else ratio
-        return Drift(
-            True,
-            REASON_CAPACITY_MISMATCH,
-            f"a replica serves {factor:.1f}x {direction} of the real mix than the plan assumes; {described}",
-            observed,
-            implied_input_tokens=observed.input_tokens,
-            implied_output_tokens=observed.output_tokens,
-        )
-    length_on = LENGTH_RATIO_OFF if previously else LENGTH_RATIO_ON
-    off = _length_mismatch(observed, declared_input, declared_output, length_on)
-    if off is not None:
-        return Drift(
-            True,
-            REASON_LENGTHS_MISMATCH,
-            f"{off}; {described}",
-            observed,
-            implied_input_tokens=observed.input_tokens,
-            implied_output_tokens=observed.output_tokens,
-        )
+    checks: tuple[tuple[str, Callable[[bool], Drift | None]], ...] = (
+        (REASON_PROMPTS_REJECTED, partial(_rejected, observed, described)),
+        (REASON_CAPACITY_MISMATCH, partial(_capacity, observed, described)),
+        (REASON_LENGTHS_MISMATCH, partial(_lengths, observed, described, declared_input, declared_output)),
+    )
+    known = {reason for reason, _ in checks}
+    sticky = previous_reason if previously and previous_reason in known else None
+    for reason, check in checks:
+        # Before the reason that holds: only a reason that crosses its own set threshold.
+        verdict = check(reason == sticky or (sticky is None and bool(previously)))
+        if verdict is not None:
+            return verdict
+        if reason == sticky:
+            sticky = None  # it no longer holds: the rest are judged as after any drift
     return Drift(False, REASON_MATCHES_PLAN, f"the traffic matches the plan: {described}", observed)
+
+
+def _rejected(observed: ObservedMix, described: str, held: bool) -> Drift | None:
+    limit = observed.max_model_len
+    share_on = REJECTED_SHARE_OFF if held else REJECTED_SHARE_ON
+    near = NEAR_LIMIT_SHARE_OFF if held else NEAR_LIMIT_SHARE
+    if limit <= 0 or observed.input_tokens.p99 < near * limit or observed.rejected_share < share_on:
+        return None
+    implied = _beyond_limit(observed.input_tokens, observed.rejected_share, limit)
+    return Drift(
+        True,
+        REASON_PROMPTS_REJECTED,
+        f"{observed.rejected_share:.1%} of requests are answered 4xx while the prompts served "
+        f"reach {observed.input_tokens.p99:,} of max-model-len {limit:,} tokens: prompts "
+        f"longer than max-model-len are rejected; {described}",
+        observed,
+        implied_input_tokens=implied,
+        implied_output_tokens=observed.output_tokens,
+    )
+
+
+def _capacity(observed: ObservedMix, described: str, held: bool) -> Drift | None:
+    ratio = observed.capacity_ratio
+    ratio_on = CAPACITY_RATIO_OFF if held else CAPACITY_RATIO_ON
+    if ratio is None or ratio <= 0 or max(ratio, 1.0 / ratio) < ratio_on:
+        return None
+    direction = "less" if ratio < 1.0 else "more"
+    factor = 1.0 / ratio if ratio < 1.0 else ratio
+    return Drift(
+        True,
+        REASON_CAPACITY_MISMATCH,
+        f"a replica serves {factor:.1f}x {direction} of the real mix than the plan assumes; {described}",
+        observed,
+        implied_input_tokens=observed.input_tokens,
+        implied_output_tokens=observed.output_tokens,
+    )
+
+
+def _lengths(
+    observed: ObservedMix,
+    described: str,
+    declared_input: TokenPercentiles,
+    declared_output: TokenPercentiles,
+    held: bool,
+) -> Drift | None:
+    length_on = LENGTH_RATIO_OFF if held else LENGTH_RATIO_ON
+    off = _length_mismatch(observed, declared_input, declared_output, length_on)
+    if off is None:
+        return None
+    return Drift(
+        True,
+        REASON_LENGTHS_MISMATCH,
+        f"{off}; {described}",
+        observed,
+        implied_input_tokens=observed.input_tokens,
+        implied_output_tokens=observed.output_tokens,
+    )
 
 
 def _length_mismatch(

@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 import threading
 import time
+import urllib.error
 import urllib.request
 from http.server import ThreadingHTTPServer
 from types import ModuleType
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.toolkit.scripts import load_script
 
@@ -103,3 +105,47 @@ def test_queues_beyond_max_num_seqs_like_vllm() -> None:
     finally:
         httpd.shutdown()
         httpd.server_close()
+
+
+def test_refuses_prompts_beyond_max_model_len_and_reports_the_mix_like_vllm() -> None:
+    """What WorkloadDrift reads: 400 for prompt + max_tokens beyond --max-model-len (the
+    HTTP counter by status class), output tokens, and the token-length histograms with
+    vLLM's 1-2-5 buckets up to max-model-len."""
+    assert server.parse_positive(["m", "--max-model-len", "100"], "--max-model-len", 7) == 100
+    assert server.parse_positive(["m"], "--max-model-len", 7) == 7
+    state = server.State("m", seconds_per_token=0.001, max_model_len=100)
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), server.handler_for(state))
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{httpd.server_address[1]}"
+
+    def complete(words: int) -> int:
+        body = json.dumps({"model": "m", "prompt": "w " * words, "max_tokens": 10}).encode()
+        request = urllib.request.Request(f"{base}/v1/completions", data=body, method="POST")
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:
+                return int(response.status)
+        except urllib.error.HTTPError as error:
+            assert "maximum context length is 100 tokens" in error.read().decode()
+            return int(error.code)
+
+    try:
+        assert [complete(40), complete(90), complete(91)] == [200, 200, 400]
+        text = server.metrics(state)
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    samples = [sample for family in text_string_to_metric_families(text) for sample in family.samples]
+
+    def by(name: str, label: str) -> dict[str, float]:
+        return {s.labels[label]: s.value for s in samples if s.name == name}
+
+    answered = {
+        (s.labels["handler"], s.labels["status"]): s.value for s in samples if s.name == "http_requests_total"
+    }
+    assert answered == {("/v1/completions", "2xx"): 2, ("/v1/completions", "4xx"): 1}
+    assert 'vllm:generation_tokens_total{model_name="m"} 20' in text
+    # 40 and 90 prompt tokens: buckets 50 and 100; 10 output tokens each: bucket 10.
+    prompt = by("vllm:request_prompt_tokens_bucket", "le")
+    assert (prompt["20"], prompt["50"], prompt["100"], prompt["+Inf"]) == (0, 1, 2, 2)
+    output = by("vllm:request_generation_tokens_bucket", "le")
+    assert (output["5"], output["10"], output["+Inf"]) == (0, 2, 2)

@@ -56,3 +56,33 @@ def test_measured_kv_replaces_the_estimate_in_status_only() -> None:
     # the pods' flags come from the estimate: a measurement never rolls the workloads
     assert len(control.applied_workloads()) == applied
     assert (NAMESPACE, NAME) in control.kv.asked
+
+
+def test_plan_changed_is_said_once_per_change_not_per_measurement() -> None:
+    """An edit used to raise PlanChanged two or three times with identical text: once for
+    the edit, again as the new pods' KV capacity and cold starts were folded into the plan."""
+    control = MeasuringControl()
+    control.submit(example())
+    control.reconcile()
+    estimated = {tier["name"]: tier for tier in control.status()["plan"]}
+
+    def plan_events() -> list[str]:
+        return [e["message"] for e in control.cluster.events if e["reason"] == "PlanChanged"]
+
+    assert [m.split(":")[0] for m in plan_events()] == ["planned"]
+    # The engines report their KV cache, then report it again with more pods: no news.
+    blocks = estimated["l4"]["numGpuBlocks"] // 2
+    control.kv.readings[(NAMESPACE, NAME)] = {"l4": KvCapacityReading(blocks, 16, 1)}
+    control.reconcile()
+    control.kv.readings[(NAMESPACE, NAME)] = {"l4": KvCapacityReading(blocks, 16, 2)}
+    control.reconcile()
+    assert len(plan_events()) == 1, plan_events()
+    # An edit that changes what the pods run: one event, saying what changed.
+    control.edit(lambda body: body["spec"]["tiers"][0].setdefault("overrides", {}).update(maxModelLen=2048))
+    for _ in range(3):
+        control.reconcile()
+    control.kv.readings[(NAMESPACE, NAME)] = {"l4": KvCapacityReading(blocks * 2, 16, 2)}
+    control.reconcile()
+    changed = plan_events()[1:]
+    assert len(changed) == 1, changed
+    assert changed[0].startswith(f"plan changed: l4: max-model-len {estimated['l4']['maxModelLen']} -> 2048")
