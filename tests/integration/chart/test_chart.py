@@ -348,7 +348,11 @@ def test_operator_pod_keeps_off_every_gpu_node_the_operator_knows(
     assert "podAntiAffinity" in one(full_objects, "Deployment")["spec"]["template"]["spec"]["affinity"]
     own = {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": []}}
     assert one(render({"affinity": own}), "Deployment")["spec"]["template"]["spec"]["affinity"] == own
-    assert "affinity" not in one(render({"offGpuNodes": False}), "Deployment")["spec"]["template"]["spec"]
+    # offGpuNodes false drops the node rule; the two replicas still spread over nodes.
+    kept = one(render({"offGpuNodes": False}), "Deployment")["spec"]["template"]["spec"]["affinity"]
+    assert set(kept) == {"podAntiAffinity"}, kept
+    single = one(render({"offGpuNodes": False, "replicaCount": 1}), "Deployment")["spec"]["template"]["spec"]
+    assert "affinity" not in single, single
     assert env_of(default_objects)["INFERFLEET_EPP_OFF_GPU_NODES"] == "true"
     assert not OperatorSettings.from_env(
         env_of(render({"frontDoor": {"pickerOffGpuNodes": False}}))

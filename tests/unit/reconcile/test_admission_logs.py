@@ -64,7 +64,7 @@ def _started(monkeypatch: pytest.MonkeyPatch) -> Any:
     monkeypatch.setattr(kopf, "configure", lambda **_: None)
     settings = OperatorSettings()
     options = run.decide_options(
-        settings, namespaces=[], all_namespaces=False, peering="p", priority=1, standalone=True,
+        settings, namespaces=[], all_namespaces=False, peering="p", standalone=True,
         webhook_host="op.ns.svc", webhook_cert_dir=None, verbose=False,
     )  # fmt: skip
     run.start(options, settings)
