@@ -104,26 +104,31 @@ def test_example_is_reconciled_into_owned_objects(
 
     eventually(budget, 60, what="the l4 PodDisruptionBudget to allow one disruption")
 
-    # The printer columns, as an SRE sees them.
-    table = cluster.kubectl("get", "ifs", "-n", namespace).stdout.splitlines()
-    assert table[0].split() == [
-        "NAME",
-        "MODEL",
-        "TIERS",
-        "READY",
-        "DESIRED",
-        "ENDPOINTS",
-        "ROUTE",
-        "TTFT-P99-MS",
-        "STATUS",
-        "AGE",
-    ]
-    row = table[1].split()
-    assert row[:5] == [name, "meta-llama/Llama-3.1-8B-Instruct", "l4:2/2,a100-burst:0/0", "2", "2"], table
-    # The example names a Gateway no controller answers for here: its route is Pending
-    # (tests/e2e/test_frontdoor.py checks the endpoints).
-    assert row[6] == "Pending", table
-    assert "Available" in row, table
+    # The printer columns, as an SRE sees them. STATUS is the worst condition: Available
+    # once the autoscaler's next tick has seen the replicas Ready (until then its Scaling
+    # condition still says WaitingForReplicas).
+    def columns() -> None:
+        table = cluster.kubectl("get", "ifs", "-n", namespace).stdout.splitlines()
+        assert table[0].split() == [
+            "NAME",
+            "MODEL",
+            "TIERS",
+            "READY",
+            "DESIRED",
+            "ENDPOINTS",
+            "ROUTE",
+            "TTFT-P99-MS",
+            "STATUS",
+            "AGE",
+        ]
+        row = table[1].split()
+        assert row[:5] == [name, "meta-llama/Llama-3.1-8B-Instruct", "l4:2/2,a100-burst:0/0", "2", "2"], table
+        # The example names a Gateway no controller answers for here: its route is Pending
+        # (tests/e2e/test_frontdoor.py checks the endpoints).
+        assert row[6] == "Pending", table
+        assert "Available" in row, table
+
+    eventually(columns, 60, what="kubectl get ifs: STATUS Available")
     wide = cluster.kubectl(
         "get", "inferenceservices.inferfleet.dev", name, "-n", namespace, "-o", "name"
     ).stdout
