@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Autoscaler quality benchmark: every policy on every trace, at two load scales.
 
-For each trace under ../shared/data/traces/ and each spec under hack/bench/specs/
+For each trace under the trace directory and each spec under hack/bench/specs/
 (a 70B model on H100; an 8B model on L4 with an A100 spot tier), the trace is scaled
 so that its peak minute needs about 10 and about 20 replicas of the spec's first
 tier, then replayed through `inferfleet`, `static-peak`, `reactive-util` and
@@ -35,6 +35,12 @@ minutes the forecaster keeps the level from before traffic that stops dead);
 `--capacity-slos ttftAndItl` with `scaling.capacitySlos` ttftAndItl (the learned capacity
 also keeps the ITL SLO).
 
+The trace directory is INFERFLEET_TRACE_DIR, else the one trace bundled with the package
+(operator/inferfleet/simulate/data: Azure's 2023 code hour). The published figures
+(docs/benchmarks/autoscaler.md) replay, as their publishers ship them, Azure's LLM
+inference traces 2023 (`code` and `conv`, github.com/Azure/AzurePublicDataset) and
+Alibaba ServeGen's `language` rate series aggregated per 10-minute window, one folder each.
+
     python hack/bench/autoscale.py                  # everything (minutes)
     python hack/bench/autoscale.py --traces azure   # only paths containing "azure"
     python hack/bench/autoscale.py --jobs 2         # two processes
@@ -47,6 +53,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -66,7 +73,8 @@ from inferfleet.simulate.traces import Trace
 from inferfleet.tracefiles.read import load_trace
 
 REPO = Path(__file__).resolve().parents[2]
-TRACES = REPO.parent / "shared" / "data" / "traces"
+BUNDLED_TRACES = REPO / "operator" / "inferfleet" / "simulate" / "data"
+TRACES = Path(os.environ.get("INFERFLEET_TRACE_DIR") or BUNDLED_TRACES)
 SPECS = Path(__file__).resolve().parent / "specs"
 TRACE_SUFFIXES = (".csv", ".jsonl")
 SCALES = (10, 20)  # replicas of the first tier the peak minute needs

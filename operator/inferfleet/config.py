@@ -63,7 +63,7 @@ class OperatorSettings(BaseModel):
         default=0,
         ge=0,
         le=86_400,
-        description="Scale-up stabilization window (scale-ups apply at once, paced only by cooldown and step).",
+        description="Scale-up stabilization window (scale-ups apply at once, paced by cooldown and step).",
     )
     scale_down_stabilization_s: int = Field(
         default=300, ge=0, le=86_400, description="Scale down only to the highest target of this window."
