@@ -403,6 +403,55 @@ def targets(comparison: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+POLICY_COLORS = {
+    "inferfleet": "tab:blue",
+    "reactive-util": "tab:orange",
+    "queue-only": "tab:green",
+    "static-peak": "tab:gray",
+}
+CASE_MARKERS = {"honest": "o", "misdeclared": "s", "misdeclared-context": "^"}
+
+
+def plot_tradeoff(rows: list[dict[str, Any]], path: Path) -> None:
+    """Within-SLO share against GPU-hours, one panel per trace: each point one run, its
+    GPU-hours as a multiple of static-peak's on the same spec, case and load (absolute when
+    static-peak did not run). Up and to the left is better."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+
+    def key(row: dict[str, Any]) -> tuple[Any, ...]:
+        return (row["spec"], row["traceFile"], row["case"], row["replicasAtPeak"], row["headroom"])
+
+    peak = {key(row): row["gpuHours"] for row in rows if row["policy"] == "static-peak"}
+    traces = sorted({row["traceFile"] for row in rows})
+    figure, axes = plt.subplots(1, len(traces), figsize=(5.5 * len(traces), 4.6), squeeze=False)
+    for axis, trace in zip(axes[0], traces, strict=True):
+        for row in (r for r in rows if r["traceFile"] == trace):
+            base = peak.get(key(row)) or 1.0
+            axis.scatter(
+                row["gpuHours"] / base,
+                100.0 * row["sloAttainment"],
+                color=POLICY_COLORS.get(row["policy"], "black"),
+                marker=CASE_MARKERS.get(row["case"], "o"),
+                alpha=0.8,
+            )
+        axis.set_title(Path(trace).stem)
+        axis.set_xlabel("GPU-hours (× static-peak's)" if peak else "GPU-hours")
+        axis.set_ylabel("requests within the TTFT SLO (%)")
+        axis.grid(alpha=0.3)
+    handles = [Line2D([], [], color=c, marker="o", linestyle="", label=p) for p, c in POLICY_COLORS.items()]
+    handles += [
+        Line2D([], [], color="black", marker=m, linestyle="", label=c) for c, m in CASE_MARKERS.items()
+    ]
+    figure.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize="small", frameon=False)
+    figure.tight_layout(rect=(0, 0.08, 1, 1))
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -435,6 +484,7 @@ def main(argv: list[str] | None = None) -> int:
         default=DEFAULT_SETTINGS.capacity_slos,
         help="the operator's scaling.capacitySlos for every run (default: %(default)s)",
     )
+    parser.add_argument("--plot", type=Path, help="also draw within-SLO share against GPU-hours (PNG)")
     args = parser.parse_args(argv)
     settings = OperatorSettings(
         interruption_hold_min=args.interruption_hold, capacity_slos=args.capacity_slos
@@ -504,6 +554,8 @@ def main(argv: list[str] | None = None) -> int:
     }
     json.dump(document, sys.stdout, indent=1)
     sys.stdout.write("\n")
+    if args.plot is not None:
+        plot_tradeoff(rows, args.plot)
     return 0
 
 

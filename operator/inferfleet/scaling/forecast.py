@@ -1,7 +1,7 @@
 """Request-rate forecaster: the rate one cold start ahead, from a per-minute history.
 
 A replica asked for now serves only after its cold start (2-5 minutes for LLM
-serving, field guide section 9.2), so the predictive target needs the demand at
+serving), so the predictive target needs the demand at
 `now + lead time`, not the demand now. Methods:
 
 - `naive`: the last minute. The yardstick every method must beat.

@@ -1,4 +1,4 @@
-"""plan(): choices, reasons, infeasible tiers, fleet figures, the field guide's example."""
+"""plan(): choices, reasons, infeasible tiers, fleet figures, the usual worked example."""
 
 from __future__ import annotations
 
