@@ -12,7 +12,7 @@ the rate of that minute. Reported per (trace, method, horizon):
 
 Traces: the Azure hour-long traces as published; the ServeGen 14-day rate series
 both as its exact 10-minute rates and as Poisson counts at ~20 req/s mean (what a
-live loop sees). Prints one JSON document; the README quotes its numbers.
+live loop sees). Prints one JSON document; docs/benchmarks/forecast.md quotes its numbers.
 
     python hack/bench/forecast.py
 """

@@ -23,7 +23,7 @@ router change) is forecast at its level from before for up to half an hour, sinc
 comes back all at once and a fleet scaled to its warm minimum meets it a cold start
 late; a slide to zero, or silence longer than the hold, is a real change in demand.
 `hack/bench/forecast.py` measures the methods on the traces; its
-numbers chose the default (see the README).
+numbers chose the default (docs/benchmarks/forecast.md).
 """
 
 from __future__ import annotations

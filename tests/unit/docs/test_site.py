@@ -50,8 +50,8 @@ PAGE_FACTS = """JSON.stringify({
   title: (document.querySelector("article h1") || {}).textContent || "",
   nav: Array.from(document.querySelectorAll("nav.md-nav--primary a.md-nav__link[href]"))
     .map(a => a.href),
-  sections: Array.from(document.querySelectorAll("nav.md-nav--primary .md-nav__item--section > .md-nav__link"))
-    .map(l => l.textContent.trim()),
+  sections: Array.from(document.querySelectorAll(
+    "nav.md-nav--primary .md-nav__item--section > .md-nav__link")).map(l => l.textContent.trim()),
   tables: document.querySelectorAll("article table").length,
   text: document.querySelector("article") ? document.querySelector("article").innerText : "",
   images: Array.from(document.querySelectorAll("article img"))
