@@ -63,6 +63,14 @@ def code(text: object) -> str:
     return f"{fence}{pad}{value}{pad}{fence}"
 
 
+def joined(parts: list[str]) -> str:
+    """A description and its details (constraints, rules) as one sentence-like cell."""
+    present = [part.strip() for part in parts if part and part.strip()]
+    if not present:
+        return ""
+    return "; ".join([part.rstrip(".") for part in present[:-1]] + [present[-1]])
+
+
 def table(header: list[str], rows: list[list[str]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows]
@@ -373,7 +381,7 @@ def api_page() -> str:
                     code(path),
                     code(_type_of(child)),
                     "yes" if required else "",
-                    "; ".join(d for d in details if d),
+                    joined(details),
                 ]
             )
         out.append(table(["Field", "Type", "Required", "Description"], rows))
@@ -464,7 +472,7 @@ def settings_page() -> str:
                 ", ".join(code(v) for v in helm) or "(not set by the chart)",
                 code(_annotation(field)),
                 _default_of(field),
-                "; ".join(d for d in details if d),
+                joined(details),
             ]
         )
     out.append(table(["Environment variable", "Helm value", "Type", "Default", "Meaning"], rows))
@@ -550,7 +558,7 @@ def helm_values_page() -> str:
                 code(path),
                 code(_type_of(child)),
                 code(json.dumps(default)) if present and not isinstance(default, Mapping) else "",
-                "; ".join(d for d in details if d),
+                joined(details),
             ]
         )
     out.append(table(["Value", "Type", "Default", "Description"], rows))
