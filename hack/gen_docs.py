@@ -166,8 +166,10 @@ def conditions_page() -> str:
     out.append(
         "`kubectl get ifs` shows, as STATUS, the reason of the worst condition that holds "
         "(`status.summary`; each writer sets it from the whole conditions list it writes), worst "
-        f"first: {order}; and `Available` when none holds. READY and DESIRED show the replicas "
-        "anyway. So a fleet that serves but cannot meet its SLOs reads `SloUnreachable`, not "
+        f"first: {order}; and `Available` when none holds: trouble someone has to act on, then "
+        "warnings about the plan (SLOs out of reach, traffic unlike the plan), then progress. "
+        "READY and DESIRED show the replicas anyway. So a fleet that serves but cannot meet its "
+        "SLOs reads `SloUnreachable`, not "
         "`Available`, and one whose apply failed reads `ApplyFailed`, not `Progressing`.\n\n"
         "Each condition has one writer (`labels.CONDITION_OWNERS`): the reconciler or the "
         "autoscaler, and each carries the other's conditions over untouched. Every reason the "
