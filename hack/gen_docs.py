@@ -212,30 +212,35 @@ def troubleshooting_page() -> str:
         "writer, is [Conditions, reasons and Events](../reference/conditions.md).\n\n"
     )
     for row in rows:
-        if row["meaning"] and row["action"] in ("nothing.",):
+        if _needs_nothing(row):
             continue
         title = f"{row['condition']}={row['status']}" if row["condition"] != EVENT_ROW else "Event"
         reasons = ", ".join(row["reasons"])
         out.append(f"## {title}: {reasons}\n\n")
         out.append(f"**What it means:** {' '.join(str(row['meaning']).split())}.\n\n")
         out.append(f"**What to do:** {' '.join(str(row['action']).split())}\n\n")
-    healthy = [row for row in rows if row["action"] == "nothing."]
+    healthy = [row for row in rows if _needs_nothing(row)]
     out.append("## Reasons that need nothing\n\n")
     out.append(
         table(
-            ["Condition", "Status", "Reason", "What it says"],
+            ["Condition", "Status", "Reason", "What it says", "Note"],
             [
                 [
                     code(r["condition"]),
                     str(r["status"]),
                     ", ".join(code(x) for x in r["reasons"]),
                     r["meaning"],
+                    str(r["action"]).removeprefix("nothing").lstrip(".; "),
                 ]
                 for r in healthy
             ],
         )
     )
     return "".join(out)
+
+
+def _needs_nothing(row: Mapping[str, Any]) -> bool:
+    return str(row["action"]).startswith("nothing")
 
 
 # ---------------------------------------------------------------- InferenceService API
