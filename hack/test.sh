@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The one test command (README, CI): install what the tests need, lint, type-check,
-# check the import contract and the generated files, run the unit and integration
-# tests, then the e2e tier: the real operator against a real Kubernetes control plane
-# built from pinned Go modules (hack/controlplane; cached outside the tree, ~16 min cold
-# on 2 cores, built in the background while the other tiers run).
+# check the import contract and the generated files (the docs' reference pages among
+# them), run the unit and integration tests (the docs site built with `mkdocs build
+# --strict` and opened in headless Chromium among them: tests/unit/docs), then the e2e
+# tier: the real operator against a real Kubernetes control plane built from pinned Go
+# modules (hack/controlplane; cached outside the tree, ~16 min cold on 2 cores, built in
+# the background while the other tiers run).
 #
 #   ./hack/test.sh                     # everything
 #   INFERFLEET_E2E=0 ./hack/test.sh    # quick local run: no e2e tier, no Go needed
@@ -38,6 +40,7 @@ echo "== ruff"; ruff check operator tests hack
 ruff format --check operator tests hack
 echo "== mypy --strict"; mypy
 echo "== import contract"; lint-imports
+echo "== generated docs"; python hack/gen_docs.py --check
 if [ $# -gt 0 ]; then
   echo "== pytest $*"; pytest "$@"
   exit 0

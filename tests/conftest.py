@@ -19,7 +19,6 @@ settings.load_profile("explore" if os.environ.get("INFERFLEET_HYPOTHESIS") == "e
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES_DIR = REPO_ROOT / "manifests" / "examples"
-SHARED_DIR = REPO_ROOT.parent / "shared"
 
 
 def example_paths() -> list[Path]:

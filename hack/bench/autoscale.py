@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Autoscaler quality benchmark: every policy on every trace, at two load scales.
 
-For each trace under ../shared/data/traces/ and each spec under hack/bench/specs/
+For each trace under the trace directory and each spec under hack/bench/specs/
 (a 70B model on H100; an 8B model on L4 with an A100 spot tier), the trace is scaled
 so that its peak minute needs about 10 and about 20 replicas of the spec's first
 tier, then replayed through `inferfleet`, `static-peak`, `reactive-util` and
@@ -35,6 +35,12 @@ minutes the forecaster keeps the level from before traffic that stops dead);
 `--capacity-slos ttftAndItl` with `scaling.capacitySlos` ttftAndItl (the learned capacity
 also keeps the ITL SLO).
 
+The trace directory is INFERFLEET_TRACE_DIR, else the one trace bundled with the package
+(operator/inferfleet/simulate/data: Azure's 2023 code hour). The published figures
+(docs/benchmarks/autoscaler.md) replay, as their publishers ship them, Azure's LLM
+inference traces 2023 (`code` and `conv`, github.com/Azure/AzurePublicDataset) and
+Alibaba ServeGen's `language` rate series aggregated per 10-minute window, one folder each.
+
     python hack/bench/autoscale.py                  # everything (minutes)
     python hack/bench/autoscale.py --traces azure   # only paths containing "azure"
     python hack/bench/autoscale.py --jobs 2         # two processes
@@ -47,6 +53,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -66,7 +73,8 @@ from inferfleet.simulate.traces import Trace
 from inferfleet.tracefiles.read import load_trace
 
 REPO = Path(__file__).resolve().parents[2]
-TRACES = REPO.parent / "shared" / "data" / "traces"
+BUNDLED_TRACES = REPO / "operator" / "inferfleet" / "simulate" / "data"
+TRACES = Path(os.environ.get("INFERFLEET_TRACE_DIR") or BUNDLED_TRACES)
 SPECS = Path(__file__).resolve().parent / "specs"
 TRACE_SUFFIXES = (".csv", ".jsonl")
 SCALES = (10, 20)  # replicas of the first tier the peak minute needs
@@ -395,6 +403,55 @@ def targets(comparison: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+POLICY_COLORS = {
+    "inferfleet": "tab:blue",
+    "reactive-util": "tab:orange",
+    "queue-only": "tab:green",
+    "static-peak": "tab:gray",
+}
+CASE_MARKERS = {"honest": "o", "misdeclared": "s", "misdeclared-context": "^"}
+
+
+def plot_tradeoff(rows: list[dict[str, Any]], path: Path) -> None:
+    """Within-SLO share against GPU-hours, one panel per trace: each point one run, its
+    GPU-hours as a multiple of static-peak's on the same spec, case and load (absolute when
+    static-peak did not run). Up and to the left is better."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+
+    def key(row: dict[str, Any]) -> tuple[Any, ...]:
+        return (row["spec"], row["traceFile"], row["case"], row["replicasAtPeak"], row["headroom"])
+
+    peak = {key(row): row["gpuHours"] for row in rows if row["policy"] == "static-peak"}
+    traces = sorted({row["traceFile"] for row in rows})
+    figure, axes = plt.subplots(1, len(traces), figsize=(5.5 * len(traces), 4.6), squeeze=False)
+    for axis, trace in zip(axes[0], traces, strict=True):
+        for row in (r for r in rows if r["traceFile"] == trace):
+            base = peak.get(key(row)) or 1.0
+            axis.scatter(
+                row["gpuHours"] / base,
+                100.0 * row["sloAttainment"],
+                color=POLICY_COLORS.get(row["policy"], "black"),
+                marker=CASE_MARKERS.get(row["case"], "o"),
+                alpha=0.8,
+            )
+        axis.set_title(Path(trace).stem)
+        axis.set_xlabel("GPU-hours (× static-peak's)" if peak else "GPU-hours")
+        axis.set_ylabel("requests within the TTFT SLO (%)")
+        axis.grid(alpha=0.3)
+    handles = [Line2D([], [], color=c, marker="o", linestyle="", label=p) for p, c in POLICY_COLORS.items()]
+    handles += [
+        Line2D([], [], color="black", marker=m, linestyle="", label=c) for c, m in CASE_MARKERS.items()
+    ]
+    figure.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize="small", frameon=False)
+    figure.tight_layout(rect=(0, 0.08, 1, 1))
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -427,6 +484,7 @@ def main(argv: list[str] | None = None) -> int:
         default=DEFAULT_SETTINGS.capacity_slos,
         help="the operator's scaling.capacitySlos for every run (default: %(default)s)",
     )
+    parser.add_argument("--plot", type=Path, help="also draw within-SLO share against GPU-hours (PNG)")
     args = parser.parse_args(argv)
     settings = OperatorSettings(
         interruption_hold_min=args.interruption_hold, capacity_slos=args.capacity_slos
@@ -496,6 +554,8 @@ def main(argv: list[str] | None = None) -> int:
     }
     json.dump(document, sys.stdout, indent=1)
     sys.stdout.write("\n")
+    if args.plot is not None:
+        plot_tradeoff(rows, args.plot)
     return 0
 
 

@@ -12,7 +12,7 @@ the rate of that minute. Reported per (trace, method, horizon):
 
 Traces: the Azure hour-long traces as published; the ServeGen 14-day rate series
 both as its exact 10-minute rates and as Poisson counts at ~20 req/s mean (what a
-live loop sees). Prints one JSON document; the README quotes its numbers.
+live loop sees). Prints one JSON document; docs/benchmarks/forecast.md quotes its numbers.
 
     python hack/bench/forecast.py
 """
@@ -20,6 +20,7 @@ live loop sees). Prints one JSON document; the README quotes its numbers.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -31,7 +32,9 @@ from inferfleet.scaling.forecast import ForecastConfig, Method, forecast
 from inferfleet.scaling.window import SequenceWindow
 from inferfleet.tracefiles.read import load_trace, read_rate_series
 
-TRACES = Path(__file__).resolve().parents[3] / "shared" / "data" / "traces"
+# The published traces, one folder each as their publishers ship them (azure-llm-2023/,
+# servegen-language-m-small/), under INFERFLEET_TRACE_DIR (docs/benchmarks/index.md).
+TRACES = Path(os.environ.get("INFERFLEET_TRACE_DIR") or "traces")
 METHODS: tuple[Method, ...] = ("naive", "trend", "seasonal", "hybrid")
 HORIZONS_MIN = (3, 5, 10)
 WARMUP_MIN = 30

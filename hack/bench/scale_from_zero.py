@@ -35,7 +35,8 @@ from inferfleet.simulate.traces import Trace
 from inferfleet.tracefiles.read import load_trace
 
 REPO = Path(__file__).resolve().parents[2]
-TRACE = Path(__file__).resolve().parents[3] / "shared" / "data" / "traces" / "azure-llm-2023"
+# Azure's code hour as published, bundled with the package.
+TRACE = Path(__file__).resolve().parents[2] / "operator" / "inferfleet" / "simulate" / "data"
 EXAMPLE = REPO / "manifests" / "examples" / "llama-8b-chat.yaml"
 SLICES_S = ((0.0, 300.0), (1200.0, 1500.0), (2400.0, 2700.0))
 
@@ -70,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--rate-scale", type=float, default=0.2)
     parser.add_argument("--idle-h", type=float, default=2.0)
-    parser.add_argument("--trace", type=Path, default=TRACE / "AzureLLMInferenceTrace_code.csv")
+    parser.add_argument("--trace", type=Path, default=TRACE / "azure-llm-2023-code.csv")
     args = parser.parse_args(argv)
     service = load_all(EXAMPLE.read_text(encoding="utf-8"))[0]
     tiers = [tier.model_copy(update={"min_replicas": 0}) for tier in service.spec.tiers]

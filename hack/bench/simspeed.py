@@ -11,6 +11,7 @@ requests, 80,000 autoscaler ticks). Prints one JSON document.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -22,7 +23,9 @@ from inferfleet.simulate.engine import simulate
 from inferfleet.simulate.setup import build_config
 from inferfleet.tracefiles.read import load_trace
 
-TRACES = Path(__file__).resolve().parents[3] / "shared" / "data" / "traces"
+# The published traces, one folder each as their publishers ship them (azure-llm-2023/,
+# servegen-language-m-small/), under INFERFLEET_TRACE_DIR (docs/benchmarks/index.md).
+TRACES = Path(os.environ.get("INFERFLEET_TRACE_DIR") or "traces")
 SPEC = Path(__file__).resolve().parent / "specs" / "llama-70b-h100.yaml"
 TARGET_REQUESTS = 1_000_000
 

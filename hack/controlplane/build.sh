@@ -9,7 +9,7 @@
 #   hack/controlplane/build.sh --print  # print the bin directory, build nothing (exit 1 if absent)
 #
 # INFERFLEET_CONTROLPLANE_CACHE moves the cache (default ~/.cache/inferfleet/controlplane).
-# A cold build on 2 cores takes ~30-40 minutes (measured figure in the README).
+# A cold build on 2 cores takes ~30-40 minutes (measured figure in docs/contributing/testing.md).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 

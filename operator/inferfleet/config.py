@@ -54,16 +54,43 @@ class OperatorSettings(BaseModel):
     prometheus_timeout_s: float = Field(default=5.0, gt=0, le=120, description="Per-query timeout.")
 
     # Scaling defaults (spec.scaling overrides each).
-    scaling_mode: Literal["active", "advisory"] = Field(default="active")
+    scaling_mode: Literal["active", "advisory"] = Field(
+        default="active",
+        description="active sets replica counts; advisory only records its decisions in status and events.",
+    )
     sync_period_s: int = Field(default=15, ge=5, le=3600, description="Autoscaler loop period.")
-    scale_up_stabilization_s: int = Field(default=0, ge=0, le=86_400)
-    scale_down_stabilization_s: int = Field(default=300, ge=0, le=86_400)
-    scale_down_max_replicas_per_step: int = Field(default=1, ge=1, le=10_000)
+    scale_up_stabilization_s: int = Field(
+        default=0,
+        ge=0,
+        le=86_400,
+        description="Scale-up stabilization window (scale-ups apply at once, paced by cooldown and step).",
+    )
+    scale_down_stabilization_s: int = Field(
+        default=300, ge=0, le=86_400, description="Scale down only to the highest target of this window."
+    )
+    scale_down_max_replicas_per_step: int = Field(
+        default=1,
+        ge=1,
+        le=10_000,
+        description="Replicas one scale-down step may remove (or the share below).",
+    )
     # A quarter of the fleet per step (or one replica, whichever is more): a big fleet
     # sheds a spent peak in minutes, a small one still one replica at a time.
-    scale_down_max_percent_per_step: int = Field(default=25, ge=1, le=100)
-    scale_up_cooldown_s: int = Field(default=0, ge=0, le=86_400)
-    scale_down_cooldown_s: int = Field(default=120, ge=0, le=86_400)
+    scale_down_max_percent_per_step: int = Field(
+        default=25,
+        ge=1,
+        le=100,
+        description="Share of the fleet one scale-down step may remove when more than the replicas above.",
+    )
+    scale_up_cooldown_s: int = Field(
+        default=0, ge=0, le=86_400, description="Least time between two scale-ups of a tier."
+    )
+    scale_down_cooldown_s: int = Field(
+        default=120,
+        ge=0,
+        le=86_400,
+        description="Least time after the last scale change before a scale-down.",
+    )
     headroom: float = Field(
         default=0.2,
         ge=0,
@@ -94,7 +121,7 @@ class OperatorSettings(BaseModel):
             "to first token allows; ttftAndItl also keeps decode steps within the ITL SLO."
         ),
     )
-    predictive_enabled: bool = Field(default=True)
+    predictive_enabled: bool = Field(default=True, description="Scale ahead of the forecast demand.")
     forecast_window_hours: float = Field(default=336.0, gt=0, le=24 * 56, description="History read.")
     cold_start_margin_s: float = Field(default=60.0, ge=0, le=3600, description="Added to lead time.")
     interruption_hold_min: int = Field(
@@ -147,7 +174,11 @@ class OperatorSettings(BaseModel):
         default=(44, 109),
         description="GIDs added to non-root vLLM pods on AMD GPUs (video, render on the host).",
     )
-    operator_image: str = Field(default="ghcr.io/inferfleet/inferfleet:0.1.0", min_length=1)
+    operator_image: str = Field(
+        default="ghcr.io/inferfleet/inferfleet:0.1.0",
+        min_length=1,
+        description="The operator image; also runs the weight pre-cache and config.json probe pods.",
+    )
 
     # Front door (spec.frontDoor overrides the Gateway). The endpoint picker is llm-d's
     # router: the Gateway API Inference Extension's EPP plus llm-d's plugins, of which the
@@ -197,7 +228,11 @@ class OperatorSettings(BaseModel):
         description="Endpoint pickers require a node without any GPU label the operator knows "
         "(catalog.placement.GPU_NODE_LABELS and the catalog's); false for a cluster of GPU nodes only.",
     )
-    cache_node_path: str = Field(default="/mnt/nvme/inferfleet", pattern=r"^/")
+    cache_node_path: str = Field(
+        default="/mnt/nvme/inferfleet",
+        pattern=r"^/",
+        description="Node-local weight cache directory (under cache_allowed_root).",
+    )
     cache_allowed_root: str | None = Field(
         default=None,
         pattern=r"^/",

@@ -229,7 +229,7 @@ def _left_to_resync(memo: Any) -> bool:
     """Whether a resume (an unchanged object seen for the first time) is left to the resync
     loop: on a replica that took the Lease over from another, which had reconciled every
     object. A takeover lists every InferenceService at once, and 1,000 resume passes ahead
-    of an edit held it past the 15 s a failover may take (README "High availability");
+    of an edit held it past the 15 s a failover may take (docs/operations/high-availability.md);
     the resync re-checks each within its period anyway. Changed objects (create, update)
     are handled at once; on a first start, resumes too."""
     elector: leader.LeaderElector | None = memo.get("leader")

@@ -1,7 +1,7 @@
 """Another namespace cannot steer a victim's autoscaler through Prometheus: the real
 operator, the real API server, and a real Prometheus configured from every PodMonitor the
 way prometheus-operator would configure it, with the namespace label enforced (what the
-README asks of the platform's Prometheus).
+docs ask of the platform's Prometheus: docs/concepts/live-autoscaler.md).
 
 The attacker owns a namespace: a pod there exports the victim's labels (`namespace`,
 `job`, `pod`, `inferfleet_*`) with a queue of 1000 and a full KV cache, and the

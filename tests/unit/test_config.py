@@ -58,17 +58,3 @@ def test_vendor_images_and_amd_groups() -> None:
     assert settings.amd_supplemental_groups == (44, 992)
     with pytest.raises(SettingsInvalid, match="INFERFLEET_AMD_SUPPLEMENTAL_GROUPS"):
         OperatorSettings.from_env({"INFERFLEET_AMD_SUPPLEMENTAL_GROUPS": "video"})
-
-
-def test_readme_settings_table_names_every_setting() -> None:
-    """The README's Operator settings table lists exactly the variables the operator reads."""
-    import re
-
-    from inferfleet.config import ENV_PREFIX
-    from tests.conftest import REPO_ROOT
-
-    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
-    table = readme[readme.index("| Helm value | Environment variable |") :]
-    table = table[: table.index("\n\n")]
-    documented = set(re.findall(r"`(INFERFLEET_[A-Z0-9_]+)`", table))
-    assert documented == {ENV_PREFIX + name.upper() for name in OperatorSettings.model_fields}

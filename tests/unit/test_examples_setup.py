@@ -1,6 +1,7 @@
 """Every example's prerequisites are named: its namespace is in
 manifests/examples/setup/namespaces.yaml (Pod Security baseline at most), and every Secret
-it reads is in the README's table of what to create, with its key."""
+it reads is in the install guide's table of what to create (docs/getting-started/install.md),
+with its key."""
 
 from __future__ import annotations
 
@@ -33,9 +34,9 @@ def secret_refs(node: Any) -> Iterator[tuple[str, str]]:
             yield from secret_refs(item)
 
 
-def readme_table() -> dict[str, tuple[str, str]]:
-    """Example stem -> (namespace cell, Secrets cell) of the README's table."""
-    text = (REPO_ROOT / "README.md").read_text()
+def setup_table() -> dict[str, tuple[str, str]]:
+    """Example stem -> (namespace cell, Secrets cell) of the install guide's table."""
+    text = (REPO_ROOT / "docs" / "getting-started" / "install.md").read_text()
     start = text.index("| example | namespace | Secrets (key) |")
     rows = {}
     for line in text[start:].splitlines()[2:]:
@@ -61,7 +62,7 @@ def test_the_examples_namespace_and_secrets_are_named(example: Path) -> None:
     labels = namespaces()[namespace]
     enforced = labels["pod-security.kubernetes.io/enforce"]
     assert LEVELS.index(enforced) <= LEVELS.index("baseline"), f"{namespace}: {enforced}"
-    row_namespace, row_secrets = readme_table()[example.stem]
+    row_namespace, row_secrets = setup_table()[example.stem]
     assert row_namespace == namespace
     refs = set(secret_refs(body))
     for name, key in refs:
@@ -73,4 +74,4 @@ def test_the_examples_namespace_and_secrets_are_named(example: Path) -> None:
 def test_the_setup_creates_only_namespaces_the_examples_use() -> None:
     used = {yaml.safe_load(path.read_text())["metadata"]["namespace"] for path in example_paths()}
     assert set(namespaces()) == used
-    assert set(readme_table()) == {path.stem for path in example_paths()}
+    assert set(setup_table()) == {path.stem for path in example_paths()}

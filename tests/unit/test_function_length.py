@@ -1,7 +1,7 @@
 """The pure core stays in small named steps: no function over ~80 lines.
 
 "The pure core" is every package an import contract keeps off the network, read from
-pyproject.toml (the README map's pure packages), not a list kept here.
+pyproject.toml (the package map's pure packages), not a list kept here.
 
 A longer function must say why in a `# hot loop:` comment right after its docstring
 (the simulator's per-request replay is the one today).
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.test_import_contracts import pure_packages, readme_map
+from tests.unit.test_import_contracts import package_map, pure_packages
 
 PACKAGE_DIR = Path(__file__).resolve().parents[2] / "operator" / "inferfleet"
 HOT_LOOP_MARK = "# hot loop:"
@@ -49,9 +49,9 @@ def _modules() -> list[Path]:
 
 
 def test_the_check_covers_every_pure_package() -> None:
-    # The packages the contracts keep off the network are the README map's pure ones
+    # The packages the contracts keep off the network are the package map's pure ones
     # (test_import_contracts holds the two together): a new pure package is checked here.
-    assert set(pure_packages()) == {name for name, kind in readme_map().items() if kind == "pure"}
+    assert set(pure_packages()) == {name for name, kind in package_map().items() if kind == "pure"}
     assert all(path.is_file() for path in _modules())
 
 

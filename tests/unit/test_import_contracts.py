@@ -24,7 +24,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE_DIR = ROOT / "operator" / "inferfleet"
 PYPROJECT = ROOT / "pyproject.toml"
-README = ROOT / "README.md"
+PACKAGE_MAP = ROOT / "docs" / "contributing" / "development.md"
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 
 LAYERS = "Layers: entry points > I/O shells > ports > pure core"
@@ -97,16 +97,17 @@ def pure_packages() -> list[str]:
     )
 
 
-def readme_rows() -> list[tuple[list[str], str]]:
-    """The README's package map: per row, its packages (`cli/` -> cli) and its kind."""
-    text = README.read_text(encoding="utf-8")
+def package_map_rows() -> list[tuple[list[str], str]]:
+    """The package map of the development guide: per row, its packages (`cli/` -> cli)
+    and its kind."""
+    text = PACKAGE_MAP.read_text(encoding="utf-8")
     rows = re.findall(r"^\s*\| \w+ \| (.+?) \| (pure|I/O) \|", text, flags=re.MULTILINE)
     return [(re.findall(r"`(\w+)(?:/|\.py)`", cell), kind) for cell, kind in rows]
 
 
-def readme_map() -> dict[str, str]:
-    """Package -> "pure" or "I/O", as the README's map says."""
-    return {name: kind for names, kind in readme_rows() for name in names}
+def package_map() -> dict[str, str]:
+    """Package -> "pure" or "I/O", as the package map says."""
+    return {name: kind for names, kind in package_map_rows() for name in names}
 
 
 def _lint(tree: Path) -> subprocess.CompletedProcess[str]:
@@ -138,12 +139,12 @@ def test_every_package_has_a_place_in_the_layers() -> None:
     assert placed - top_level == set(), "a layer names a package that does not exist"
 
 
-def test_the_readme_map_is_the_layers_contract_and_says_which_packages_are_pure() -> None:
+def test_the_package_map_is_the_layers_contract_and_says_which_packages_are_pure() -> None:
     layers = next(c for c in _contracts() if c["type"] == "layers")
     # Row by row, the same packages in the same order as the contract's layers ...
-    assert [names for names, _ in readme_rows()] == [_names(layer) for layer in layers["layers"]]
+    assert [names for names, _ in package_map_rows()] == [_names(layer) for layer in layers["layers"]]
     # ... and "pure" exactly where a contract forbids the network.
-    assert sorted(name for name, kind in readme_map().items() if kind == "pure") == pure_packages()
+    assert sorted(name for name, kind in package_map().items() if kind == "pure") == pure_packages()
 
 
 def test_every_pure_package_is_probed_with_an_io_import() -> None:

@@ -1,6 +1,6 @@
 """The plan: the contract of `inferfleet plan -o json` and of `status.plan`.
 
-Figures are what vLLM itself reports at startup (see shared/reference/vllm-kv-budget.md):
+Figures are what vLLM itself reports at startup (see docs/concepts/planning.md):
 `memoryGiB` is per GPU, `kvCacheTokens` is per replica (the whole engine),
 `maxConcurrency` is kvCacheTokens / maxModelLen. Field names and meanings are a stable
 contract other tools depend on; add fields, never rename or repurpose them.

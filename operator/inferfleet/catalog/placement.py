@@ -9,7 +9,7 @@ labeller. A spot tier also requires a spot node, as each cloud labels one; every
 tier requires a node that is not spot on any label family we know (GKE, Karpenter, EKS
 node groups, AKS), so a warm minimum never lands on capacity the cloud takes back.
 
-How it combines with the tier's own fields (README "Placement"):
+How it combines with the tier's own fields (docs/concepts/placement.md):
 - `nodeSelector` is copied as written; Kubernetes ANDs it with the affinity.
 - `affinity` is copied as written, except its required node affinity: each of the tier's
   own node-selector terms is ANDed with each default term (their matchExpressions

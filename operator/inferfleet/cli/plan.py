@@ -1,8 +1,8 @@
 """`inferfleet plan -f FILE [-o table|json|yaml]`: the sizing plan of each tier.
 
 `-o json` prints exactly `{"name": ..., "tiers": [...]}` for a file with one
-InferenceService (the contract in shared/DESIGN.md); a file with several prints a JSON
-list of such objects, in file order. YAML follows the same shapes.
+InferenceService (a contract other tools rely on; docs/concepts/planning.md); a file
+with several prints a JSON list of such objects, in file order. YAML follows the same shapes.
 
 `--observed-workload FILE` plans for the traffic the engines really serve instead of
 the declared one: FILE holds token percentiles as `inputTokens`/`outputTokens` (the

@@ -15,7 +15,7 @@ ONLINE_GPU_MEMORY_UTILIZATION = 0.90
 OFFLINE_GPU_MEMORY_UTILIZATION = 0.92
 # max-model-len is rounded up to this many tokens to leave a small margin.
 MAX_MODEL_LEN_MULTIPLE = 1024
-# vLLM's own default chunk budget (reference/vllm-and-gpus.md §1): 8192 on H100-class
+# vLLM's own default chunk budget (hack/bench/data/README.md lists the sources): 8192 on H100-class
 # GPUs (≥70 GiB, not A100), 16384 at ≥160 GiB, 2048 elsewhere.
 LARGE_GPU_GIB = 70.0
 HUGE_GPU_GIB = 160.0
@@ -68,7 +68,7 @@ def block_size(arch: ModelArch, gpu: GpuSpec, overrides: TierOverrides) -> int:
     if overrides.block_size is not None:
         return overrides.block_size
     # MLA backends pick their own page: FlashMLA 64 on Hopper, CUTLASS MLA 128 on
-    # Blackwell (reference/vllm-kv-budget.md §2.3); everything else uses 16.
+    # Blackwell (vLLM's attention backends choose it); everything else uses 16.
     if arch.mla is not None and gpu.family == "hopper":
         return 64
     if arch.mla is not None and gpu.family == "blackwell":

@@ -7,7 +7,7 @@ import math
 from inferfleet.api.spec import CacheSpec
 from inferfleet.planner.units import GB
 
-# Effective read bandwidth of the weight source, GB/s (shared/seeds/002 §2.1 table):
+# Effective read bandwidth of the weight source, GB/s (typical published figures):
 # local NVMe (PCIe Gen4) ~12.5, network-attached storage (10 GbE) ~1.1, object storage
 # or the Hub with container init ~0.5-1.0 (0.75 taken).
 STORAGE_GBPS = {"nvme": 12.5, "pvc": 1.1, "none": 0.75}

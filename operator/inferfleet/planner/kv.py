@@ -1,6 +1,6 @@
 """KV-cache geometry: bytes per token, vLLM's block pool, tokens and concurrency.
 
-Follows shared/reference/vllm-kv-budget.md §2.2-2.4 (vLLM V1):
+Follows vLLM V1's KV cache sizing (vllm/v1/core/kv_cache_utils.py; docs/concepts/planning.md):
 - a layer's page is `2 × block_size × kv_heads_per_rank × head_dim × dtype_bytes`
   (MLA: one latent of `kv_lora_rank + qk_rope_head_dim` per token, never split by TP);
   KV heads are split over TP ranks but replicated once TP exceeds their count;

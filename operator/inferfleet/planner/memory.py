@@ -2,7 +2,7 @@
 
 `available KV = total × gpu_memory_utilization − (weights + activation peak + non-torch
 + CUDA-graph reserve)` per worker, and the engine sizes every worker from the smallest
-(shared/reference/vllm-kv-budget.md §2). What each term holds depends on the release:
+(docs/concepts/planning.md, "What the figures mean"). What each term holds depends on the release:
 planner.accounting says how the tier's vLLM counts it.
 """
 

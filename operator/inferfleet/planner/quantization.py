@@ -1,6 +1,6 @@
 """Weight format and KV-cache dtype per tier, from hardware capability and policy.
 
-Decision table (shared/seeds/002 §4.5): FP8 W8A8 + FP8 KV is the standard on GPUs with
+Decision table (docs/concepts/planning.md): FP8 W8A8 + FP8 KV is the standard on GPUs with
 FP8 tensor cores (Ada, Hopper, Blackwell, MI300); GPUs without them (Turing, Ampere)
 keep 16-bit weights when the model fits with room and otherwise use weight-only
 compression; an explicit policy or a tier override always wins; a pre-quantized

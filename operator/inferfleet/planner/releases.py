@@ -3,7 +3,7 @@
 The release comes from `spec.serving.vllmVersion` when set, else from the tag of the
 image the tier runs (`vllm/vllm-openai:v0.11.0`, `rocm/vllm:..._vllm_0.6.4...`). What
 moved the KV budget between releases, as read from vLLM's own workers and startup logs
-(shared/reference/vllm-kv-budget.md; sources listed in hack/bench/data/README.md):
+(sources listed in hack/bench/data/README.md):
 
 - v0-legacy (0.2.0 - 0.6.3): V0 engine; the profile's peak is the drop in free memory
   (torch's reserved peak plus what NCCL and cuBLAS allocated after init); up to 0.2.4
@@ -49,7 +49,7 @@ class Version:
 DEFAULT_VLLM_IMAGE = "vllm/vllm-openai:v0.11.0"
 
 OLDEST_MODELLED = Version(0, 2, 0)
-# The newest release whose engine arguments we read (shared/reference/vllm-and-gpus.md).
+# The newest release whose engine arguments we read (vllm/engine/arg_utils.py of 0.33).
 NEWEST_MODELLED = Version(0, 33, 99)
 # The budget share held back when the release is unknown or outside the modelled range:
 # releases change their profiling pass without notice, so the plan promises less.

@@ -1,6 +1,6 @@
 """Plan one tier: quantization, parallel layout, engine settings, capacity, cost.
 
-The order follows the field guide's sizing algorithm (shared/seeds/002 §9.1): quantize
+The order is the usual sizing algorithm for vLLM (docs/concepts/planning.md): quantize
 first, then pick the lowest tensor-parallel degree that fits, pipeline stages across
 nodes only when one node cannot hold the model, then batching settings, usable
 throughput at the SLO, fleet size, cost. Every layout is evaluated with the batch

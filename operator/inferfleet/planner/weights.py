@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from inferfleet.catalog.models import ModelArch, WeightFormat
 from inferfleet.planner.units import ceil_div, round_up
 
-# Bytes per quantized weight element, scales included (shared/reference/vllm-and-gpus.md
-# §1 lists the formats; group sizes are the common checkpoint layouts):
+# Bytes per quantized weight element, scales included (vLLM's quantization docs list the
+# formats; group sizes are the common checkpoint layouts):
 #   fp8/int8: 1 byte + a 4-byte scale per output channel (negligible, folded in below)
 #   awq/gptq: 4 bits + an fp16 scale and a 4-bit zero point per group of 128
 #   mxfp4: 4 bits + one e8m0 scale byte per 32;  nvfp4: 4 bits + one fp8 scale per 16

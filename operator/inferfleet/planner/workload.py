@@ -10,7 +10,7 @@ from inferfleet.api.spec import InferenceServiceSpec, TierSpec
 INTERACTIVE = frozenset({"chat", "code", "rag", "agentic"})
 
 # Requests one replica should hold at once at P95 context, by archetype. Interactive
-# serving runs batches of 32-64 (shared/seeds/000 "Runtime Configuration"); long-context
+# serving runs batches of 32-64 (common vLLM production settings); long-context
 # archetypes (rag, agentic) hold fewer; offline work trades batch per replica for more
 # replicas, since preemption only costs throughput there.
 TARGET_CONCURRENCY = {"chat": 64, "code": 64, "rag": 32, "agentic": 32, "batch": 32}

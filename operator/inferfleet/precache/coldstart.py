@@ -2,7 +2,7 @@
 
 A replica is ready after: the container starts, (without a cache) the weights are pulled
 from the source, the weights are read from local storage into GPU memory, and the engine
-initialises (profiling pass, CUDA graphs). The field guide's figures (section 2.1): local
+initialises (profiling pass, CUDA graphs). Typical published figures: local
 NVMe ~12.5 GB/s, 10 GbE network storage ~1.1 GB/s, object storage with container init
 ~0.5-1 GB/s effective. Measured bandwidths (the fetcher records `fetch_bytes_per_s` in
 the marker; vLLM logs its load time) replace these defaults once known.

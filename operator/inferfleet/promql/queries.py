@@ -9,8 +9,9 @@ Only series of the operator's own scrape jobs count (`job="inferfleet-vllm"`, th
 pickers' `job="inferfleet-epp"`): a pod scraped by anyone else's monitor, whatever labels
 it exports or its monitor writes, is never read. Which namespace a series counts for is
 only as trustworthy as the `namespace` label; the platform's Prometheus must pin it to
-the monitor's namespace (`enforcedNamespaceLabel: namespace`, see the README's security
-section), or one namespace's PodMonitor could relabel its series into another's.
+the monitor's namespace (`enforcedNamespaceLabel: namespace`, see
+docs/concepts/live-autoscaler.md), or one namespace's PodMonitor could relabel its series
+into another's.
 
 Newer Prometheus client libraries can expose `vllm:foo` as `vllm_foo` when a scrape
 negotiates OpenMetrics with UTF-8 escaping, and vLLM has renamed metrics over time (a

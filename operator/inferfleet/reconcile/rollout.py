@@ -6,8 +6,8 @@ serving workload's pod template (its init container waits for the new revision, 
 loads it). Applied together, the rolling update would start new pods that sit in their
 init container for as long as the download takes, while the old pods are taken down
 around them. So the decision here keeps a tier's workload on the revision its pods serve
-now until `cache.readiness.may_roll_out` says every eligible node holds the new one (the
-README's promise); the DaemonSet goes out at once. "Enough nodes for the replicas" is not
+now until `cache.readiness.may_roll_out` says every eligible node holds the new one (as
+docs/concepts/precaching.md promises); the DaemonSet goes out at once. "Enough nodes for the replicas" is not
 enough: the scheduler does not know which nodes hold the weights, so a new pod lands on
 any eligible node, and so does every later scale-up. A node that cannot fetch holds the
 rollout; CacheReady names its reason while the old revision keeps serving.

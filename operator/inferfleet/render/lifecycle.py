@@ -33,7 +33,7 @@ SHUTDOWN_MARGIN_S = 30
 
 # With an API key (VLLM_API_KEY from a Secret, spec.serving.env), vLLM guards every path
 # under /v1 and leaves /health and /metrics open (AuthenticationMiddleware; vLLM reads
-# --api-key or VLLM_API_KEY: shared/reference/vllm-and-gpus.md §1). The probe runs inside
+# --api-key or VLLM_API_KEY: vllm/entrypoints/openai/api_server.py). The probe runs inside
 # the container, so it has the same variable and sends it as vLLM expects (Authorization:
 # Bearer); without one it sends none.
 READINESS_SCRIPT = """\

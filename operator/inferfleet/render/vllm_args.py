@@ -1,6 +1,6 @@
 """The vLLM command line for one tier: the plan, spelled as `vllm serve` flags.
 
-Flag names and values follow vLLM 0.33 (shared/reference/vllm-and-gpus.md §1) and are
+Flag names and values follow vLLM 0.33 (its engine arguments, vllm/engine/arg_utils.py) and are
 kept to ones that also parse on 0.11, the default image.
 """
 

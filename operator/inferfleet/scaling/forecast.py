@@ -1,7 +1,7 @@
 """Request-rate forecaster: the rate one cold start ahead, from a per-minute history.
 
 A replica asked for now serves only after its cold start (2-5 minutes for LLM
-serving, field guide section 9.2), so the predictive target needs the demand at
+serving), so the predictive target needs the demand at
 `now + lead time`, not the demand now. Methods:
 
 - `naive`: the last minute. The yardstick every method must beat.
@@ -23,7 +23,7 @@ router change) is forecast at its level from before for up to half an hour, sinc
 comes back all at once and a fleet scaled to its warm minimum meets it a cold start
 late; a slide to zero, or silence longer than the hold, is a real change in demand.
 `hack/bench/forecast.py` measures the methods on the traces; its
-numbers chose the default (see the README).
+numbers chose the default (docs/benchmarks/forecast.md).
 """
 
 from __future__ import annotations

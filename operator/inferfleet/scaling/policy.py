@@ -2,8 +2,8 @@
 
 Per tier, the target is the largest of six signals:
 
-- warm minimum: `minReplicas`, always held (field guide 9.2: the warm minimum "is the
-  premium you pay for responsive scaling");
+- warm minimum: `minReplicas`, always held (the warm minimum is the premium paid for
+  responsive scaling);
 - predictive: the forecast rate at now + lead time (the tier's cold start plus a
   margin) plus headroom (scaling.headroom: the forecaster's measured error), divided
   by the tier's capacity for the traffic it really gets (the plan's usable RPS rescaled

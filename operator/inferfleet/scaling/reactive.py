@@ -52,7 +52,7 @@ def queue_allowance(config: PolicyConfig, usable_rps: float) -> float:
     """Waiting requests one Ready replica may have before its queue is a breach.
 
     A replica can clear about ttft_target x usable requests within the SLO (Little's
-    law, field guide 9.4): more waiting than that per replica is late whatever the
+    law): more waiting than that per replica is late whatever the
     queue-depth setting says.
     """
     return max(1.0, min(config.queue_depth_per_replica, config.ttft_target_ms / 1000.0 * usable_rps))

@@ -1,8 +1,8 @@
 """What a simulation reports: the JSON contract of `inferfleet simulate -o json`.
 
 Keys `policy, requests, sloAttainment, ttftP50Ms, ttftP99Ms, gpuHours, costUsd,
-scaleUps, scaleDowns` are the stable contract (shared/DESIGN.md); the others are
-extra detail and may grow.
+scaleUps, scaleDowns` are the stable contract (other tools read them;
+docs/concepts/autoscaling.md); the others are extra detail and may grow.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Traces as data (pure): one `Trace` (numpy arrays) from published request-arrival
 formats, read from files by inferfleet.tracefiles.
 
-Formats are read as their publishers ship them (see shared/data/traces/README.md):
+Formats are read as their publishers ship them (docs/concepts/autoscaling.md lists them):
 
 - `azure`: Azure LLM inference traces 2023/2024, CSV `TIMESTAMP,ContextTokens,GeneratedTokens`
   (timestamps like `2023-11-16 18:17:03.9799600`, up to 7 fractional digits);

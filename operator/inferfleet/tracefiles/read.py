@@ -1,7 +1,7 @@
 """Trace files into one `Trace` (I/O: reads files): the published formats below, parsed
 here, then scaled and synthesized by the pure steps of inferfleet.simulate.traces.
 
-Formats (see shared/data/traces/README.md and simulate/traces.py's docstring): `azure`
+Formats (see simulate/traces.py's docstring and docs/concepts/autoscaling.md): `azure`
 CSV, `burstgpt` CSV, `mooncake` JSONL and `rates` series CSV.
 """
 

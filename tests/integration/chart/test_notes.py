@@ -64,9 +64,9 @@ def test_the_notes_name_the_image_the_release_runs() -> None:
     assert f"(image registry.example/team/inferfleet:dev@{digest})" in own
 
 
-def test_the_readme_quickstart_is_what_the_notes_print() -> None:
-    text = (REPO_ROOT / "README.md").read_text()
-    section = text[text.index("**The first InferenceService.**") :]
+def test_the_install_guide_is_what_the_notes_print() -> None:
+    text = (REPO_ROOT / "docs" / "getting-started" / "install.md").read_text()
+    section = text[text.index("## The first InferenceService") :]
     start = section.index("```sh\n") + len("```sh\n")
     block = section[start : section.index("\n```", start)]
     readme = [line.split("  #")[0].strip() for line in block.splitlines()]

@@ -1,4 +1,4 @@
-"""plan(): choices, reasons, infeasible tiers, fleet figures, the field guide's example."""
+"""plan(): choices, reasons, infeasible tiers, fleet figures, the usual worked example."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def _tier(spec: InferenceServiceSpec, index: int = 0):  # type: ignore[no-untype
     return plan(spec, CATALOGS, "t").tiers[index]
 
 
-# --- the field guide's worked example (shared/seeds/002 §2.6) -------------------------
+# --- the usual worked sizing example (docs/concepts/planning.md) ----------------------
 
 
 def _worked_example(quantization: str) -> InferenceServiceSpec:

@@ -66,7 +66,7 @@ def test_gc_is_lru() -> None:
 def test_cold_start_from_nvme_is_seconds_and_from_object_store_minutes() -> None:
     weights = 70 * 10**9  # a 70B model in FP8
     local = cold_start(weights, cached=True, container_start_s=0, engine_init_s=0)
-    assert local.seconds == pytest.approx(5.6)  # field guide 2.1: ~6 s at 12.5 GB/s
+    assert local.seconds == pytest.approx(5.6)  # ~6 s at 12.5 GB/s (local NVMe)
     remote = cold_start(weights, cached=False, container_start_s=0, engine_init_s=0)
     assert 60 < remote.fetch_s < 300 and remote.seconds > 10 * local.seconds
     measured = cold_start(weights, cached=True, read_bytes_per_s=2e9, container_start_s=0, engine_init_s=0)

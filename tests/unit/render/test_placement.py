@@ -84,16 +84,16 @@ def test_node_fit_evaluates_selector_operators_taints_and_resources() -> None:
 # ------------------------------------------------------------------ rendering helpers
 
 
-def readme_minimal_spec() -> str:
-    text = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+def docs_minimal_spec() -> str:
+    text = (REPO_ROOT / "docs" / "concepts" / "inferenceservice.md").read_text(encoding="utf-8")
     match = re.search(r"A minimal spec:\n\n```yaml\n(.*?)```", text, re.S)
-    assert match, "README lost its minimal spec"
+    assert match, "docs/concepts/inferenceservice.md lost its minimal spec"
     return match.group(1)
 
 
 def specs() -> list[tuple[str, str]]:
     found = [(path.stem, path.read_text(encoding="utf-8")) for path in example_paths()]
-    return [*found, ("readme-minimal-spec", readme_minimal_spec())]
+    return [*found, ("docs-minimal-spec", docs_minimal_spec())]
 
 
 def rendered(service: InferenceService, settings: OperatorSettings = SETTINGS) -> list[dict[str, Any]]:
@@ -131,7 +131,7 @@ def fitting(pod: dict[str, Any], *, check_resources: bool = True) -> set[str]:
     return {node.name for node in NODES if fits(pod, node, check_resources=check_resources)}
 
 
-# ------------------------------------------------------------------ examples and README
+# ------------------------------------------------------------------ examples and the docs
 
 
 def is_tier(obj: dict[str, Any]) -> bool:

@@ -1,5 +1,5 @@
 """hack/bench/autoscale.py judges every run against the autoscaling issue's bounds:
-the verdicts the README quotes come from here, so they are tested like code."""
+the verdicts docs/benchmarks/autoscaler.md quotes come from here, so they are tested like code."""
 
 from __future__ import annotations
 
