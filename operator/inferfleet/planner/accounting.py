@@ -96,6 +96,11 @@ class Accounting:
     # V1: the sampler warm-up and (when not reserved) the graph pool come after the KV
     # cache is sized; what else sits outside the budget (CUDA context, vLLM's buffer).
     warmup_after_kv: bool = False
+    # The warm-up's sampler peak is not covered by the activation reserve: the default
+    # model runner's profile skipped the fp32 sampling pipeline (0.22-0.32), or the graph
+    # pool is captured after KV sizing and may take the freed reserve first (V1 < 0.20).
+    warmup_outside_reserve: bool = False
+    warmup_unprofiled: bool = False  # the profile skipped the warm-up's fp32 pipeline
     outside_budget_fixed_bytes: float = 0.0
     # The largest captured batch is min(2 × max_num_seqs, cap) (the release's config;
     # reported beside the plan, the pool estimate above stays a fit to logged pools).
@@ -160,6 +165,7 @@ def accounting(release: Release, *, pipeline_parallel: int = 1, vendor: str = "n
         cap = facts.graph_capture_cap or cap
         redundancy_mib = facts.redundancy_buffer_mib or redundancy_mib
     context_outside = engine == "v1" and release.family != "v1-early"
+    unprofiled_logits = facts is not None and facts.warmup_logits_unprofiled
     return Accounting(
         release=release,
         engine=engine,
@@ -172,6 +178,8 @@ def accounting(release: Release, *, pipeline_parallel: int = 1, vendor: str = "n
         allocator_slack=LEGACY_ALLOCATOR_SLACK if release.family == "v0-legacy" else 0.0,
         graph_reserve=graph_reserve,
         warmup_after_kv=engine == "v1",
+        warmup_outside_reserve=engine == "v1" and (unprofiled_logits or not graph_reserve),
+        warmup_unprofiled=engine == "v1" and unprofiled_logits,
         outside_budget_fixed_bytes=(CUDA_CONTEXT_GIB * GIB if context_outside else 0.0)
         + redundancy_mib * (1 << 20),
         graph_capture_cap=cap,

@@ -19,7 +19,7 @@ from inferfleet.api.spec import InferenceServiceSpec, TierOverrides, TierSpec
 from inferfleet.catalog.gpus import GpuSpec
 from inferfleet.catalog.models import ModelArch
 from inferfleet.planner import engine_settings, fleet
-from inferfleet.planner.accounting import Accounting, accounting
+from inferfleet.planner.accounting import WARMUP_MARGIN_GIB, Accounting, accounting
 from inferfleet.planner.batching import ITL_HEADROOM, Batching, deployed_batching
 from inferfleet.planner.kv import kv_dtype_bytes, kv_pool
 from inferfleet.planner.load import NO_EXTRAS, Extras, load_peak_bytes, online_quantization
@@ -482,6 +482,8 @@ def _infeasible_reason(c: Candidate, gpu: GpuSpec, level: int, arch: ModelArch, 
         )
         if nodes_needed > 1 and c.nodes == 1:
             text += f"; the weights alone need {nodes_needed} such nodes: exceeds one node"
+    elif m.warmup.fails and b.kv_bytes > 0 and m.max_concurrency >= 1.0:
+        text = f"does not start: at {where} " + warmup_text(c, gpu)
     else:
         text = (
             f"does not start: at {where} the KV cache holds {m.kv_tokens:,} tokens, less than one request of "
@@ -496,6 +498,36 @@ def _infeasible_reason(c: Candidate, gpu: GpuSpec, level: int, arch: ModelArch, 
     if b.kv_bytes > 0 and c.load_problem is None:
         hints.append("lower maxModelLen")
     return f"infeasible: {text}; " + " or ".join(hints)
+
+
+def warmup_text(c: Candidate, gpu: GpuSpec) -> str:
+    """The post-KV warm-up against what the budget leaves, with the settings that fit."""
+    w = c.memory.warmup
+    s = c.settings
+    parts = [f"CUDA context and vLLM's buffer {to_gib(w.fixed_bytes):.2f} GiB"]
+    if w.graphs_bytes:
+        parts.append(
+            f"CUDA graphs ~{to_gib(w.graphs_bytes):.2f} GiB (captured after the KV cache, outside the budget)"
+        )
+    if w.sampler_bytes:
+        parts.append(
+            f"the sampler warm-up {w.sampler_bytes / 2**20:,.0f} MiB ({w.rows} rows × {w.vocab_size:,} "
+            "vocabulary × 16 B: fp32 logits + sort)"
+        )
+    need = w.fixed_bytes + w.graphs_bytes + w.sampler_bytes + WARMUP_MARGIN_GIB * GIB
+    utilization = math.floor((1 - need / (gpu.memory_gib * GIB)) * 100) / 100
+    per_row = w.sampler_bytes / w.rows if w.rows and w.sampler_bytes else 0.0
+    room = w.outside_bytes - w.fixed_bytes - w.graphs_bytes - WARMUP_MARGIN_GIB * GIB
+    fixes = [f"gpu-memory-utilization ≤ {utilization:.2f}"]
+    if per_row and room > 0:
+        fixes.append(f"max-num-seqs ≤ {max(1, int(room // per_row))}")
+    return (
+        f"after the KV cache is sized, vLLM needs {to_gib(need - WARMUP_MARGIN_GIB * GIB):.2f} GiB "
+        "outside its budget: " + " + ".join(parts) + f"; gpu-memory-utilization "
+        f"{s.gpu_memory_utilization:g} leaves {to_gib(w.outside_bytes):.2f} GiB of {gpu.memory_gib:g} GiB "
+        f"({to_gib(w.leftover_bytes):+.2f} GiB spare, {WARMUP_MARGIN_GIB:g} GiB wanted for allocator "
+        "fragmentation); starts OOM there (llm-d/llm-d#787, vLLM #15105): set " + " or ".join(fixes)
+    )
 
 
 def _memory_reason(c: Candidate, workload: TierWorkload) -> str:
@@ -751,14 +783,22 @@ def setup_reasons(
     return reasons
 
 
-def capacity_reasons(
-    spec: InferenceServiceSpec, tier: TierSpec, choice: Choice, sizing: Sizing, workload: TierWorkload
+def capacity_reasons(  # noqa: PLR0917 - the tier's figures, passed through from build_tier_plan
+    spec: InferenceServiceSpec,
+    tier: TierSpec,
+    choice: Choice,
+    sizing: Sizing,
+    workload: TierWorkload,
+    tier_gpu: GpuSpec,
 ) -> tuple[list[str], list[str]]:
-    """(reasons, warnings) on throughput, replicas, cold start, cost and the SLOs."""
+    """(reasons, warnings) on throughput, replicas, cold start, cost, the SLOs and a
+    start the warm-up after KV sizing puts at risk."""
     chosen = choice.candidate
     roof = chosen.roof
     reasons: list[str] = []
     warnings: list[str] = list(chosen.batching.slo_misses) if choice.feasible else []
+    if choice.feasible and chosen.memory.warmup.at_risk:
+        warnings.append("start at risk: " + warmup_text(chosen, tier_gpu))
     if choice.feasible:
         reasons.append(
             f"roofline: prefill ~{roof.prefill_tokens_per_second:,.0f} tokens/s "
@@ -878,7 +918,7 @@ def build_tier_plan(spec: InferenceServiceSpec, tier: TierSpec, inputs: TierInpu
     choice = choose_layout(spec, tier, ev, overrides)
     sizing = size_fleet(spec, tier, choice, workload)
     reasons = setup_reasons(spec, tier, inputs, ev=ev, choice=choice, notes=notes)
-    more_reasons, warnings = capacity_reasons(spec, tier, choice, sizing, workload)
+    more_reasons, warnings = capacity_reasons(spec, tier, choice, sizing, workload, inputs.gpu)
     return assemble_tier_plan(
         tier, inputs, ev, choice=choice, sizing=sizing, reasons=[*reasons, *more_reasons], warnings=warnings
     )
