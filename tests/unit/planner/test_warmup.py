@@ -69,8 +69,6 @@ def test_an_override_that_cannot_hold_the_unprofiled_warm_up_is_refused() -> Non
 
 def test_graphs_outside_the_budget_count_too() -> None:
     # llm-d/llm-d#787: Qwen3-32B TP 2 at 0.95 on vLLM 0.11.0 OOMed warming the sampler up.
-    tier = _tier(
-        "Qwen/Qwen3-32B", "vllm/vllm-openai:v0.11.0", 2, gpuMemoryUtilization=0.95, maxNumSeqs=1024
-    )
+    tier = _tier("Qwen/Qwen3-32B", "vllm/vllm-openai:v0.11.0", 2, gpuMemoryUtilization=0.95, maxNumSeqs=1024)
     risk = _risk(tier)
     assert risk and "CUDA graphs" in risk[0]
