@@ -203,6 +203,7 @@ def estimate(
             block_size,
             hybrid=accounting.hybrid_pool,
             mla_align_bytes=accounting.mla_align_bytes,
+            group_ratio=accounting.group_larger_within_ratio,
         )
         weights = layout.stage_bytes_per_gpu[stage] + extra_weight_bytes
         kv_bytes = budget - weights - activation - overhead - graphs - reserve

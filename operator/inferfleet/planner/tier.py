@@ -201,6 +201,7 @@ class _Evaluator:
         geometry = kv_pool(
             arch, arch.kinds, tp, kv_bytes, base.block_size,
             hybrid=acct.hybrid_pool, mla_align_bytes=acct.mla_align_bytes,
+            group_ratio=acct.group_larger_within_ratio,
         )  # fmt: skip
         roof = roofline(
             arch,
