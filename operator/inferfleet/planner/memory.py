@@ -147,6 +147,27 @@ class MemoryEstimate:
         )
 
 
+def _stage_pool(  # noqa: PLR0917 - the pool's geometry, passed through from estimate
+    arch: ModelArch,
+    kinds: tuple[LayerKind, ...],
+    tp: int,
+    kv_element_bytes: int,
+    block_size: int,
+    accounting: Accounting,
+) -> KvPool:
+    """One stage's pool, grouped as the release's hybrid KV-cache manager groups it."""
+    return kv_pool(
+        arch,
+        kinds,
+        tp,
+        kv_element_bytes,
+        block_size,
+        hybrid=accounting.hybrid_pool,
+        mla_align_bytes=accounting.mla_align_bytes,
+        group_ratio=accounting.group_larger_within_ratio,
+    )
+
+
 def estimate(
     arch: ModelArch,
     layout: WeightLayout,
@@ -195,16 +216,7 @@ def estimate(
         if stage == last_stage and extra_kv_layers:
             full: LayerKind = "full"
             stage_kinds = stage_kinds + (full,) * extra_kv_layers
-        pool = kv_pool(
-            arch,
-            stage_kinds,
-            tp,
-            kv_element_bytes,
-            block_size,
-            hybrid=accounting.hybrid_pool,
-            mla_align_bytes=accounting.mla_align_bytes,
-            group_ratio=accounting.group_larger_within_ratio,
-        )
+        pool = _stage_pool(arch, stage_kinds, tp, kv_element_bytes, block_size, accounting)
         weights = layout.stage_bytes_per_gpu[stage] + extra_weight_bytes
         kv_bytes = budget - weights - activation - overhead - graphs - reserve
         stages.append(
