@@ -188,6 +188,8 @@ def evaluate_row(row: dict[str, str], catalogs: Catalogs, archs: dict[str, Any])
             "reason": tier.reasons[0] if not tier.feasible else (at_risk[0] if at_risk else ""),
         }
     else:
+        # A run that started but is planned as refused costs the user a tier that works.
+        result["started"] = {"ok": tier.feasible, "reason": "" if tier.feasible else tier.reasons[0]}
         kv = _kv_result(row, tier)
         if kv is not None:
             result["kv"] = kv
@@ -224,6 +226,7 @@ def _summary(results: Iterable[dict[str, Any]]) -> dict[str, Any]:
     kv = [r["kv"] for r in results if "kv" in r]
     weights = [r["weights"] for r in results if "weights" in r]
     failed = [r["failedStart"] for r in results if "failedStart" in r]
+    started = [r["started"] for r in results if "started" in r]
     v1_over = [
         r for r in results if "kv" in r and r["kv"]["overPromise"] and r["releaseFamily"].startswith("v1")
     ]
@@ -265,6 +268,10 @@ def _summary(results: Iterable[dict[str, Any]]) -> dict[str, Any]:
             "rows": len(failed),
             "infeasible": sum(1 for r in failed if r["how"] == "refused"),
             "caught": sum(1 for r in failed if r["ok"]),
+        },
+        "started": {
+            "rows": len(started),
+            "refused": sum(1 for r in started if not r["ok"]),
         },
         "perComponent": per_component,
         "v1OverPromises": len(v1_over) + len(v1_failed_feasible),
