@@ -32,6 +32,7 @@ from inferfleet.planner.units import GIB
 # FlashInfer gets up to ~1 GiB (256 rows) or ~4 GiB (1024 rows) more KV than planned.
 # V0's sampler sorts and also keeps log-probs.
 SAMPLER_BYTES_V1 = 39.0
+SAMPLER_BYTES_FLASHINFER = 12.0  # the lower end above; what a plan may leave unused
 SAMPLER_BYTES_V0 = 32.0
 # Non-torch memory per GPU by tensor-parallel degree (CUDA graphs excluded): cuBLAS
 # workspaces, NCCL communicators and custom all-reduce buffers. Public logs: 0.13-0.15

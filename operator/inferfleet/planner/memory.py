@@ -11,7 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from inferfleet.catalog.models import LayerKind, ModelArch
-from inferfleet.planner.accounting import WARMUP_BYTES_PER_LOGIT, WARMUP_MARGIN_GIB, Accounting
+from inferfleet.planner.accounting import (
+    SAMPLER_BYTES_FLASHINFER,
+    WARMUP_BYTES_PER_LOGIT,
+    WARMUP_MARGIN_GIB,
+    Accounting,
+)
 from inferfleet.planner.kv import KvPool, kv_pool
 from inferfleet.planner.units import GIB
 from inferfleet.planner.weights import WeightLayout
@@ -134,6 +139,9 @@ class MemoryEstimate:
     max_model_len: int
     max_num_batched_tokens: int
     warmup: Warmup = NO_WARMUP
+    # How much of the planned activation peak is the sampler's sort path beyond what
+    # FlashInfer's sampler holds: KV vLLM may report on top of the plan (never less).
+    sampler_spread_bytes: float = 0.0
 
     @property
     def starts(self) -> bool:
@@ -200,6 +208,11 @@ def estimate(
         )
         * slack
     )
+    spread = 0.0
+    if accounting.engine == "v1" and sampler > forward:
+        rows = min(max_num_seqs, max_num_batched_tokens)
+        per_logit = accounting.sampler_bytes_per_logit - SAMPLER_BYTES_FLASHINFER
+        spread = min(sampler - forward, rows * arch.vocab_size * per_logit * slack)
     pp = len(layout.stage_layers)
     overhead = accounting.non_torch_bytes(tp, pp)
     if accounting.retained_allreduce and tp > 1:
@@ -252,4 +265,5 @@ def estimate(
         max_model_len=max_model_len,
         max_num_batched_tokens=max_num_batched_tokens,
         warmup=warmup,
+        sampler_spread_bytes=spread,
     )
