@@ -18,9 +18,10 @@ within ±10 %, the median signed error, the per-component error (weights, activa
 peak, non-torch, KV GiB, where the log breaks them out), over-promises, and whether
 failed starts come out refused or flagged as a start at risk.
 
-Targets (issue 16): on held-out rows ≥ 90% within ±10% of the KV budget (or 1 GiB per
+Targets (issues 16 and 30): on held-out rows ≥ 90% within ±10% of the KV budget (or 1 GiB per
 GPU); weights within ±5%; no over-promise on V1-era releases (KV more than 10% and
-1 GiB above what vLLM allocated); every failed start infeasible.
+1 GiB above what vLLM allocated); every failed start refused or flagged; no run that
+started refused.
 
 Usage: hack/bench/planner_accuracy.py [--data CSV] [--archs CSV] [--summary]
 """
