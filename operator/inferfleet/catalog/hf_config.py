@@ -127,6 +127,13 @@ def _layer_kinds(config: Mapping[str, Any], num_layers: int) -> tuple[tuple[Laye
             raise ConfigInvalid(f"layer_types has {len(layer_types)} entries for {num_layers} layers")
         kinds = tuple(_kind("sliding" in str(kind) or "local" in str(kind)) for kind in layer_types)
         return (kinds, int(window) if window and "sliding" in kinds else None)
+    chunk = config.get("attention_chunk_size")
+    no_rope = config.get("no_rope_layers")
+    if isinstance(chunk, int) and chunk > 0 and isinstance(no_rope, list) and len(no_rope) == num_layers:
+        # Llama 4: RoPE layers attend within chunks of `attention_chunk_size` tokens
+        # (vLLM's ChunkedLocalAttentionSpec keeps one chunk plus the step's tokens per
+        # request, as a sliding window does); the NoPE layers (0) are global.
+        return (tuple(_kind(bool(flag)) for flag in no_rope), chunk)
     if not window or config.get("use_sliding_window") is False:
         return ((), None)
     window = int(window)
@@ -274,6 +281,7 @@ PLANNER_KEYS: frozenset[str] = frozenset(
         "head_dim",
         "kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim",
         "sliding_window", "use_sliding_window", "sliding_window_pattern",
+        "attention_chunk_size", "no_rope_layers",
         "model_type",
         "max_position_embeddings", "n_positions", "max_sequence_length", "seq_length",
         "torch_dtype", "dtype",

@@ -32,6 +32,7 @@ from inferfleet.planner.units import GIB
 # FlashInfer gets up to ~1 GiB (256 rows) or ~4 GiB (1024 rows) more KV than planned.
 # V0's sampler sorts and also keeps log-probs.
 SAMPLER_BYTES_V1 = 39.0
+SAMPLER_BYTES_FLASHINFER = 12.0  # the lower end above; what a plan may leave unused
 SAMPLER_BYTES_V0 = 32.0
 # Non-torch memory per GPU by tensor-parallel degree (CUDA graphs excluded): cuBLAS
 # workspaces, NCCL communicators and custom all-reduce buffers. Public logs: 0.13-0.15
@@ -53,6 +54,24 @@ LEGACY_ALLOCATOR_SLACK = 0.10
 GRAPH_RESERVE_BASE_GIB = 0.25
 GRAPH_RESERVE_FULL_BATCH_GIB = 0.75
 GRAPH_CAPTURE_FULL_BATCH = 512
+# After the KV cache is sized, the V1 worker captures CUDA graphs (outside the budget
+# where the release does not estimate them first) and then warms the sampler up with
+# min(max_num_seqs, max_num_batched_tokens) rows (vllm/v1/worker/gpu_worker.py
+# compile_or_warm_up_model, every V1 release in catalog/data/vllm_releases.json). That
+# warm-up holds the fp32 logits (4 B per logit) and the top-k/top-p sort's float32 values
+# and int64 indices (12 B: the "Tried to allocate 1.74 GiB" of the sampler-warm-up OOMs
+# in vLLM issue #15105 is 1024 × 151,936 × 12 B). The profile runs the same sampler, but
+# the graph pool and the allocator's split blocks can take the freed activation reserve
+# first (starts at 0.95 with 1024 rows OOM there: llm-d/llm-d#787, issue 30's gpt-oss-20b
+# runs), so the planner wants that peak to fit outside the budget too.
+WARMUP_BYTES_PER_LOGIT = 16.0
+# Outside the budget besides: the CUDA context created before vLLM's first memory
+# snapshot (so never counted, V1 from 0.10), and the redundancy buffer vLLM itself asks
+# to leave (150 MiB, "profiling may slightly underestimate": gpu_worker.py).
+DEFAULT_REDUNDANCY_MIB = 150
+# Below this much room after the warm-up a start is flagged at risk: the OOM reports
+# show 0.19-0.6 GiB reserved-but-unallocated (allocator fragmentation) at the failure.
+WARMUP_MARGIN_GIB = 0.5
 # vLLM stopped holding all-reduce inputs during the profile after 0.2.x.
 ALLREDUCE_FREED = Version(0, 3, 0)
 # V0's MLA backends pad each cached latent entry to this many bytes.
@@ -75,6 +94,21 @@ class Accounting:
     # 0.2.5-0.2.x counted every all-reduce input of the profile as in use: torch kept
     # them alive until the next synchronisation (vLLM issue #2150).
     retained_allreduce: bool = False
+    # V1: the sampler warm-up and (when not reserved) the graph pool come after the KV
+    # cache is sized; what else sits outside the budget (CUDA context, vLLM's buffer).
+    warmup_after_kv: bool = False
+    # The warm-up's sampler peak is not covered by the activation reserve: the default
+    # model runner's profile skipped the fp32 sampling pipeline (0.22-0.32), or the graph
+    # pool is captured after KV sizing and may take the freed reserve first (V1 < 0.20).
+    warmup_outside_reserve: bool = False
+    warmup_unprofiled: bool = False  # the profile skipped the warm-up's fp32 pipeline
+    outside_budget_fixed_bytes: float = 0.0
+    # The largest captured batch is min(2 × max_num_seqs, cap) (the release's config;
+    # reported beside the plan, the pool estimate above stays a fit to logged pools).
+    graph_capture_cap: int = GRAPH_CAPTURE_FULL_BATCH
+    # Hybrid KV grouping: the larger layer count is the group size when it is within
+    # this ratio of the smaller (None: always the smaller; kv_cache_utils/planning.py).
+    group_larger_within_ratio: float | None = 1.25
 
     @property
     def family(self) -> Family:
@@ -98,16 +132,41 @@ class Accounting:
             gib += PIPELINE_STAGE_NON_TORCH_GIB
         return gib * GIB + self.non_torch_extra_bytes
 
-    def graph_reserve_bytes(self, max_num_seqs: int, enforce_eager: bool) -> float:
-        if not self.graph_reserve or enforce_eager:
+    def graph_pool_bytes(self, max_num_seqs: int, enforce_eager: bool) -> float:
+        """The CUDA-graph pool of the captured batch sizes (0 when eager)."""
+        if enforce_eager:
             return 0.0
         share = min(1.0, max_num_seqs / GRAPH_CAPTURE_FULL_BATCH)
         return (GRAPH_RESERVE_BASE_GIB + GRAPH_RESERVE_FULL_BATCH_GIB * share) * GIB
+
+    def graph_reserve_bytes(self, max_num_seqs: int, enforce_eager: bool) -> float:
+        if not self.graph_reserve:
+            return 0.0
+        return self.graph_pool_bytes(max_num_seqs, enforce_eager)
+
+    def graphs_outside_budget_bytes(self, max_num_seqs: int, enforce_eager: bool) -> float:
+        """V1 releases that capture graphs after KV sizing without estimating them."""
+        if self.graph_reserve or self.engine != "v1":
+            return 0.0
+        return self.graph_pool_bytes(max_num_seqs, enforce_eager)
 
 
 @functools.lru_cache(maxsize=512)
 def accounting(release: Release, *, pipeline_parallel: int = 1, vendor: str = "nvidia") -> Accounting:
     engine = release.engine(pipeline_parallel)
+    facts = release.facts if release.modelled else None
+    graph_reserve = release.family == "v1-graph-reserve" and engine == "v1"
+    ratio: float | None = 1.25
+    cap = GRAPH_CAPTURE_FULL_BATCH
+    redundancy_mib = DEFAULT_REDUNDANCY_MIB
+    if facts is not None and engine == "v1":
+        # The release's own source decides (catalog/data/vllm_releases.json).
+        graph_reserve = facts.graph_estimated_before_kv
+        ratio = facts.group_larger_within_ratio
+        cap = facts.graph_capture_cap or cap
+        redundancy_mib = facts.redundancy_buffer_mib or redundancy_mib
+    context_outside = engine == "v1" and release.family != "v1-early"
+    unprofiled_logits = facts is not None and facts.warmup_logits_unprofiled
     return Accounting(
         release=release,
         engine=engine,
@@ -118,7 +177,14 @@ def accounting(release: Release, *, pipeline_parallel: int = 1, vendor: str = "n
         else 0.0,
         torch_only_peak=release.before(TORCH_ONLY_PEAK_UNTIL),
         allocator_slack=LEGACY_ALLOCATOR_SLACK if release.family == "v0-legacy" else 0.0,
-        graph_reserve=release.family == "v1-graph-reserve" and engine == "v1",
+        graph_reserve=graph_reserve,
+        warmup_after_kv=engine == "v1",
+        warmup_outside_reserve=engine == "v1" and (unprofiled_logits or not graph_reserve),
+        warmup_unprofiled=engine == "v1" and unprofiled_logits,
+        outside_budget_fixed_bytes=(CUDA_CONTEXT_GIB * GIB if context_outside else 0.0)
+        + redundancy_mib * (1 << 20),
+        graph_capture_cap=cap,
+        group_larger_within_ratio=ratio,
         hybrid_pool=engine == "v1" and release.at_least(HYBRID_ALLOCATOR),
         mla_align_bytes=MLA_ALIGN_BYTES if engine == "v0" and release.at_least(V0_MLA_ALIGNMENT) else 0,
     )

@@ -53,18 +53,25 @@ class KvGroups:
         return self.full_groups + self.sliding_groups
 
 
+# The release's grouping rule (catalog/data/vllm_releases.json `largerCountWithinRatio`):
+# 1.25 in 0.12-0.17, 1.5 from 0.18 (kv_cache_planning.py), none before 0.12.
+DEFAULT_GROUP_RATIO = 1.25
+
+
 @functools.lru_cache(maxsize=1024)
-def kv_groups(kinds: tuple[LayerKind, ...]) -> KvGroups:
+def kv_groups(
+    kinds: tuple[LayerKind, ...], larger_within_ratio: float | None = DEFAULT_GROUP_RATIO
+) -> KvGroups:
     full = sum(1 for kind in kinds if kind == "full")
     sliding = len(kinds) - full
     if not full or not sliding:
         return KvGroups(
             group_size=max(1, len(kinds)), full_groups=1 if full else 0, sliding_groups=1 if sliding else 0
         )
-    # vLLM groups by the smaller layer count, unless the larger is within 25% of it
-    # (then one group per type, padding the smaller).
+    # vLLM groups by the smaller layer count, unless the release lets the larger one be
+    # the group size when it is within a ratio of the smaller (padding the smaller type).
     smaller, larger = min(full, sliding), max(full, sliding)
-    size = larger if larger < smaller * 1.25 else smaller
+    size = larger if larger_within_ratio is not None and larger < smaller * larger_within_ratio else smaller
     return KvGroups(group_size=size, full_groups=ceil_div(full, size), sliding_groups=ceil_div(sliding, size))
 
 
@@ -113,6 +120,7 @@ def kv_pool(
     *,
     hybrid: bool = True,
     mla_align_bytes: int = 0,
+    group_ratio: float | None = DEFAULT_GROUP_RATIO,
 ) -> KvPool:
     """The pool of one stage. `hybrid` False: the release gives every layer a full-length
     cache (V0, and V1 before its hybrid KV-cache manager), so windows save nothing."""
@@ -120,7 +128,7 @@ def kv_pool(
         full: LayerKind = "full"
         kinds = (full,) * len(kinds)
     return KvPool(
-        groups=kv_groups(kinds),
+        groups=kv_groups(kinds, group_ratio),
         block_size=block_size,
         page_bytes=block_size * bytes_per_token_per_layer(arch, tp, element_bytes, mla_align_bytes),
         sliding_window_tokens=(arch.sliding_window_tokens or 0) if hybrid else 0,

@@ -11,7 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from inferfleet.catalog.models import LayerKind, ModelArch
-from inferfleet.planner.accounting import Accounting
+from inferfleet.planner.accounting import (
+    SAMPLER_BYTES_FLASHINFER,
+    WARMUP_BYTES_PER_LOGIT,
+    WARMUP_MARGIN_GIB,
+    Accounting,
+)
 from inferfleet.planner.kv import KvPool, kv_pool
 from inferfleet.planner.units import GIB
 from inferfleet.planner.weights import WeightLayout
@@ -63,6 +68,67 @@ class StageMemory:
 
 
 @dataclass(frozen=True, slots=True)
+class Warmup:
+    """What a V1 worker allocates after the KV cache is sized, against what the budget
+    leaves outside itself (`total × (1 − gpu_memory_utilization)`), on the last stage."""
+
+    rows: int  # min(max_num_seqs, max_num_batched_tokens), as the worker warms up
+    vocab_size: int
+    sampler_bytes: float  # the sampler warm-up's peak the activation reserve may not hold
+    graphs_bytes: float  # the CUDA-graph pool, where captured outside the budget
+    fixed_bytes: float  # CUDA context + vLLM's redundancy buffer
+    outside_bytes: float  # what the budget leaves of the GPU
+    activation_bytes: float  # the freed activation reserve (a last resort for the peak)
+    # False where the profile never ran the warm-up's pipeline (0.22-0.32's Model Runner
+    # V2): the reserve was sized without it, so it cannot be counted on.
+    reserve_usable: bool = True
+
+    @property
+    def leftover_bytes(self) -> float:
+        return self.outside_bytes - self.fixed_bytes - self.graphs_bytes - self.sampler_bytes
+
+    @property
+    def fails(self) -> bool:
+        """It cannot fit even by reusing the whole activation reserve: vLLM OOMs."""
+        reserve = self.activation_bytes if self.reserve_usable else 0.0
+        return self.leftover_bytes + reserve < 0
+
+    @property
+    def at_risk(self) -> bool:
+        return self.sampler_bytes + self.graphs_bytes > 0 and self.leftover_bytes < WARMUP_MARGIN_GIB * GIB
+
+
+NO_WARMUP = Warmup(0, 0, 0.0, 0.0, 0.0, 0.0, 0.0)
+
+
+def warmup_after_kv(
+    arch: ModelArch,
+    accounting: Accounting,
+    *,
+    total_bytes: float,
+    budget_bytes: float,
+    max_num_seqs: int,
+    max_num_batched_tokens: int,
+    activation_bytes: float,
+    enforce_eager: bool,
+) -> Warmup:
+    if not accounting.warmup_after_kv:
+        return NO_WARMUP
+    rows = min(max_num_seqs, max_num_batched_tokens)
+    sampler = rows * arch.vocab_size * WARMUP_BYTES_PER_LOGIT if accounting.warmup_outside_reserve else 0.0
+    return Warmup(
+        rows=rows,
+        vocab_size=arch.vocab_size,
+        sampler_bytes=sampler,
+        graphs_bytes=accounting.graphs_outside_budget_bytes(max_num_seqs, enforce_eager),
+        fixed_bytes=accounting.outside_budget_fixed_bytes,
+        outside_bytes=total_bytes - budget_bytes,
+        activation_bytes=activation_bytes,
+        reserve_usable=not accounting.warmup_unprofiled,
+    )
+
+
+@dataclass(frozen=True, slots=True)
 class MemoryEstimate:
     """What vLLM will report at startup for one replica."""
 
@@ -72,16 +138,42 @@ class MemoryEstimate:
     max_concurrency: float  # at max_model_len, as vLLM prints it
     max_model_len: int
     max_num_batched_tokens: int
+    warmup: Warmup = NO_WARMUP
+    # How much of the planned activation peak is the sampler's sort path beyond what
+    # FlashInfer's sampler holds: KV vLLM may report on top of the plan (never less).
+    sampler_spread_bytes: float = 0.0
 
     @property
     def starts(self) -> bool:
-        """vLLM refuses to start when one max-length request does not fit."""
-        return self.binding.kv_bytes > 0 and self.max_concurrency >= 1.0
+        """vLLM refuses to start when one max-length request does not fit, and OOMs when
+        its warm-up after KV sizing cannot be held."""
+        return self.binding.kv_bytes > 0 and self.max_concurrency >= 1.0 and not self.warmup.fails
 
     def concurrency_at(self, tokens: int) -> float:
         return self.binding.pool.concurrency(
             self.num_blocks, min(tokens, self.max_model_len), self.max_num_batched_tokens
         )
+
+
+def _stage_pool(  # noqa: PLR0917 - the pool's geometry, passed through from estimate
+    arch: ModelArch,
+    kinds: tuple[LayerKind, ...],
+    tp: int,
+    kv_element_bytes: int,
+    block_size: int,
+    accounting: Accounting,
+) -> KvPool:
+    """One stage's pool, grouped as the release's hybrid KV-cache manager groups it."""
+    return kv_pool(
+        arch,
+        kinds,
+        tp,
+        kv_element_bytes,
+        block_size,
+        hybrid=accounting.hybrid_pool,
+        mla_align_bytes=accounting.mla_align_bytes,
+        group_ratio=accounting.group_larger_within_ratio,
+    )
 
 
 def estimate(
@@ -116,6 +208,11 @@ def estimate(
         )
         * slack
     )
+    spread = 0.0
+    if accounting.engine == "v1" and sampler > forward:
+        rows = min(max_num_seqs, max_num_batched_tokens)
+        per_logit = accounting.sampler_bytes_per_logit - SAMPLER_BYTES_FLASHINFER
+        spread = min(sampler - forward, rows * arch.vocab_size * per_logit * slack)
     pp = len(layout.stage_layers)
     overhead = accounting.non_torch_bytes(tp, pp)
     if accounting.retained_allreduce and tp > 1:
@@ -132,15 +229,7 @@ def estimate(
         if stage == last_stage and extra_kv_layers:
             full: LayerKind = "full"
             stage_kinds = stage_kinds + (full,) * extra_kv_layers
-        pool = kv_pool(
-            arch,
-            stage_kinds,
-            tp,
-            kv_element_bytes,
-            block_size,
-            hybrid=accounting.hybrid_pool,
-            mla_align_bytes=accounting.mla_align_bytes,
-        )
+        pool = _stage_pool(arch, stage_kinds, tp, kv_element_bytes, block_size, accounting)
         weights = layout.stage_bytes_per_gpu[stage] + extra_weight_bytes
         kv_bytes = budget - weights - activation - overhead - graphs - reserve
         stages.append(
@@ -158,6 +247,16 @@ def estimate(
         first += count
     binding = min(stages, key=lambda s: (s.num_blocks, s.kv_bytes))
     num_blocks = binding.num_blocks
+    warmup = warmup_after_kv(
+        arch,
+        accounting,
+        total_bytes=total_memory_gib * GIB,
+        budget_bytes=budget,
+        max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=max_num_batched_tokens,
+        activation_bytes=stages[-1].activation_bytes,
+        enforce_eager=enforce_eager,
+    )
     return MemoryEstimate(
         binding=binding,
         num_blocks=num_blocks,
@@ -165,4 +264,6 @@ def estimate(
         max_concurrency=binding.pool.concurrency(num_blocks, max_model_len, max_num_batched_tokens),
         max_model_len=max_model_len,
         max_num_batched_tokens=max_num_batched_tokens,
+        warmup=warmup,
+        sampler_spread_bytes=spread,
     )

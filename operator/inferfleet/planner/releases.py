@@ -29,6 +29,8 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
+from inferfleet.catalog.vllm_releases import ReleaseFacts, device_class, release_facts
+
 Family = Literal["v0-legacy", "v0", "v1-early", "v1", "v1-graph-reserve"]
 Engine = Literal["v0", "v1"]
 FAMILIES: tuple[Family, ...] = ("v0-legacy", "v0", "v1-early", "v1", "v1-graph-reserve")
@@ -45,8 +47,10 @@ class Version:
 
 
 # The image tiers run when neither the spec nor the operator names one (the operator's
-# `vllm_image` setting defaults to it too).
-DEFAULT_VLLM_IMAGE = "vllm/vllm-openai:v0.11.0"
+# `vllm_image` setting defaults to it too): vLLM 0.33.0, the newest stable release on
+# PyPI on 2026-11-26 (released 2026-11-02), family v1-graph-reserve; its startup facts
+# are in catalog/data/vllm_releases.json.
+DEFAULT_VLLM_IMAGE = "vllm/vllm-openai:v0.33.0"
 
 OLDEST_MODELLED = Version(0, 2, 0)
 # The newest release whose engine arguments we read (vllm/engine/arg_utils.py of 0.33).
@@ -147,8 +151,21 @@ class Release:
     def before(self, version: Version) -> bool:
         return self.version is not None and self.version < version
 
+    @property
+    def facts(self) -> ReleaseFacts | None:
+        """What the release's own source says (catalog/data/vllm_releases.json); for a
+        release the table lacks, the closest older tabled one's."""
+        return release_facts(str(self.version)) if self.version is not None else None
+
     def describe(self) -> str:
         text = f"vLLM {self.label} ({self.family} memory accounting; from {self.source})"
+        facts = self.facts
+        if facts is not None and self.modelled:
+            text += (
+                f"; startup facts read from vLLM {facts.release}'s source"
+                if facts.exact
+                else f"; startup facts of vLLM {facts.release}, the closest release read"
+            )
         return f"{text}; {self.note}" if self.note else text
 
 
@@ -228,8 +245,13 @@ def engine_defaults(
     pipeline_parallel: int = 1,
 ) -> EngineDefaults:
     """`--max-num-seqs`, `--max-num-batched-tokens`, `--gpu-memory-utilization` as this
-    release picks them itself (chunked_prefill None: the release's own choice)."""
+    release picks them itself (chunked_prefill None: the release's own choice). The
+    release table's values win where it has them (read from the release's arg_utils.py
+    and config); the rules below cover releases it lacks."""
+    facts = release.facts if release.modelled else None
     utilization = 0.92 if release.at_least(UTILIZATION_092_FROM) else 0.90
+    if facts is not None and facts.gpu_memory_utilization is not None:
+        utilization = facts.gpu_memory_utilization
     if release.engine(pipeline_parallel) == "v0":
         chunked = (
             chunked_prefill
@@ -247,6 +269,16 @@ def engine_defaults(
             batched = max(max_model_len, 2048)
             source = "V0 without chunked prefill: 256 sequences, max(max-model-len, 2048) tokens"
         return EngineDefaults(256, batched, utilization, chunked, source)
+    if facts is not None and facts.batch_by_device:
+        found = facts.batch_default(device_class(gpu_name, gpu_memory_gib), entry_point)
+        if found is not None and found.max_num_seqs and found.max_num_batched_tokens:
+            return EngineDefaults(
+                found.max_num_seqs,
+                found.max_num_batched_tokens,
+                utilization,
+                True,
+                f"vLLM {facts.release}'s own defaults for this GPU class (vllm/engine/arg_utils.py)",
+            )
     name = gpu_name.lower()
     large = gpu_memory_gib >= LARGE_GPU_GIB and "a100" not in name
     if release.at_least(V1_GPU_DEFAULTS):

@@ -19,7 +19,7 @@ from inferfleet.api.spec import InferenceServiceSpec, TierOverrides, TierSpec
 from inferfleet.catalog.gpus import GpuSpec
 from inferfleet.catalog.models import ModelArch
 from inferfleet.planner import engine_settings, fleet
-from inferfleet.planner.accounting import Accounting, accounting
+from inferfleet.planner.accounting import WARMUP_MARGIN_GIB, Accounting, accounting
 from inferfleet.planner.batching import ITL_HEADROOM, Batching, deployed_batching
 from inferfleet.planner.kv import kv_dtype_bytes, kv_pool
 from inferfleet.planner.load import NO_EXTRAS, Extras, load_peak_bytes, online_quantization
@@ -36,6 +36,9 @@ from inferfleet.planner.workload import TierWorkload, derive
 # hops dominate and one failing node takes a large replica down; such a model wants
 # quantization or larger GPUs instead.
 MAX_NODES_PER_REPLICA = 4
+# A plan whose KV could be more than this share above what it says (the issue's ±10 %)
+# says so in its memory reason.
+TIGHT_FIT_SHARE = 0.10
 
 
 @functools.lru_cache(maxsize=256)
@@ -201,6 +204,7 @@ class _Evaluator:
         geometry = kv_pool(
             arch, arch.kinds, tp, kv_bytes, base.block_size,
             hybrid=acct.hybrid_pool, mla_align_bytes=acct.mla_align_bytes,
+            group_ratio=acct.group_larger_within_ratio,
         )  # fmt: skip
         roof = roofline(
             arch,
@@ -482,6 +486,8 @@ def _infeasible_reason(c: Candidate, gpu: GpuSpec, level: int, arch: ModelArch, 
         )
         if nodes_needed > 1 and c.nodes == 1:
             text += f"; the weights alone need {nodes_needed} such nodes: exceeds one node"
+    elif m.warmup.fails and b.kv_bytes > 0 and m.max_concurrency >= 1.0:
+        text = f"does not start: at {where} " + warmup_text(c, gpu)
     else:
         text = (
             f"does not start: at {where} the KV cache holds {m.kv_tokens:,} tokens, less than one request of "
@@ -498,6 +504,36 @@ def _infeasible_reason(c: Candidate, gpu: GpuSpec, level: int, arch: ModelArch, 
     return f"infeasible: {text}; " + " or ".join(hints)
 
 
+def warmup_text(c: Candidate, gpu: GpuSpec) -> str:
+    """The post-KV warm-up against what the budget leaves, with the settings that fit."""
+    w = c.memory.warmup
+    s = c.settings
+    parts = [f"CUDA context and vLLM's buffer {to_gib(w.fixed_bytes):.2f} GiB"]
+    if w.graphs_bytes:
+        parts.append(
+            f"CUDA graphs ~{to_gib(w.graphs_bytes):.2f} GiB (captured after the KV cache, outside the budget)"
+        )
+    if w.sampler_bytes:
+        parts.append(
+            f"the sampler warm-up {w.sampler_bytes / 2**20:,.0f} MiB ({w.rows} rows × {w.vocab_size:,} "
+            "vocabulary × 16 B: fp32 logits + sort)"
+        )
+    need = w.fixed_bytes + w.graphs_bytes + w.sampler_bytes + WARMUP_MARGIN_GIB * GIB
+    utilization = math.floor((1 - need / (gpu.memory_gib * GIB)) * 100) / 100
+    per_row = w.sampler_bytes / w.rows if w.rows and w.sampler_bytes else 0.0
+    room = w.outside_bytes - w.fixed_bytes - w.graphs_bytes - WARMUP_MARGIN_GIB * GIB
+    fixes = [f"gpu-memory-utilization ≤ {utilization:.2f}"]
+    if per_row and room > 0:
+        fixes.append(f"max-num-seqs ≤ {max(1, int(room // per_row))}")
+    return (
+        f"after the KV cache is sized, vLLM needs {to_gib(need - WARMUP_MARGIN_GIB * GIB):.2f} GiB "
+        "outside its budget: " + " + ".join(parts) + f"; gpu-memory-utilization "
+        f"{s.gpu_memory_utilization:g} leaves {to_gib(w.outside_bytes):.2f} GiB of {gpu.memory_gib:g} GiB "
+        f"({to_gib(w.leftover_bytes):+.2f} GiB spare, {WARMUP_MARGIN_GIB:g} GiB wanted for allocator "
+        "fragmentation); starts OOM there (llm-d/llm-d#787, vLLM #15105): set " + " or ".join(fixes)
+    )
+
+
 def _memory_reason(c: Candidate, workload: TierWorkload) -> str:
     m = c.memory
     b = m.binding
@@ -506,6 +542,16 @@ def _memory_reason(c: Candidate, workload: TierWorkload) -> str:
         extra += f", CUDA-graph reserve {to_gib(b.graph_reserve_bytes):.2f} GiB"
     if b.reserve_bytes:
         extra += f", unmodelled-release reserve {to_gib(b.reserve_bytes):.2f} GiB"
+    tight = ""
+    if m.sampler_spread_bytes > TIGHT_FIT_SHARE * max(b.kv_bytes, 0.0):
+        # Tight fits (weights near the budget): the sampler's share of the activation
+        # peak is planned at the sort path's 39 B/logit; a FlashInfer sampler holds ~12 B
+        # (planner.accounting), so vLLM may report more KV, never less, than planned here.
+        tight = (
+            f"; tight fit: the KV cache is planned on the safe side, the activation peak counts "
+            f"the sampler's sort path, and where the image samples with FlashInfer vLLM reports "
+            f"up to {to_gib(m.sampler_spread_bytes):.2f} GiB more KV per GPU"
+        )
     return (
         f"per GPU: weights {to_gib(b.weights_bytes):.2f} GiB, "
         f"activation peak {to_gib(b.activation_bytes):.2f} GiB, "
@@ -513,7 +559,7 @@ def _memory_reason(c: Candidate, workload: TierWorkload) -> str:
         f"KV cache {to_gib(max(0.0, b.kv_bytes)):.2f} GiB → "
         f"{m.kv_tokens:,} KV tokens per replica ({m.max_concurrency:.2f}× max-model-len); "
         f"{c.concurrency_p95:.1f} requests of P95 context ({workload.p95_context_tokens:,} tokens) "
-        "fit at once"
+        "fit at once" + tight
     )
 
 
@@ -751,14 +797,22 @@ def setup_reasons(
     return reasons
 
 
-def capacity_reasons(
-    spec: InferenceServiceSpec, tier: TierSpec, choice: Choice, sizing: Sizing, workload: TierWorkload
+def capacity_reasons(  # noqa: PLR0917 - the tier's figures, passed through from build_tier_plan
+    spec: InferenceServiceSpec,
+    tier: TierSpec,
+    choice: Choice,
+    sizing: Sizing,
+    workload: TierWorkload,
+    tier_gpu: GpuSpec,
 ) -> tuple[list[str], list[str]]:
-    """(reasons, warnings) on throughput, replicas, cold start, cost and the SLOs."""
+    """(reasons, warnings) on throughput, replicas, cold start, cost, the SLOs and a
+    start the warm-up after KV sizing puts at risk."""
     chosen = choice.candidate
     roof = chosen.roof
     reasons: list[str] = []
     warnings: list[str] = list(chosen.batching.slo_misses) if choice.feasible else []
+    if choice.feasible and chosen.memory.warmup.at_risk:
+        warnings.append("start at risk: " + warmup_text(chosen, tier_gpu))
     if choice.feasible:
         reasons.append(
             f"roofline: prefill ~{roof.prefill_tokens_per_second:,.0f} tokens/s "
@@ -878,7 +932,7 @@ def build_tier_plan(spec: InferenceServiceSpec, tier: TierSpec, inputs: TierInpu
     choice = choose_layout(spec, tier, ev, overrides)
     sizing = size_fleet(spec, tier, choice, workload)
     reasons = setup_reasons(spec, tier, inputs, ev=ev, choice=choice, notes=notes)
-    more_reasons, warnings = capacity_reasons(spec, tier, choice, sizing, workload)
+    more_reasons, warnings = capacity_reasons(spec, tier, choice, sizing, workload, inputs.gpu)
     return assemble_tier_plan(
         tier, inputs, ev, choice=choice, sizing=sizing, reasons=[*reasons, *more_reasons], warnings=warnings
     )

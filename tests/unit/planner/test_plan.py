@@ -273,7 +273,7 @@ def test_cli_json_follows_the_contract() -> None:
         "cudaGraphs",
         "reserve",
     }
-    assert tier["vllmRelease"] == "0.11.0" and tier["releaseFamily"] == "v1"
+    assert tier["vllmRelease"] == "0.33.0" and tier["releaseFamily"] == "v1-graph-reserve"
     assert tier["loadPeakGiB"] > tier["memoryGiB"]["weights"] and tier["numGpuBlocks"] > 0
 
 

@@ -61,7 +61,7 @@ def test_mi300x_tier_runs_the_rocm_build_with_amd_devices_and_groups() -> None:
 
 def test_each_tier_is_planned_for_the_release_of_the_image_it_runs() -> None:
     # The planner models the vLLM release each tier's image carries: the ROCm default is
-    # vLLM 0.11.1, the CUDA default 0.11.0; a tier's own image moves only that tier.
+    # vLLM 0.11.1, the CUDA default 0.33.0; a tier's own image moves only that tier.
     service = mixed()
     releases = {
         tier.name: tier.vllm_release
@@ -69,13 +69,13 @@ def test_each_tier_is_planned_for_the_release_of_the_image_it_runs() -> None:
             service, SETTINGS.catalogs(), tier_images=runtime.tier_images(service, SETTINGS)
         ).tiers
     }
-    assert releases == {"h100": "0.11.0", "mi300x": "0.11.1"}
+    assert releases == {"h100": "0.33.0", "mi300x": "0.11.1"}
     body = service.model_dump(by_alias=True, exclude_none=True, mode="json")
     body["spec"]["tiers"][1]["image"] = "rocm/vllm:rocm6.3.1_vllm_0.8.3_20250410"
     pinned = load_all(json.dumps(body))[0]
     images = runtime.tier_images(pinned, SETTINGS)
     plan = planner.plan_service(pinned, SETTINGS.catalogs(), tier_images=images)
-    assert {tier.name: tier.vllm_release for tier in plan.tiers} == {"h100": "0.11.0", "mi300x": "0.8.3"}
+    assert {tier.name: tier.vllm_release for tier in plan.tiers} == {"h100": "0.33.0", "mi300x": "0.8.3"}
 
 
 def test_plan_cli_models_the_release_each_tier_runs() -> None:
@@ -90,7 +90,7 @@ def test_plan_cli_models_the_release_each_tier_runs() -> None:
     result = CliRunner().invoke(app, ["plan", "-f", str(MIXED), "-o", "json", "--offline"])
     assert result.exit_code == 0, result.output
     tiers = json.loads(result.stdout)["tiers"]
-    assert {tier["name"]: tier["vllmRelease"] for tier in tiers} == {"h100": "0.11.0", "mi300x": "0.11.1"}
+    assert {tier["name"]: tier["vllmRelease"] for tier in tiers} == {"h100": "0.33.0", "mi300x": "0.11.1"}
 
 
 def test_an_inline_amd_gpu_is_an_amd_tier() -> None:
