@@ -176,6 +176,33 @@ def _stage_pool(  # noqa: PLR0917 - the pool's geometry, passed through from est
     )
 
 
+def _activation_peaks(
+    arch: ModelArch,
+    accounting: Accounting,
+    tp: int,
+    act_bytes: int,
+    *,
+    max_num_seqs: int,
+    max_num_batched_tokens: int,
+) -> tuple[float, float, float]:
+    """The profile's forward and sampler peaks (allocator slack included), and how much of
+    the sampler's may be the sort path's surplus over FlashInfer's (the tight-fit note)."""
+    slack = 1.0 + accounting.allocator_slack
+    forward = forward_activation_bytes(arch, tp, max_num_batched_tokens, act_bytes) * slack
+    sampler = (
+        sampler_activation_bytes(
+            arch, max_num_seqs, max_num_batched_tokens, act_bytes, accounting.sampler_bytes_per_logit
+        )
+        * slack
+    )
+    spread = 0.0
+    if accounting.engine == "v1" and sampler > forward:
+        rows = min(max_num_seqs, max_num_batched_tokens)
+        per_logit = accounting.sampler_bytes_per_logit - SAMPLER_BYTES_FLASHINFER
+        spread = min(sampler - forward, rows * arch.vocab_size * per_logit * slack)
+    return forward, sampler, spread
+
+
 def estimate(
     arch: ModelArch,
     layout: WeightLayout,
@@ -198,21 +225,15 @@ def estimate(
     model), which vLLM counts in its "model loading took" line; `extra_kv_layers`: a
     drafter's attention layers, which share the last stage's KV pool."""
     budget = total_memory_gib * GIB * gpu_memory_utilization
-    kinds = arch.kinds
     stages: list[StageMemory] = []
-    slack = 1.0 + accounting.allocator_slack
-    forward = forward_activation_bytes(arch, tp, max_num_batched_tokens, act_bytes) * slack
-    sampler = (
-        sampler_activation_bytes(
-            arch, max_num_seqs, max_num_batched_tokens, act_bytes, accounting.sampler_bytes_per_logit
-        )
-        * slack
+    forward, sampler, spread = _activation_peaks(
+        arch,
+        accounting,
+        tp,
+        act_bytes,
+        max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=max_num_batched_tokens,
     )
-    spread = 0.0
-    if accounting.engine == "v1" and sampler > forward:
-        rows = min(max_num_seqs, max_num_batched_tokens)
-        per_logit = accounting.sampler_bytes_per_logit - SAMPLER_BYTES_FLASHINFER
-        spread = min(sampler - forward, rows * arch.vocab_size * per_logit * slack)
     pp = len(layout.stage_layers)
     overhead = accounting.non_torch_bytes(tp, pp)
     if accounting.retained_allreduce and tp > 1:
@@ -225,7 +246,7 @@ def estimate(
     last_stage = pp - 1
     for stage, count in enumerate(layout.stage_layers):
         activation = max(forward, sampler) if stage == last_stage else forward
-        stage_kinds = kinds[first : first + count]
+        stage_kinds = arch.kinds[first : first + count]
         if stage == last_stage and extra_kv_layers:
             full: LayerKind = "full"
             stage_kinds = stage_kinds + (full,) * extra_kv_layers
@@ -246,7 +267,6 @@ def estimate(
         )
         first += count
     binding = min(stages, key=lambda s: (s.num_blocks, s.kv_bytes))
-    num_blocks = binding.num_blocks
     warmup = warmup_after_kv(
         arch,
         accounting,
@@ -259,9 +279,9 @@ def estimate(
     )
     return MemoryEstimate(
         binding=binding,
-        num_blocks=num_blocks,
-        kv_tokens=binding.pool.tokens(num_blocks),
-        max_concurrency=binding.pool.concurrency(num_blocks, max_model_len, max_num_batched_tokens),
+        num_blocks=binding.num_blocks,
+        kv_tokens=binding.pool.tokens(binding.num_blocks),
+        max_concurrency=binding.pool.concurrency(binding.num_blocks, max_model_len, max_num_batched_tokens),
         max_model_len=max_model_len,
         max_num_batched_tokens=max_num_batched_tokens,
         warmup=warmup,
