@@ -67,7 +67,10 @@ def test_argocd_health_follows_the_live_service(
             verdict,
             live.get("status"),
         )
-        assert verdict in {"Progressing", "Healthy"}, (verdict, live.get("status"))
+        assert verdict in {"Progressing", "Healthy"}, (
+            health(live),
+            [(c["type"], c["status"], c.get("reason"), c.get("message")) for c in conditions(live).values()],
+        )
         if (
             verdict == "Healthy"
             and live["status"].get("observedGeneration") == live["metadata"]["generation"]
