@@ -235,6 +235,9 @@ def test_deployment_to_leader_worker_set_serves_throughout_and_survives_a_restar
         # ever show `replacing`, which is no fault, so the test waits for it.)
         eventually(lambda: _has(cluster, namespace, "LeaderWorkerSet"), 60, interval_s=0.05, what="the LWS")
         eventually(lambda: _shows_replacing(cluster, namespace), 60, interval_s=0.05, what="status replacing")
+        # ... and once it has said so in an Event (posted after the status write): an
+        # operator killed in between never posts it, and the next one cannot know it is due.
+        eventually(lambda: _announced(cluster, namespace), 60, interval_s=0.05, what="the TierReplaced Event")
         first.kill()
         assert kinds(cluster, namespace) == {"Deployment", "LeaderWorkerSet"}
         # With no operator, nothing goes: the LeaderWorkerSet comes up beside the Deployment.
@@ -308,6 +311,11 @@ def _has(cluster: Cluster, namespace: str, kind: str) -> None:
 def _shows_replacing(cluster: Cluster, namespace: str) -> None:
     status = cluster.service(namespace, NAME).get("status") or {}
     assert replacing([status]), status
+
+
+def _announced(cluster: Cluster, namespace: str) -> None:
+    found = events(cluster, namespace)
+    assert any(reason == "TierReplaced" for reason, _ in found), found
 
 
 def _ready(cluster: Cluster, namespace: str, path: str, count: int) -> None:
