@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 from inferfleet import planner
 from inferfleet.api import InferenceService, Plan, SpecInvalid, labels, parse
-from inferfleet.cluster import Cluster, KindNotServed, access
+from inferfleet.cluster import Cluster, KindNotServed, TransientApiError, access
 from inferfleet.cluster.events import post_events
 from inferfleet.config import OperatorSettings
 from inferfleet.controller import executor
@@ -242,7 +242,13 @@ class Reconciler:
         conclusion = compute.conclude(snapshot, intent, report)
         if conclusion.patch:
             version = body["metadata"].get("resourceVersion")
-            self.cluster.patch_status(cr_ref(namespace, name), conclusion.patch, resource_version=version)
+            try:
+                self.cluster.patch_status(cr_ref(namespace, name), conclusion.patch, resource_version=version)
+            except TransientApiError:
+                # The pass is retried, but what the executor did is done: a deleted
+                # workload is not deleted again, so its Event is posted now or never.
+                post_events(self.cluster, body, conclusion.done_events)
+                raise
         post_events(self.cluster, body, conclusion.events)
         return Outcome(intent.actions, conclusion.status, report)
 

@@ -113,6 +113,11 @@ class Conclusion:
     status: dict[str, Any]
     patch: dict[str, Any]
     events: tuple[Event, ...]
+    # The subset of `events` that reports what the executor did (tiers replaced or
+    # pruned): those happened whether or not the status write succeeds, and the next
+    # pass cannot tell again (the objects are gone), so they are posted even when the
+    # write fails. The others describe the status being written and wait for it.
+    done_events: tuple[Event, ...] = ()
 
 
 def internal_error_message(stage: str, error: Exception) -> str:
@@ -323,13 +328,18 @@ def pass_events(
     if plan is not None:
         found += event_rules.plan_changed(previous.get("plan"), plan)
     found += event_rules.condition_transitions(previous.get("conditions") or [], status["conditions"])
-    executed = executed or NothingExecuted()
-    found += event_rules.replaced(intent.switches, created=executed.applied, deleted=executed.deleted)
-    found += event_rules.pruned(pruned_tiers(snapshot, intent, executed.deleted))
+    found += executed_events(snapshot, intent, executed)
     replanned = replan.announce(dict(previous), snapshot.planned_for)
     if replanned is not None:
         found.append(Event("Normal", labels.REASON_REPLANNED, replanned))
     return found
+
+
+def executed_events(snapshot: Snapshot, intent: Intent, executed: Executed | None = None) -> list[Event]:
+    """Tiers replaced or pruned: what the executor did in this pass."""
+    executed = executed or NothingExecuted()
+    found = event_rules.replaced(intent.switches, created=executed.applied, deleted=executed.deleted)
+    return found + event_rules.pruned(pruned_tiers(snapshot, intent, executed.deleted))
 
 
 def pruned_tiers(snapshot: Snapshot, intent: Intent, deleted: Sequence[ObjectRef]) -> list[str]:
@@ -353,8 +363,10 @@ def conclude(snapshot: Snapshot, intent: Intent, executed: Executed | None = Non
     done = executed or NothingExecuted()
     status = safe_text.bounded_status(build_status(snapshot, intent, done))
     patch = status_rules.changes(snapshot.previous, status)
-    events = tuple(
-        Event(event.type, safe_text.event_reason(event.reason), safe_text.event_message(event.message))
-        for event in pass_events(snapshot, intent, status, done)
-    )
-    return Conclusion(status, patch, events)
+    events = tuple(_escaped(event) for event in pass_events(snapshot, intent, status, done))
+    done_events = tuple(_escaped(event) for event in executed_events(snapshot, intent, done))
+    return Conclusion(status, patch, events, done_events)
+
+
+def _escaped(event: Event) -> Event:
+    return Event(event.type, safe_text.event_reason(event.reason), safe_text.event_message(event.message))

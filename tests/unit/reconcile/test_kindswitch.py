@@ -6,9 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import kopf
 import pytest
 
 from inferfleet.api import labels
+from inferfleet.cluster import Conflict
 from inferfleet.kubedata import ObjectRef, ref_of
 from inferfleet.reconcile import kindswitch
 from tests.unit.reconcile.fixtures import NAME, NAMESPACE, Control, example
@@ -194,6 +196,29 @@ def test_leader_worker_set_to_deployment_keeps_the_leader_worker_set_until_the_n
     control.reconcile()
     assert kinds_of_l4(control) == {"Deployment"}
     assert events(control, "TierReplaced")[-1].endswith("the LeaderWorkerSet was removed")
+    assert events(control, "TierPruned") == []
+
+
+def test_the_old_workload_removed_is_announced_even_when_the_status_write_conflicts() -> None:
+    """The pass that removes the old workload loses its status write to another writer (the
+    autoscaler): the removal is done and the next pass cannot see it again, so its Event
+    is posted anyway; the retried pass then writes status and announces nothing twice."""
+    control = serving(Control())
+    control.edit(multi_node)
+    control.reconcile()
+    set_ready(control, LWS, 3)
+    control.cluster.inject("patch_status", Conflict("moved on", 409))
+    with pytest.raises(kopf.TemporaryError):
+        control.reconcile()
+    assert kinds_of_l4(control) == {"LeaderWorkerSet"}
+    finished = (
+        "tier l4 moved from Deployment to LeaderWorkerSet: the LeaderWorkerSet has 3/3 Ready replica(s); "
+        "the Deployment was removed"
+    )
+    assert events(control, "TierReplaced")[1:] == [finished]
+    control.reconcile()
+    assert l4_entry(control) == {"tier": "l4", "desired": 3, "ready": 3}
+    assert events(control, "TierReplaced")[1:] == [finished]
     assert events(control, "TierPruned") == []
 
 
