@@ -67,13 +67,6 @@ def test_argocd_health_follows_the_live_service(
             verdict,
             live.get("status"),
         )
-        # Known blemish (to fix in the autoscaler: a grace before a freshly Ready tier counts
-        # as unscraped): between a replica's Ready and Prometheus's first scrape of it the
-        # autoscaler may say MetricsUnavailable for one tick. Tolerated here only in that form.
-        first_scrape = conditions(live).get("ScalingActive", {}).get("message", "")
-        if verdict == "Degraded" and first_scrape.startswith("no metrics for tier(s) with ready replicas"):
-            time.sleep(0.2)
-            continue
         assert verdict in {"Progressing", "Healthy"}, (
             health(live),
             [(c["type"], c["status"], c.get("reason"), c.get("message")) for c in conditions(live).values()],

@@ -67,6 +67,11 @@ SCALING_ACTIVE_MESSAGE = "deciding from the metrics of every tier with ready rep
 # A loop tick a little early still counts as due: ticks jitter by a fraction of a second.
 DUE_SLACK = 0.9
 REASON_MAX_CHARS = 1024
+# A replica that just turned Ready has not been scraped yet: Prometheus reaches it within
+# one scrape interval (15 s, render.service_objects.SCRAPE_INTERVAL). A tier is reported
+# without metrics only once its silence outlasts two intervals, so a scale-up or a first
+# start never reads as MetricsUnavailable (and Degraded) for a tick.
+FIRST_SCRAPE_GRACE_S = 30.0
 # Status is written when something a reader acts on changed (see `should_write`), and
 # at least this often otherwise, so lastScalingDecision.time says the loop is alive and
 # a restarted or newly elected operator resumes from a state at most this old.
@@ -386,6 +391,7 @@ def step(
         front_door=front_door_signals(service, settings, observation),
     )
     recommendation, new_state = decide(ctx, state)
+    missing_tiers = _past_first_scrape(missing_tiers, new_state, now_s)
     active = policy.mode == "active"
     scales, events, desired_after = _scale_actions(service, recommendation, active=active)
     conditions = _conditions(service, observation, desired_after, missing_tiers=missing_tiers)
@@ -431,6 +437,23 @@ def step(
         tiers=reports,
         applied=active,
     )
+
+
+def _past_first_scrape(missing_tiers: Sequence[str], new_state: ScalingState, now_s: float) -> list[str]:
+    """The tiers silent for at least FIRST_SCRAPE_GRACE_S. `new_state` (decide() carried
+    the field over) remembers since when each silent tier has been silent; status keeps
+    it across a restart."""
+    for name, tier in new_state.tiers.items():
+        if name not in missing_tiers:
+            tier.metrics_missing_since_s = None
+    reported = []
+    for name in missing_tiers:
+        tier = new_state.tier(name)
+        if tier.metrics_missing_since_s is None:
+            tier.metrics_missing_since_s = now_s
+        if now_s - tier.metrics_missing_since_s >= FIRST_SCRAPE_GRACE_S:
+            reported.append(name)
+    return reported
 
 
 def _tier_contexts(service: ServiceInput, observation: Observation) -> tuple[list[TierContext], list[str]]:

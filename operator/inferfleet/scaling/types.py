@@ -290,6 +290,9 @@ class TierState:
     # queue when it started.
     breach_since_s: float | None = None
     breach_waiting: float | None = None
+    # Since when the tier has had Ready replicas but no load data (the autoscaler's step
+    # reports it only after a first-scrape grace; decide() does not read it).
+    metrics_missing_since_s: float | None = None
 
     def copy(self) -> TierState:
         clone = TierState(**{name: getattr(self, name) for name in _TIER_FIELDS})

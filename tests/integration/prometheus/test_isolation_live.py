@@ -20,6 +20,7 @@ from inferfleet.kubedata import ObjectRef
 from inferfleet.metrics.prometheus import PrometheusClient, PrometheusConfig, SignalReader
 from inferfleet.metrics.testkit import EmulatedPod, PrometheusServer, VllmEmulator
 from inferfleet.promql.queries import QueryConfig
+from inferfleet.scalestep.step import FIRST_SCRAPE_GRACE_S
 from tests.integration.prometheus.conftest import SCRAPE_INTERVAL_S
 from tests.toolkit import a_scaled_service, a_small_tier_plan
 from tests.toolkit import reconciled as tk
@@ -69,13 +70,24 @@ def test_garbage_metrics_of_one_tenant_never_delay_another(prometheus_binary: st
             try:
                 report = autoscaler.run_once(force=True)
                 assert report.errors == [] and not report.metrics_unavailable
-                # The victim scales on the first tick; the attacker's garbage is "no data".
+                # The victim scales on the first tick; the attacker's garbage is "no data",
+                # held, and within the first-scrape grace not reported yet ...
                 assert tk.replicas(cluster, NS, VICTIM, "l4") > 1
                 assert tk.replicas(cluster, NS, ATTACKER, "l4") == 1
+                assert tk.status(cluster, NS, ATTACKER)["lastScalingDecision"]["signal"] == "hold"
+                active = tk.condition(cluster, NS, ATTACKER, labels.CONDITION_SCALING_ACTIVE)
+                assert active is not None and active["status"] == "True"
+                # ... but once the silence outlasts the grace (the state status keeps, aged).
+                attacker_ref = ObjectRef(labels.API_VERSION, labels.KIND, NS, ATTACKER)
+                state = tk.status(cluster, NS, ATTACKER)["autoscalerState"]
+                since_s = state["tiers"]["l4"]["metricsMissingSinceS"]
+                state["tiers"]["l4"]["metricsMissingSinceS"] = since_s - FIRST_SCRAPE_GRACE_S
+                cluster.patch_status(attacker_ref, {"autoscalerState": state})
+                autoscaler.run_once(force=True)
                 inactive = tk.condition(cluster, NS, ATTACKER, labels.CONDITION_SCALING_ACTIVE)
                 assert inactive is not None and inactive["status"] == "False"
                 assert "no metrics for tier(s)" in inactive["message"]
-                assert tk.status(cluster, NS, ATTACKER)["lastScalingDecision"]["signal"] == "hold"
+                assert tk.replicas(cluster, NS, ATTACKER, "l4") == 1
 
                 # A lowered maxReplicas applies on the next tick.
                 ref = ObjectRef(labels.API_VERSION, labels.KIND, NS, VICTIM)

@@ -28,8 +28,8 @@ def steady(cluster: InMemoryCluster, reader: ScriptedReader, count: int = 1) -> 
     for index in range(count):
         name = f"svc-{index}"
         tk.install(cluster, a_scaled_service(name, NS), replicas={"l4": 2})
-        # No busy-slot reading: the capacity estimate stays at the plan's, so nothing drifts.
-        reader.set(NS, name, "l4", waiting=0.0, running=None, request_rate_rps=2.0, ready_replicas=2)
+        # Idle slots at a steady 2 req/s: the decision never changes.
+        reader.set(NS, name, "l4", waiting=0.0, running=0.0, request_rate_rps=2.0, ready_replicas=2)
 
 
 def test_one_read_per_tick_for_all_objects(

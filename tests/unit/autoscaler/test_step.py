@@ -56,6 +56,39 @@ def test_idle_tier_without_ready_replicas_is_not_a_metrics_fault() -> None:
     assert scaling[0].status == "True"  # 0/2 ready: cold start in progress
 
 
+def test_ready_replicas_not_yet_scraped_are_reported_only_after_the_first_scrape_grace() -> None:
+    """Between a replica's Ready and Prometheus's first scrape of it the tier reports
+    nothing; that is no fault until the silence outlasts the grace, even across a restart
+    (the state status keeps) and whatever the ticks in between."""
+
+    def active_after(status: dict[str, Any] | None, at_s: float) -> tuple[ConditionUpdate, dict[str, Any]]:
+        result = step(
+            service_input(2, 2, status=status), Observation({}), OperatorSettings(), at_s, force=True
+        )
+        [active] = [c for c in result.conditions if c.type == labels.CONDITION_SCALING_ACTIVE]
+        return active, {"autoscalerState": result.status["autoscalerState"]}
+
+    first, status = active_after(None, T0)
+    assert first.status == "True"
+    within, status = active_after(status, T0 + step_module.FIRST_SCRAPE_GRACE_S - 1)
+    assert within.status == "True"
+    past, status = active_after(status, T0 + step_module.FIRST_SCRAPE_GRACE_S)
+    assert (past.status, past.reason) == ("False", labels.REASON_METRICS_UNAVAILABLE)
+    assert "no metrics for tier(s) with ready replicas, holding them: l4" in past.message
+    # Data again clears the memory: a later silence gets its own grace.
+    observed = TierReadings(waiting=0.0, running=1.0, request_rate_rps=1.0, ready_replicas=2)
+    result = step(
+        service_input(2, 2, status=status),
+        Observation({"l4": observed}),
+        OperatorSettings(),
+        T0 + 60,
+        force=True,
+    )
+    assert "metricsMissingSinceS" not in result.status["autoscalerState"]["tiers"]["l4"]
+    again, _ = active_after({"autoscalerState": result.status["autoscalerState"]}, T0 + 75)
+    assert again.status == "True"
+
+
 def test_a_tier_no_node_can_take_is_not_called_cold_starting() -> None:
     """The reconciler counted no node for the tier's placement (status.cache nodesWanted):
     Scaling says so instead of "waiting for cold-starting replicas"."""
