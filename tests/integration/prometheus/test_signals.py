@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 import time
 
 import pytest
@@ -95,9 +96,12 @@ def test_one_query_per_signal_whatever_the_number_of_services(reader: SignalRead
 def test_rate_history_per_service(reader: SignalReader) -> None:
     snapshot = reader.read(time.time())
     history = snapshot.rate_history[ServiceKey("sig", "chat")]
-    recent = [value for value in list(history)[-3:-1] if not math.isnan(value)]
-    assert recent, f"no recent history points: {list(history)}"
-    assert recent[-1] == pytest.approx(6.0, rel=0.1)
+    # Each point is a rate over a 3 s window of 1 s scrapes: one late scrape on a loaded
+    # machine moves a single point by a third or more (8.3 for 6.0 seen), so the median of
+    # the recent points is compared (the last may be a window still filling).
+    recent = [value for value in list(history)[-12:-1] if not math.isnan(value)]
+    assert len(recent) >= 3, f"too few recent history points: {list(history)}"
+    assert statistics.median(recent) == pytest.approx(6.0, rel=RATE_REL)
 
 
 def test_load_change_and_a_vanished_pod(
