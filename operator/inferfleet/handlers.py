@@ -274,6 +274,8 @@ async def reconcile_parent(*, type: str | None, body: kopf.Body, memo: Any, logg
 # Async, so kopf runs it on its event loop: a sync probe waits for a free worker of the
 # thread pool the reconcile passes run in, and during a cold start of 1,000 services
 # /healthz went unanswered for 115 s, until the liveness probe restarted the operator.
+# It takes no lock and makes no call either (tests/unit/reconcile/test_health_probe.py
+# asks /healthz while every worker thread is stuck in a pass).
 @kopf.on.probe(id="reconcilePasses")
 async def reconcile_passes(*, memo: Any, **_: Any) -> int:
     return int(memo.get("passes", 0))

@@ -19,8 +19,11 @@ STORAGE_NAMES = {"nvme": "node-local NVMe", "pvc": "a network volume", "none": "
 INIT_S = 30.0
 GRAPH_CAPTURE_S = 30.0
 MULTI_NODE_S = 20.0
-# Default safety factor over peak when spec.scaling.headroom is unset (seed 002 §8.3:
-# 20% for predictable workloads); matches the operator's default headroom.
+# Default safety factor over peak when spec.scaling.headroom is unset: 20 %, for peaks
+# that exceed their estimate, rolling restarts and longer prompts than planned. It is
+# the operator's default `headroom` setting, which the live autoscaler uses only as a
+# prior until it has measured a service's own forecast error
+# (docs/concepts/autoscaling.md, "Headroom from the measured forecast error").
 DEFAULT_HEADROOM = 0.2
 
 

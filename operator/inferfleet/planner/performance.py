@@ -4,8 +4,11 @@ Prefill is compute bound: tokens/s = GPUs × peak FLOPS × utilization / FLOPs p
 Decode is bandwidth bound: every step streams the weights once (the base) and each
 running sequence adds its KV reads and its share of the math (the per-sequence slope),
 so the step at batch b takes `base + per_seq × b` (a roofline; docs/concepts/planning.md).
-Tensor parallelism pays two all-reduces per layer per step; on PCIe that costs 8% of
-step time at TP=2, 25% at TP=4 and 38% at TP=8, on NVLink 2-9% (§5.6).
+Tensor parallelism pays two all-reduces per layer per step, one after attention and one
+after the MLP (Megatron-LM: Shoeybi et al. 2019, arXiv:1909.08053). Over PCIe (Gen5 x16:
+128 GB/s, against NVLink 4's 900 GB/s on NVIDIA's H100 datasheet) the planner takes that
+to cost 8% of step time at TP=2, 25% at TP=4 and 38% at TP=8, over NVLink 2-9%
+(`PCIE_TP_OVERHEAD`, `FAST_TP_OVERHEAD`: the planner's estimates, not measurements).
 """
 
 from __future__ import annotations
@@ -29,7 +32,8 @@ STEP_OVERHEAD_MS = 2.0
 STEP_OVERHEAD_EAGER_MS = 6.0
 # One all-reduce of a decode step's activations, by link (latency dominated).
 ALLREDUCE_US = {"fast": 8.0, "pcie": 25.0, "network": 40.0}
-# Prefill time lost to all-reduce on PCIe, by TP degree (typical published measurements).
+# Prefill time lost to all-reduce on PCIe and on a fast link, by TP degree (estimates,
+# see the module docstring).
 PCIE_TP_OVERHEAD = {1: 0.0, 2: 0.08, 4: 0.25, 8: 0.38}
 FAST_TP_OVERHEAD = {1: 0.0, 2: 0.02, 4: 0.05, 8: 0.09}
 # Pipeline bubbles: stages wait on each other for part of every prefill.

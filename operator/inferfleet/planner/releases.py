@@ -213,8 +213,9 @@ def resolve_release(image: str | None, explicit: str | None) -> Release:
 EntryPoint = Literal["api_server", "llm_class"]
 LARGE_GPU_GIB = 70.0
 HUGE_GPU_GIB = 160.0
-# vLLM raised --gpu-memory-utilization's default from 0.90 to 0.92 (0.33 has 0.92).
-UTILIZATION_092_FROM = Version(0, 30, 0)
+# vLLM raised --gpu-memory-utilization's default from 0.90 to 0.92 in 0.20.0 (the release
+# table: 0.19.1 has 0.9, 0.20.0 has 0.92); the table's own value wins where it has one.
+UTILIZATION_092_FROM = Version(0, 20, 0)
 # V1 picked batch defaults by GPU from 0.9.0 (≥70 GiB and not an A100; vLLM PR #17885),
 # by name (H100/H200) a little before, and 16384 tokens on ≥160 GiB GPUs later.
 V1_GPU_DEFAULTS = Version(0, 9, 0)

@@ -159,6 +159,23 @@ def test_an_endless_s3_listing_is_capped(tmp_path: Path) -> None:
     assert done.peak_rss_mib < PROBE_RSS_LIMIT_MIB
 
 
+def test_a_listing_past_the_file_cap_is_refused_before_the_page_cap(tmp_path: Path) -> None:
+    # The probe's own caps: 1,000 keys a page cross 20,000 files on page 21, long before
+    # the 100-page cap, so only the file cap can stop it there.
+    assert probe.MAX_LISTING_FILES == 20_000 and probe.MAX_LISTING_PAGES == 100
+    state = HostileState("endless-s3", page_keys=1000)
+    with HostileServer(state) as server:
+        args, env = _aimed_at("s3", server.endpoint, tmp_path)
+        done = run_probe(*args, env=env)
+    assert done.code == 1
+    assert done.result["reason"] == "ListingTooLong", done.result
+    message = done.result["message"]
+    assert "more than 20000 files" in message and "pages" not in message, message
+    assert len(message) < 200, message
+    assert state.pages == 21
+    assert done.peak_rss_mib < PROBE_RSS_LIMIT_MIB
+
+
 def test_s3_with_only_an_endpoint_in_the_secret_never_signs_with_the_environments_keys(
     tmp_path: Path,
 ) -> None:

@@ -10,7 +10,8 @@ fetcher/kubelet.py). What B tries, by the rows of the tenancy issue:
 - replace A's model: name the same `s3://` URI with a Secret of the same name whose
   endpoint is B's own server, so that A's next pod would load B's weights;
 - evict A's revisions with a tiny eviction budget;
-- write inside A's sealed revision.
+- write inside A's sealed revision;
+- aim its own `spec.cache.nodePath` at A's tree or sealed revision.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from typing import Any
 import pytest
 import yaml
 
-from inferfleet.api import InferenceService, load_all
+from inferfleet.api import InferenceService, SpecInvalid, load_all
 from inferfleet.config import OperatorSettings
 from inferfleet.planner import plan_service
 from inferfleet.precache.volumes import NodeCacheVolume
@@ -317,3 +318,34 @@ def test_another_teams_tiny_budget_evicts_only_its_own_revisions(
     done = fetch(attacker_precache)
     assert done.returncode == 0, done.stderr
     assert all(revision.is_dir() for revision in victim_revisions), "B's budget evicted A's weights"
+
+
+def test_a_node_path_aimed_at_another_teams_sealed_revision_is_refused(
+    node: Node, gated_hub: HubServer, tmp_path: Path
+) -> None:
+    victim = service("team-a", f"hf://{GATED}", "hf-token")
+    victim_precache, victim_serving = pods(
+        victim, node, tmp_path / "a", {"hf-token": {"token": VICTIM_TOKEN}}
+    )
+    done = fetch(victim_precache)
+    assert done.returncode == 0, done.stderr
+    (revision,) = list(tree(node, "team-a").glob("*/revisions/*"))
+    # B names, as its cache root, A's sealed revision, A's tree, and the directory of
+    # every team's trees (host paths, as a spec would give them).
+    for aimed in (revision, tree(node, "team-a"), tree(node, "team-a").parent):
+        host_path = "/" + aimed.relative_to(node.root).as_posix()
+        with pytest.raises(SpecInvalid) as refused:
+            service("team-b", "hf://acme/public", None, nodePath=host_path)
+        assert any("no component starting with '.'" in p.message for p in refused.value.problems), host_path
+
+    # The closest root B may name is the shared one itself: B's fetch lands in B's own
+    # tree, and A's revision is untouched (its next serving pod still verifies).
+    gated_hub.state.repos["acme/public"] = FakeRepo("acme/public")
+    gated_hub.state.repos["acme/public"].add_commit(tiny_model_files(seed=13))
+    attacker = service("team-b", "hf://acme/public", None, nodePath=SETTINGS.cache_node_path)
+    attacker_precache, _ = pods(attacker, node, tmp_path / "b", {})
+    done = fetch(attacker_precache)
+    assert done.returncode == 0, done.stderr
+    assert list(tree(node, "team-b").glob("*/revisions/*")), "B's weights are in B's own tree"
+    verified = victim_serving.run("cache-verify")
+    assert verified.returncode == 0, verified.stderr

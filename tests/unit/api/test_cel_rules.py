@@ -139,6 +139,17 @@ CASES: list[tuple[str, Mutation, str | None]] = [
     ("cache-sys", _set("cache", {"nodePath": "/sys"}), "normalized absolute path"),
     ("cache-dot-dot", _set("cache", {"nodePath": "/mnt/nvme/../../etc"}), "normalized absolute path"),
     ("cache-trailing-slash", _set("cache", {"nodePath": "/mnt/nvme/"}), "normalized absolute path"),
+    (
+        "cache-in-the-tenants-tree",
+        _set("cache", {"nodePath": "/mnt/nvme/inferfleet/.tenants/x"}),
+        "no component starting with '.'",
+    ),
+    (
+        "cache-dot-directory",
+        _set("cache", {"nodePath": "/mnt/nvme/.cache"}),
+        "no component starting with '.'",
+    ),
+    ("cache-dot-inside-a-name", _set("cache", {"nodePath": "/mnt/nvme/inferfleet/team.a"}), None),
     ("opt-out-without-placement", _set("tiers.0.gpuNodeAffinity", "none"), "gpuNodeAffinity none"),
     (
         "opt-out-with-selector",

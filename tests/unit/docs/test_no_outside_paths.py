@@ -2,7 +2,9 @@
 
 A reader of the code or the docs has the repository and the public internet; paths to
 the development machine's other folders (a notes tree beside the checkout, a home
-directory) mean nothing to them. Upstream sources are cited by their public address.
+directory) mean nothing to them, and neither do the section numbers and seed
+numbers of documents that are not in it. Upstream sources are cited by their public
+address, a paper or a datasheet by its title.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ SKIPPED_PARTS = {"__pycache__", ".egg-info", ".venv", "node_modules"}
 TEXT_SUFFIXES = {".py", ".md", ".yaml", ".yml", ".json", ".sh", ".txt", ".tpl", ".toml", ".j2", ".lua", ""}
 # Built from parts so this file does not match itself.
 SHARED = "sha" + "red"
+SECTION = "\u00a7"  # the section sign
 OUTSIDE = re.compile(
     "|".join(
         [
@@ -27,6 +30,8 @@ OUTSIDE = re.compile(
             r"(?<![\w/.-])reference/(vllm|model-codebases)[\w-]*\.md",
             r"/wo" + r"rk/",
             "fie" + r"ld guide",
+            SECTION + r"\s?\d",  # a section of a document the reader does not have
+            r"(?<![-\w])[Ss]eed \d{3}\b",  # a numbered seed document
         ]
     )
 )
@@ -54,9 +59,15 @@ def outside_paths(text: str) -> list[str]:
 
 def test_the_pattern_catches_what_it_is_meant_to() -> None:
     assert outside_paths("see ../" + SHARED + "/data/traces/README.md")
-    assert outside_paths("(" + SHARED + "/reference/vllm-kv-budget.md §2)")
+    assert outside_paths("(" + SHARED + "/reference/vllm-kv-budget.md " + SECTION + "2)")
     assert outside_paths("the fie" + "ld guide's sizing algorithm")
-    assert outside_paths("reference/" + "vllm-and-gpus.md §1")
+    assert outside_paths("reference/" + "vllm-and-gpus.md " + SECTION + "1")
+    # Section and seed numbers without a path, as three comments once had them.
+    assert outside_paths("when spec.scaling.headroom is unset (se" + "ed 002 " + SECTION + "8.3:")
+    assert outside_paths("on NVLink 2-9% (" + SECTION + "5.6).")
+    assert outside_paths("(reference " + SECTION + "4b: out-of-tree plugins only)")
+    assert outside_paths("Se" + "ed 004, chapter 2")
+    assert not outside_paths("inferfleet simulate --seed 123 and a seed of 7")
     assert not outside_paths("see docs/reference/api.md and ../reference/settings.md")
     assert not outside_paths("allowedGateways: [" + SHARED + "/inference-gateway]")
 

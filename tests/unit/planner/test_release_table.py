@@ -9,7 +9,9 @@ from inferfleet.catalog.vllm_releases import device_class, release_facts, tabled
 from inferfleet.config import OperatorSettings
 from inferfleet.planner.releases import (
     DEFAULT_VLLM_IMAGE,
+    UTILIZATION_092_FROM,
     engine_defaults,
+    parse_version,
     resolve_release,
     version_from_image,
 )
@@ -87,3 +89,15 @@ def test_device_classes() -> None:
     assert device_class("L4", 22.0) == "L4"
     assert device_class("RTX-3090", 23.6) == "L4"
     assert device_class("my-gpu", 96.0) == "H100"
+
+
+def test_the_utilization_rule_for_untabled_releases_agrees_with_the_table() -> None:
+    # The rule covers releases outside the table; on every tabled one it gives the
+    # release's own default (0.9 through 0.19.1, 0.92 from 0.20.0).
+    for version in tabled_releases():
+        facts = release_facts(version)
+        assert facts is not None and facts.gpu_memory_utilization is not None, version
+        parsed = parse_version(version)
+        assert parsed is not None, version
+        rule = 0.92 if parsed >= UTILIZATION_092_FROM else 0.90
+        assert rule == facts.gpu_memory_utilization, version
