@@ -43,10 +43,10 @@ from inferfleet.controller.passes import run_pass
 from inferfleet.controller.reconciler import Planner, Reconciler
 from inferfleet.controller.routes import GatewayRoutes
 from inferfleet.controller.webhook_server import AdmissionServer
+from inferfleet.design import images
 from inferfleet.metrics import operator_metrics
 from inferfleet.metrics.operator_metrics import OperatorMetrics
 from inferfleet.metrics.prometheus import KvCapacityReader, PrometheusClient, PrometheusConfig
-from inferfleet.render import runtime
 
 GVP = (labels.GROUP, labels.VERSION, labels.PLURAL)
 # How often every InferenceService is re-checked even without a watch event.
@@ -93,7 +93,7 @@ def make_planner(settings: OperatorSettings) -> Planner:
             service,
             catalogs,
             default_image=settings.vllm_image,
-            tier_images=runtime.tier_images(service, settings),
+            tier_images=images.tier_images(service, settings),
             fetched=fetched,
             fetch_problem=fetch_problem,
         )

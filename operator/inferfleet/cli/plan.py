@@ -38,10 +38,10 @@ from inferfleet.cli.app import (
     stderr,
     stdout,
 )
+from inferfleet.design.replan import with_workload
 from inferfleet.fetcher.modelconfig import ModelConfigCache
 from inferfleet.planner import FetchedModel
 from inferfleet.precache.probe import needs_fetch, source_uri
-from inferfleet.scaling.drift import with_workload
 
 
 def observed_workload(path: Path) -> tuple[TokenPercentiles, TokenPercentiles]:
@@ -205,8 +205,8 @@ def plan_command(  # noqa: PLR0917 - typer maps each option to a parameter
     Exit 1 when a service has no feasible tier (with --strict: any infeasible tier), after
     printing the plan; exit 2 for an invalid file."""
     from inferfleet.cli.app import emit
+    from inferfleet.design.images import tier_images
     from inferfleet.planner import plan_service
-    from inferfleet.render.runtime import tier_images
 
     # The operator's settings (INFERFLEET_*): its catalogs, and the image each tier runs,
     # whose vLLM release the memory figures model.

@@ -38,8 +38,8 @@ def to_yaml(objects: list[dict[str, Any]]) -> str:
 def render_file(path: Path, settings: OperatorSettings) -> list[dict[str, Any]]:
     """Plan and render every InferenceService in a file; exit 2 when a spec cannot be served."""
     from inferfleet import planner, render
-    from inferfleet.render import runtime
-    from inferfleet.render.checks import render_problems
+    from inferfleet.design import images
+    from inferfleet.design.checks import render_problems
 
     objects: list[dict[str, Any]] = []
     for service in load_services(path):
@@ -49,7 +49,7 @@ def render_file(path: Path, settings: OperatorSettings) -> list[dict[str, Any]]:
                 service,
                 settings.catalogs(),
                 default_image=settings.vllm_image,
-                tier_images=runtime.tier_images(service, settings),
+                tier_images=images.tier_images(service, settings),
             )
         except ValueError as error:
             fail(f"{path}: {service.name}: {error}")

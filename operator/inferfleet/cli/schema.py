@@ -44,7 +44,7 @@ def validate(
     nothing here reads its source."""
     from inferfleet import planner
     from inferfleet.controller import admission
-    from inferfleet.render import runtime
+    from inferfleet.design import images
 
     settings = load_settings(catalog_file)
     services = load_services(file)
@@ -54,7 +54,7 @@ def validate(
             service,
             settings.catalogs(),
             default_image=settings.vllm_image,
-            tier_images=runtime.tier_images(service, settings),
+            tier_images=images.tier_images(service, settings),
         )
 
     found = 0

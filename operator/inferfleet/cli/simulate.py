@@ -14,6 +14,7 @@ from pydantic import ValidationError
 
 from inferfleet.api import InferenceService, Plan
 from inferfleet.cli.app import OutputFormat, app, emit, fail, load_services
+from inferfleet.design import replan
 from inferfleet.scaling import POLICIES, drift
 from inferfleet.simulate.decisions import recording
 from inferfleet.simulate.engine import SimConfig, SimResult
@@ -73,7 +74,7 @@ def drift_report(
     if verdict.drifted and verdict.implied_input_tokens and verdict.implied_output_tokens:
         from inferfleet.planner import plan_service  # type: ignore[attr-defined,unused-ignore]
 
-        implied_spec = drift.with_workload(spec, verdict.implied_input_tokens, verdict.implied_output_tokens)
+        implied_spec = replan.with_workload(spec, verdict.implied_input_tokens, verdict.implied_output_tokens)
         implied: Plan = plan_service(service.model_copy(update={"spec": implied_spec}))
         document["impliedInputTokens"] = verdict.implied_input_tokens.to_wire()
         document["impliedOutputTokens"] = verdict.implied_output_tokens.to_wire()
@@ -147,7 +148,7 @@ def simulate(
     if observed_in is not None:
         from inferfleet.cli.plan import observed_workload
 
-        spec_for_observed = drift.with_workload(service.spec, *observed_workload(observed_in))
+        spec_for_observed = replan.with_workload(service.spec, *observed_workload(observed_in))
         service = service.model_copy(update={"spec": spec_for_observed})
     spec = service.spec
     try:

@@ -25,8 +25,8 @@ from typing import Any
 
 from inferfleet.api import InferenceService, Plan, Problem, SpecInvalid, parse
 from inferfleet.config import OperatorSettings
+from inferfleet.design import checks
 from inferfleet.precache.layout import DEFAULT_REF
-from inferfleet.render import checks
 
 Planner = Callable[[InferenceService], Plan]
 # A denial is shown to the person running kubectl; beyond this it is noise.

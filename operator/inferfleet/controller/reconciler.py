@@ -28,19 +28,19 @@ from inferfleet.config import OperatorSettings
 from inferfleet.controller import executor
 from inferfleet.controller.routes import GatewayRoutes
 from inferfleet.controller.single_flight import SingleFlight
+from inferfleet.design import object_names as render_names
+from inferfleet.design import replan, topology
+from inferfleet.design.checks import refusals
+from inferfleet.design.policy_config import replan_mode
 from inferfleet.kubedata import KUBE_TIME_FORMAT, ObjectRef, owner_uids
 from inferfleet.precache import coldstart
 from inferfleet.precache import workloads as cache_objects
 from inferfleet.promql.parse import KvCapacityReading
-from inferfleet.reconcile import compute, modelprobe, replan
+from inferfleet.reconcile import compute, modelprobe
 from inferfleet.reconcile import volumes as volume_rules
 from inferfleet.reconcile.actions import Action
-from inferfleet.render import frontdoor as render_frontdoor
-from inferfleet.render import names as render_names
 from inferfleet.render import pod as render_pod
-from inferfleet.render.checks import refusals
 from inferfleet.render.routes import Observed
-from inferfleet.scaling import replan_mode
 
 logger = logging.getLogger(__name__)
 
@@ -301,7 +301,7 @@ class Reconciler:
 
     def _gateway_routes(self, service: InferenceService | None) -> list[Observed]:
         """The HTTPRoutes that might compete with ours (none without a Gateway)."""
-        if service is None or render_frontdoor.gateway_of(service, self.settings) is None:
+        if service is None or topology.gateway_of(service, self.settings) is None:
             return []
         return self.routes.all()
 

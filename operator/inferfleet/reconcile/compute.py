@@ -25,17 +25,18 @@ from inferfleet import planner
 from inferfleet.api import InferenceService, Plan, labels, safe_text
 from inferfleet.api.status import worst_condition
 from inferfleet.config import OperatorSettings
+from inferfleet.design import replan, topology
 from inferfleet.kubedata import Event, ObjectRef, ref_of
 from inferfleet.precache import readiness as cache_readiness
 from inferfleet.precache import workloads as cache_objects
 from inferfleet.reconcile import events as event_rules
 from inferfleet.reconcile import frontdoor as frontdoor_status
-from inferfleet.reconcile import kindswitch, modelprobe, replan, rollout
+from inferfleet.reconcile import kindswitch, modelprobe, rollout
 from inferfleet.reconcile import status as status_rules
 from inferfleet.reconcile import volumes as volume_rules
 from inferfleet.reconcile.actions import Action
 from inferfleet.reconcile.diff import diff
-from inferfleet.render import content_hash, frontdoor, render, routes
+from inferfleet.render import content_hash, render, routes
 
 
 @dataclass(frozen=True)
@@ -270,7 +271,7 @@ def build_status(snapshot: Snapshot, intent: Intent, executed: Executed) -> dict
     if service is not None and intent.rendered_plan is not None:
         # The front door's holds come from the plan as rendered.
         measured_s = measured_seconds(snapshot)
-        front = frontdoor.resolve(service, intent.rendered_plan, snapshot.settings, measured_s)
+        front = topology.resolve(service, intent.rendered_plan, snapshot.settings, measured_s)
         current = [dict(obj) for obj in after.values()]
         pods = list(snapshot.serving_pods)
         live = next((o for o in current if o.get("kind") == "HTTPRoute"), None)

@@ -21,8 +21,10 @@ from typing import Any
 
 from inferfleet.api import InferenceService, Plan
 from inferfleet.config import OperatorSettings
+from inferfleet.design import topology
 from inferfleet.precache import workloads as cache_objects
-from inferfleet.render import frontdoor, model_source, names
+from inferfleet.design import object_names as names
+from inferfleet.render import frontdoor, model_source
 from inferfleet.render.pod import PodAdditions, TierRenderContext, extend
 from inferfleet.render.service_objects import (
     PodContributor,
@@ -112,7 +114,7 @@ def render(
     its pre-cache DaemonSet included, renders at the spec's revision."""
     source = model_source.resolve(service, settings)
     tiers = {tier.name: tier for tier in service.spec.tiers}
-    front = frontdoor.resolve(service, plan, settings, measured_cold_start_s)
+    front = topology.resolve(service, plan, settings, measured_cold_start_s)
     held = dict(workload_revisions or {})
     objects = [service_object(service), pod_monitor(service)]
     for tier_plan in plan.feasible_tiers:
@@ -120,7 +122,7 @@ def render(
         if tier.name in held:
             at = at_revision(service, held[tier.name])
             ctx = TierRenderContext(at, tier, tier_plan, settings, model_source.resolve(at, settings))
-            front_at = frontdoor.resolve(at, plan, settings, measured_cold_start_s)
+            front_at = topology.resolve(at, plan, settings, measured_cold_start_s)
             serving_labels = frontdoor.pod_labels(front_at, plan, tier.name)
         else:
             ctx = TierRenderContext(service, tier, tier_plan, settings, source)
@@ -146,7 +148,6 @@ __all__ = [
     "content_hash",
     "extend",
     "frontdoor",
-    "names",
     "owner_reference",
     "render",
     "sort_key",

@@ -17,6 +17,7 @@ from inferfleet.api import InferenceService, TierPlan, TierSpec, vllm_flags
 from inferfleet.api.spec import NO_ACCELERATOR
 from inferfleet.catalog import Catalogs, placement
 from inferfleet.config import OperatorSettings
+from inferfleet.design import images
 from inferfleet.render import lifecycle, runtime, templating
 from inferfleet.render.model_source import ModelSource
 from inferfleet.render.vllm_args import HTTP_PORT, served_model_name, vllm_args
@@ -334,7 +335,7 @@ def _probes(plan: TierPlan, served_name: str, *, server: bool) -> dict[str, Any]
 def pod_spec(ctx: TierRenderContext, role: str = "server") -> dict[str, Any]:
     """The pod spec of one tier; `role` is server (Deployment, LWS leader) or worker."""
     service, tier, plan, settings, source = ctx.service, ctx.tier, ctx.plan, ctx.settings, ctx.source
-    image = runtime.vllm_image(service, tier, settings)
+    image = images.vllm_image(service, tier, settings)
     served_name = served_model_name(service)
     multi_node = plan.nodes_per_replica > 1
     server = role == "server"

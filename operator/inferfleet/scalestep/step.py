@@ -28,26 +28,24 @@ from inferfleet.api import (
 )
 from inferfleet.api.spec import TokenPercentiles
 from inferfleet.config import OperatorSettings
+from inferfleet.design import replan, topology
+from inferfleet.design.policy_config import PolicyConfig, resolve_policy
 from inferfleet.kubedata import Event, ObjectRef, kube_time, parse_kube_time
 from inferfleet.planner.workload import mean_tokens
 from inferfleet.promql import plausible
 from inferfleet.promql.signals import TierReadings
-from inferfleet.render import frontdoor
 from inferfleet.scalestep import workload as workload_drift
 from inferfleet.scalestep.workload import Replanner
 from inferfleet.scaling import (
     DoorPool,
     FrontDoorSignals,
-    PolicyConfig,
     Recommendation,
     ScalingContext,
     ScalingState,
     TierContext,
     TierSignals,
     decide,
-    drift,
     figures_from_plan,
-    resolve_policy,
 )
 
 # Condition reasons and event reasons the autoscaler uses beside those in api.labels.
@@ -462,7 +460,7 @@ def _tier_contexts(service: ServiceInput, observation: Observation) -> tuple[lis
     plans = {plan.name: plan for plan in service.plan}
     # The declared workload, or the observed one the plan was re-made for (replan: auto):
     # the prior the request mix the engines report is compared with.
-    planned_in, planned_out, _ = drift.planned_workload(service.spec, service.status, service.generation)
+    planned_in, planned_out, _ = replan.planned_percentiles(service.spec, service.status, service.generation)
     prompt_tokens, output_tokens = _mean(planned_in), _mean(planned_out)
     tiers: list[TierContext] = []
     missing_tiers: list[str] = []
@@ -569,7 +567,7 @@ def front_door_signals(
         spec=service.spec,
         status=None,
     )
-    front = frontdoor.resolve(identity, Plan(name=service.name, tiers=list(service.plan)), settings)
+    front = topology.resolve(identity, Plan(name=service.name, tiers=list(service.plan)), settings)
     if not front.holds_requests or not front.pools:
         return None
     held = observation.door_waiting

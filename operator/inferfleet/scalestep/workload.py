@@ -21,8 +21,10 @@ from typing import Any, Literal
 from inferfleet import planner
 from inferfleet.api import InferenceServiceSpec, TierPlan, labels
 from inferfleet.config import OperatorSettings
+from inferfleet.design.policy_config import replan_mode
+from inferfleet.design.replan import planned_percentiles, with_workload
 from inferfleet.kubedata import kube_time
-from inferfleet.scaling import ScalingState, TierFigures, drift, replan_mode
+from inferfleet.scaling import ScalingState, TierFigures, drift
 
 MESSAGE_MAX_CHARS = 1024
 # Plans the service with another spec, as the reconciler would (runner: the operator's
@@ -59,7 +61,7 @@ def report(
 ) -> DriftReport:
     """The drift verdict for one service after a decision. `replan`: the operator's
     planner for this service; without it, the catalogs and the default image."""
-    declared_in, declared_out, replanned = drift.planned_workload(spec, status, generation)
+    declared_in, declared_out, replanned = planned_percentiles(spec, status, generation)
     previous = _previous(status)
     was_drifted = previous is not None and previous.get("status") == "True"
     verdict = drift.assess(
@@ -91,7 +93,7 @@ def report(
         and verdict.implied_input_tokens is not None
         and verdict.implied_output_tokens is not None
     ):
-        implied_spec = drift.with_workload(spec, verdict.implied_input_tokens, verdict.implied_output_tokens)
+        implied_spec = with_workload(spec, verdict.implied_input_tokens, verdict.implied_output_tokens)
         if replan is not None:
             implied = replan(implied_spec)
         else:

@@ -9,14 +9,15 @@ from inferfleet.api import InferenceService, ObjectMeta
 from inferfleet.api.plan import Plan, TierPlan
 from inferfleet.api.spec import InferenceServiceSpec
 from inferfleet.config import OperatorSettings
-from inferfleet.render import frontdoor
-from inferfleet.scaling import (
+from inferfleet.design import topology
+from inferfleet.design.policy_config import (
     PolicyConfig,
-    figures_from_plan,
     mean_input_tokens,
     mean_output_tokens,
     resolve_policy,
 )
+from inferfleet.render import frontdoor
+from inferfleet.scaling import figures_from_plan
 from inferfleet.simulate.engine import DoorPoolModel, FrontDoorModel, ServingModel, SimConfig, SimTier
 
 
@@ -60,7 +61,7 @@ def front_door_model(
         spec=spec,
         status=None,
     )
-    front = frontdoor.resolve(identity, plan, settings)
+    front = topology.resolve(identity, plan, settings)
     if front.mode != "gateway" or not front.pools:
         return None
     index = {tier.figures.name: k for k, tier in enumerate(tiers)}

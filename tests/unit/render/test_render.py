@@ -11,7 +11,8 @@ from inferfleet import render as render_module
 from inferfleet.api import labels
 from inferfleet.catalog import placement
 from inferfleet.config import OperatorSettings
-from inferfleet.render import PodAdditions, TierRenderContext, names, render
+from inferfleet.design import object_names as names
+from inferfleet.render import PodAdditions, TierRenderContext, render
 from inferfleet.render.lifecycle import STARTUP_MIN_S
 from tests.unit.render import plans
 from tests.unit.render.validation import validate

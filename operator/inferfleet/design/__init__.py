@@ -1,0 +1,1 @@
+"""Every decision derived from an InferenceService spec, in one place (pure)."""
