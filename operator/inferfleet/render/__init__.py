@@ -21,9 +21,9 @@ from typing import Any
 
 from inferfleet.api import InferenceService, Plan
 from inferfleet.config import OperatorSettings
+from inferfleet.design import object_names as names
 from inferfleet.design import topology
 from inferfleet.precache import workloads as cache_objects
-from inferfleet.design import object_names as names
 from inferfleet.render import frontdoor, model_source
 from inferfleet.render.pod import PodAdditions, TierRenderContext, extend
 from inferfleet.render.service_objects import (
