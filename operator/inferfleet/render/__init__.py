@@ -21,7 +21,6 @@ from typing import Any
 
 from inferfleet.api import InferenceService, Plan
 from inferfleet.config import OperatorSettings
-from inferfleet.design import object_names as names
 from inferfleet.design import topology
 from inferfleet.precache import workloads as cache_objects
 from inferfleet.render import frontdoor, model_source
