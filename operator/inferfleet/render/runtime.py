@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from inferfleet.api import TierSpec
+from inferfleet.catalog.gpus import GpuSpec
 from inferfleet.config import OperatorSettings
-from inferfleet.design.images import AMD, vendor
+from inferfleet.design.images import AMD
 
 
-def supplemental_groups(tier: TierSpec, settings: OperatorSettings) -> list[int]:
+def supplemental_groups(gpu: GpuSpec | None, settings: OperatorSettings) -> list[int]:
     """Extra groups a non-root vLLM process needs to open its GPU's device nodes.
 
     AMD: the device plugin hands the container /dev/kfd and /dev/dri/renderD<N> with their
@@ -17,6 +17,6 @@ def supplemental_groups(tier: TierSpec, settings: OperatorSettings) -> list[int]
     are the hosts' (settings.amd_supplemental_groups). NVIDIA's container toolkit gives
     the container device nodes it can open, so no groups there. Root needs none.
     """
-    if settings.vllm_run_as_root or vendor(tier, settings) != AMD:
+    if settings.vllm_run_as_root or gpu is None or gpu.vendor != AMD:
         return []
     return list(settings.amd_supplemental_groups)

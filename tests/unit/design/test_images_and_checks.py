@@ -18,10 +18,10 @@ from inferfleet.config import OperatorSettings
 from inferfleet.design import images
 from inferfleet.design.checks import awaiting_source, catalog_problems, refusals, render_problems
 from inferfleet.precache import workloads as cache_objects
-from inferfleet.render import render
 from inferfleet.render.lifecycle import READINESS_SCRIPT
 from tests.conftest import EXAMPLES_DIR
 from tests.toolkit import vllm_standin
+from tests.toolkit.design import render
 from tests.unit.render import plans
 
 SETTINGS = OperatorSettings()

@@ -17,8 +17,9 @@ from inferfleet.design.checks import render_problems
 from inferfleet.kubedata import matches
 from inferfleet.planner import plan_service
 from inferfleet.planner.workload import tier_share
-from inferfleet.render import frontdoor, lifecycle, render
+from inferfleet.render import frontdoor, lifecycle
 from tests.conftest import REPO_ROOT, example_paths
+from tests.toolkit.design import render
 from tests.unit.render import plans
 from tests.unit.render.validation import validate, validate_picker_config
 

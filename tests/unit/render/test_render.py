@@ -12,8 +12,9 @@ from inferfleet.api import labels
 from inferfleet.catalog import placement
 from inferfleet.config import OperatorSettings
 from inferfleet.design import object_names as names
-from inferfleet.render import PodAdditions, TierRenderContext, render
+from inferfleet.render import PodAdditions, TierRenderContext
 from inferfleet.render.lifecycle import STARTUP_MIN_S
+from tests.toolkit.design import render
 from tests.unit.render import plans
 from tests.unit.render.validation import validate
 
