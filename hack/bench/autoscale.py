@@ -65,6 +65,7 @@ import numpy as np
 from inferfleet.api import InferenceService, Plan, TokenPercentiles, load_all
 from inferfleet.api.spec import ScalingSpec, ServingSpec
 from inferfleet.config import OperatorSettings
+from inferfleet.design import Design, design
 from inferfleet.scaling import POLICIES, drift
 from inferfleet.simulate.engine import simulate
 from inferfleet.simulate.report import summarize, window
@@ -96,10 +97,15 @@ def _percentiles(values: np.ndarray) -> TokenPercentiles:
     return TokenPercentiles(p50=p50, p95=max(p50, p95), p99=max(p50, p95, p99))
 
 
-def plan_for(service: InferenceService) -> Plan:
-    from inferfleet.planner import plan_service  # type: ignore[attr-defined,unused-ignore]
+def design_for(service: InferenceService, settings: OperatorSettings = DEFAULT_SETTINGS) -> Design:
+    """The design the operator would deploy for the spec under these settings."""
+    return design(service, settings)
 
-    plan: Plan = plan_service(service)
+
+def plan_for(service: InferenceService, settings: OperatorSettings = DEFAULT_SETTINGS) -> Plan:
+    plan = design_for(service, settings).plan
+    if plan is None:
+        raise SystemExit(f"{service.name}: the planner cannot plan this spec")
     return plan
 
 
@@ -180,8 +186,11 @@ def run_case(
     if case != "honest":
         service = misdeclare(service, trace, keep_context=case == "misdeclared")
     service = with_headroom(service, headroom)
-    plan = plan_for(service)
-    config = build_config(service.spec, plan, settings=settings, seed=seed, timeline=False)
+    designed = design_for(service, settings)
+    plan = designed.plan
+    if plan is None:
+        raise SystemExit(f"{service.name}: the planner cannot plan this spec")
+    config = build_config(designed, seed=seed, timeline=False)
     rows = []
     for name in policies:
         policy = config.policy

@@ -119,12 +119,11 @@ def main() -> int:
     from inferfleet.cluster import InMemoryCluster
     from inferfleet.config import OperatorSettings
     from inferfleet.controller.reconciler import Reconciler
-    from inferfleet.handlers import make_planner
     from inferfleet.kubedata import ObjectRef
 
     settings = OperatorSettings()
     cluster = InMemoryCluster()
-    reconciler = Reconciler(cluster, settings, make_planner(settings))
+    reconciler = Reconciler(cluster, settings)
     keys = []
     for body in variants(args.count):
         namespace = body["metadata"]["namespace"]

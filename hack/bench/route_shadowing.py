@@ -22,6 +22,7 @@ from typing import Any
 
 from inferfleet.api import parse
 from inferfleet.config import OperatorSettings
+from inferfleet.design import topology
 from inferfleet.reconcile import frontdoor as frontdoor_status
 from inferfleet.render import frontdoor, routes
 
@@ -86,7 +87,7 @@ def main() -> None:
         }
     )
     # Only the mode and the Gateway matter to the check.
-    front = frontdoor.FrontDoor("gateway", frontdoor.Gateway(GATEWAY, GATEWAY_NAMESPACE, None), (), None)
+    front = topology.FrontDoor("gateway", topology.Gateway(GATEWAY, GATEWAY_NAMESPACE, None), (), None)
     listed = [hostile_route(i) for i in range(args.routes)]
     read_seconds, seconds = [], []
     found: list[Any] = []

@@ -27,7 +27,7 @@ import numpy as np
 from inferfleet.api import load_all
 from inferfleet.api.frontdoor import FrontDoorSpec
 from inferfleet.config import OperatorSettings
-from inferfleet.planner import plan_service  # type: ignore[attr-defined,unused-ignore]
+from inferfleet.design import design
 from inferfleet.scaling import POLICIES
 from inferfleet.simulate.engine import simulate
 from inferfleet.simulate.setup import build_config
@@ -77,7 +77,6 @@ def main(argv: list[str] | None = None) -> int:
     tiers = [tier.model_copy(update={"min_replicas": 0}) for tier in service.spec.tiers]
     spec = service.spec.model_copy(update={"tiers": tiers})
     service = service.model_copy(update={"spec": spec})
-    plan = plan_service(service)
     source = load_trace(args.trace, rate_scale=args.rate_scale)
     trace, starts = bursty(source, args.idle_h * 3600.0)
     out: dict[str, Any] = {
@@ -89,7 +88,8 @@ def main(argv: list[str] | None = None) -> int:
     }
     plain = spec.model_copy(update={"front_door": FrontDoorSpec(mode="service")})
     for label, run_spec in (("gateway", spec), ("services", plain)):
-        config = build_config(run_spec, plan, settings=OperatorSettings(), timeline=False)
+        designed = design(service.model_copy(update={"spec": run_spec}), OperatorSettings())
+        config = build_config(designed, timeline=False)
         result = simulate(trace, config, POLICIES["inferfleet"], "inferfleet")
         first = np.searchsorted(trace.arrival_s, starts)
         cold = {tier.figures.name: tier.figures.cold_start_s for tier in config.tiers}

@@ -17,7 +17,8 @@ import time
 from pathlib import Path
 
 from inferfleet.api import load_all
-from inferfleet.planner import plan_service  # type: ignore[attr-defined,unused-ignore]
+from inferfleet.config import OperatorSettings
+from inferfleet.design import design
 from inferfleet.scaling import POLICIES
 from inferfleet.simulate.engine import simulate
 from inferfleet.simulate.setup import build_config
@@ -35,7 +36,7 @@ def main() -> int:
     tiers = [tier.model_copy(update={"max_replicas": 1000}) for tier in service.spec.tiers]
     spec = service.spec.model_copy(update={"tiers": tiers})
     service = service.model_copy(update={"spec": spec})
-    config = build_config(spec, plan_service(service), timeline=False)
+    config = build_config(design(service, OperatorSettings()), timeline=False)
     cases = {
         "azure-conv-hour": (
             TRACES / "azure-llm-2023" / "AzureLLMInferenceTrace_conv.csv",

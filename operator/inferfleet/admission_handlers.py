@@ -22,7 +22,7 @@ from inferfleet.handlers import GVP, WEBHOOK_PLAN
 @kopf.on.validate(*GVP, id=WEBHOOK_PLAN, operations=["CREATE", "UPDATE"])
 def validate_plan(*, body: kopf.Body, memo: Any, warnings: list[str], **_: Any) -> None:
     reconciler: Reconciler = memo["reconciler"]
-    verdict = admission.review(dict(body), reconciler.planner, reconciler.settings)
+    verdict = admission.review(dict(body), reconciler.settings)
     warnings.extend(verdict.warnings)
     if verdict.rejection is not None:
         raise kopf.AdmissionError(verdict.rejection, code=422)

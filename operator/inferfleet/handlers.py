@@ -40,13 +40,12 @@ from inferfleet.cluster import KubernetesCluster, TransientApiError, access
 from inferfleet.config import OperatorSettings
 from inferfleet.controller import certificates, leader, resync, webhook_config
 from inferfleet.controller.passes import run_pass
-from inferfleet.controller.reconciler import Planner, Reconciler
+from inferfleet.controller.reconciler import Reconciler
 from inferfleet.controller.routes import GatewayRoutes
 from inferfleet.controller.webhook_server import AdmissionServer
 from inferfleet.metrics import operator_metrics
 from inferfleet.metrics.operator_metrics import OperatorMetrics
 from inferfleet.metrics.prometheus import KvCapacityReader, PrometheusClient, PrometheusConfig
-from inferfleet.render import runtime
 
 GVP = (labels.GROUP, labels.VERSION, labels.PLURAL)
 # How often every InferenceService is re-checked even without a watch event.
@@ -74,31 +73,6 @@ def metrics_of(memo: Any) -> OperatorMetrics:
         metrics = operator_metrics.default_metrics()
         memo["metrics"] = metrics
     return metrics
-
-
-def make_planner(settings: OperatorSettings) -> Planner:
-    """The planner with the operator's catalogs (built-in plus the optional GPU file) and
-    its default vLLM image (the release the memory figures model). A model the catalog
-    lacks arrives as the config.json its probe Job read (reconcile.modelprobe): the
-    operator itself reads no source."""
-    from inferfleet import planner
-
-    # The same catalogs the renderer reads GPU resource names from (settings.catalogs()).
-    catalogs = settings.catalogs()
-
-    def plan(
-        service: Any, fetched: planner.FetchedModel | None = None, fetch_problem: str | None = None
-    ) -> Any:
-        return planner.plan_service(
-            service,
-            catalogs,
-            default_image=settings.vllm_image,
-            tier_images=runtime.tier_images(service, settings),
-            fetched=fetched,
-            fetch_problem=fetch_problem,
-        )
-
-    return plan
 
 
 def _configure_webhook(settings: kopf.OperatorSettings, memo: Any, port: int) -> None:
@@ -172,7 +146,6 @@ def configure(*, settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
         memo["reconciler"] = Reconciler(
             cluster,
             operator_settings,
-            make_planner(operator_settings),
             kv_capacity=kv_capacity,
             routes=routes,
         )

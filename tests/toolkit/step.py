@@ -8,8 +8,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from inferfleet.config import OperatorSettings
 from inferfleet.kubedata import DEPLOYMENT, ObjectRef
-from inferfleet.scalestep.step import ServiceInput, WorkloadReplicas
+from inferfleet.scalestep.step import ServiceInput, WorkloadReplicas, deployed_design
 from inferfleet.scalestep.workload import Replanner
 from tests.toolkit.builders import ServiceBuilder, TierPlanBuilder
 
@@ -23,15 +24,15 @@ def step_input(
     status: Mapping[str, Any] | None = None,
     generation: int | None = None,
     replan: Replanner | None = None,
+    settings: OperatorSettings | None = None,
 ) -> ServiceInput:
-    """The service with its plan and one Deployment per planned tier, each at `replicas`
-    with `ready` of them Ready."""
+    """The service designed (under `settings`) on its plan, and one Deployment per planned
+    tier, each at `replicas` with `ready` of them Ready."""
     namespace = service.namespace or "default"
+    resource = service.service()
+    deployed = [plan.build() for plan in plans]
     return ServiceInput(
-        namespace=namespace,
-        name=service.name,
-        spec=service.service().spec,
-        plan=[plan.build() for plan in plans],
+        design=deployed_design(resource, settings or OperatorSettings(), deployed, generation),
         status=status or {},
         workloads={
             plan.wire["name"]: WorkloadReplicas(

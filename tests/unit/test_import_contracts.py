@@ -51,6 +51,10 @@ PROBES = [
     ("render/__init__.py", "import kubernetes", PURE),
     ("scaling/__init__.py", "import inferfleet.render", LAYERS),
     ("scaling/__init__.py", "import time", PURE),
+    # the design sits below what consumes it (render, scaling) and talks to nothing
+    ("design/__init__.py", "import inferfleet.render", LAYERS),
+    ("design/topology.py", "import inferfleet.scaling", LAYERS),
+    ("design/checks.py", "import socket", PURE),
     ("reconcile/__init__.py", "import inferfleet.controller", LAYERS),
     ("reconcile/__init__.py", "import threading", PURE),
     ("kubedata.py", "import inferfleet.api", LAYERS),  # api | kubedata

@@ -14,40 +14,16 @@ from typing import Any
 
 import kopf
 
-from inferfleet import planner
-from inferfleet.api import InferenceService, Plan
 from inferfleet.autoscaler.loop import AutoscalerLoop
 from inferfleet.autoscaler.runner import Autoscaler
 from inferfleet.cluster import KubernetesCluster
 from inferfleet.config import OperatorSettings
 from inferfleet.controller import leader
-from inferfleet.controller.reconciler import Planner
 from inferfleet.metrics import operator_metrics
-from inferfleet.planner import FetchedModel
 
 Logger = logging.Logger | logging.LoggerAdapter[Any]
 
 _metrics_served = False
-
-
-def _reconcilers_planner(memo: Any) -> Planner:
-    """The planner the reconciler runs (its images per tier; a model the catalog lacks as
-    its probe read it), looked up when used: the reconciler's startup handler may run
-    after this one."""
-
-    def plan(
-        service: InferenceService, fetched: FetchedModel | None = None, fetch_problem: str | None = None
-    ) -> Plan:
-        reconciler = memo.get("reconciler")
-        if reconciler is None:
-            settings: OperatorSettings = memo.get("settings") or OperatorSettings.from_env()
-            return planner.plan_service(
-                service, settings.catalogs(), default_image=settings.vllm_image, fetched=fetched
-            )
-        result: Plan = reconciler.planner(service, fetched, fetch_problem)
-        return result
-
-    return plan
 
 
 @kopf.on.startup()
@@ -67,7 +43,6 @@ def start_autoscaler(*, memo: Any, logger: Logger, **_: Any) -> None:
             settings,
             metrics=metrics,
             namespaces=None if namespaces is None else tuple(namespaces),
-            planner=_reconcilers_planner(memo),
         )
     if memo.get("autoscaler_loop") is None:
         autoscaler: Autoscaler = memo["autoscaler"]

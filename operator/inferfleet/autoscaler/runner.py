@@ -24,13 +24,21 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from inferfleet.api import InferenceService, SpecInvalid, TierPlan, labels, parse, safe_text
+from inferfleet.api import (
+    InferenceService,
+    InferenceServiceSpec,
+    SpecInvalid,
+    TierPlan,
+    labels,
+    parse,
+    safe_text,
+)
 from inferfleet.api.status import worst_condition
 from inferfleet.cluster import ApiError, Cluster, Conflict, KindNotServed, NotFound
 from inferfleet.cluster.events import post_events
 from inferfleet.config import OperatorSettings
-from inferfleet.controller.reconciler import Planner
 from inferfleet.controller.watched import Watched
+from inferfleet.design import Design, ModelReading, Observations, design
 from inferfleet.kubedata import (
     DEPLOYMENT,
     LEADER_WORKER_SET,
@@ -56,6 +64,7 @@ from inferfleet.scalestep.step import (
     StepResult,
     WorkloadReplicas,
     deletion_costs,
+    deployed_design,
     failure_condition,
     should_write,
     step,
@@ -142,7 +151,6 @@ class Autoscaler:
         tick_s: float = 5.0,
         namespaces: tuple[str, ...] = (),
         heartbeat_s: float = STATUS_HEARTBEAT_S,
-        planner: Planner | None = None,
     ) -> None:
         if reader.config.history_step_s != HISTORY_STEP_S:
             raise ValueError(f"the policy reads per-minute history: history_step_s must be {HISTORY_STEP_S}")
@@ -154,10 +162,9 @@ class Autoscaler:
         self.tick_s = tick_s
         self.watched = Watched(namespaces)
         self.heartbeat_s = heartbeat_s
-        # The reconciler's planner (images per tier, fetched model configs), for the plan
-        # the observed workload implies; None: the catalogs and the default image.
-        self.planner = planner
         self._tick: _Tick | None = None
+        # Each service's design on its deployed plan, made once per spec and plan.
+        self._designs: dict[tuple[str, str], tuple[Any, Design]] = {}
         self._lock = threading.Lock()
         self._unwritten: dict[tuple[str, str], _Unwritten] = {}
         self.api_calls = 0
@@ -171,7 +178,6 @@ class Autoscaler:
         metrics: OperatorMetrics | None = None,
         query_config: QueryConfig | None = None,
         namespaces: tuple[str, ...] | None = None,
-        planner: Planner | None = None,
     ) -> Autoscaler:
         client = PrometheusClient(PrometheusConfig.from_settings(settings), metrics)
         reader = SignalReader(
@@ -186,7 +192,6 @@ class Autoscaler:
             metrics=metrics,
             tick_s=min(5.0, settings.sync_period_s / 2),
             namespaces=settings.namespaces if namespaces is None else namespaces,
-            planner=planner,
         )
 
     def close(self) -> None:
@@ -304,23 +309,44 @@ class Autoscaler:
             obj = kindswitch.preferred(ours, multi_node.get(tier))
             workloads[tier] = WorkloadReplicas(ref_of(obj), replicas_of(obj), ready_replicas_of(obj))
         return ServiceInput(
-            namespace=namespace,
-            name=name,
-            spec=resource.spec,
-            plan=plan,
+            design=self._design(resource, status, plan, meta),
             status=status,
             workloads=workloads,
             generation=meta.get("generation"),
             replan=self._replanner(resource, status),
         )
 
-    def _replanner(self, resource: InferenceService, status: Mapping[str, Any]) -> Replanner | None:
-        planner = self.planner
-        if planner is None:
-            return None
-        # A model the catalog lacks: the config its probe read, as the reconciler plans it.
-        fetched = modelprobe.fetched_of(resource, status.get("modelSource"))
-        return lambda spec: planner(resource.model_copy(update={"spec": spec}), fetched).tiers
+    def _design(
+        self,
+        resource: InferenceService,
+        status: Mapping[str, Any],
+        plan: list[TierPlan],
+        meta: Mapping[str, Any],
+    ) -> Design:
+        """The service's design on its deployed plan, kept while the spec (its generation)
+        and the plan status holds stay the same: not re-resolved every tick."""
+        key = (resource.namespace, resource.name)
+        version = (meta.get("uid"), meta.get("generation"), status.get("planHash"), len(plan))
+        kept = self._designs.get(key)
+        if kept is not None and kept[0] == version and status.get("planHash") is not None:
+            return kept[1]
+        designed = deployed_design(resource, self.settings, plan, meta.get("generation"))
+        self._designs[key] = (version, designed)
+        return designed
+
+    def _replanner(self, resource: InferenceService, status: Mapping[str, Any]) -> Replanner:
+        """This service designed with another spec, as the reconciler would: a model the
+        catalog lacks with the config its probe read."""
+        reading = ModelReading(modelprobe.fetched_of(resource, status.get("modelSource")))
+        settings = self.settings
+
+        def replan(spec: InferenceServiceSpec) -> list[TierPlan]:
+            designed = design(
+                resource.model_copy(update={"spec": spec}), settings, Observations(model=reading)
+            )
+            return list(designed.plan.tiers) if designed.plan is not None else []
+
+        return replan
 
     @staticmethod
     def _observation(snapshot: SignalSnapshot, service: ServiceInput) -> Observation:
@@ -364,9 +390,7 @@ class Autoscaler:
             if isinstance(service, str):
                 report.skipped = service
                 return report
-            result = step(
-                service, self._observation(tick.snapshot, service), self.settings, now_s, force=force
-            )
+            result = step(service, self._observation(tick.snapshot, service), now_s, force=force)
             report.result = result
             report.due = result.due
             if not result.due:
@@ -517,6 +541,8 @@ class Autoscaler:
     def _forget_deleted(self, alive: set[tuple[str, str]]) -> None:
         for key in set(self._unwritten) - alive:
             del self._unwritten[key]
+        for key in set(self._designs) - alive:
+            del self._designs[key]
         if self.metrics is None:
             return
         for namespace, service in self.metrics.known_services() - alive:

@@ -195,9 +195,9 @@ def tolerations(tier: TierSpec, resource: str) -> list[dict[str, Any]]:
     return out
 
 
-def tier_placement(tier: TierSpec, catalogs: Catalogs) -> NodePlacement:
-    """The serving pods' placement for a tier (see the module docstring for the rules)."""
-    gpu = tier_gpu(tier, catalogs)
+def tier_placement(tier: TierSpec, gpu: GpuSpec | None) -> NodePlacement:
+    """The serving pods' placement for a tier on its GPU (the tier's record: inline or
+    from the catalogs; see the module docstring for the rules)."""
     resource = resource_name(tier, gpu)
     affinity: dict[str, Any] | None = _copy(tier.affinity) if tier.affinity else None
     ours = default_terms(tier, gpu)

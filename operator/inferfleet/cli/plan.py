@@ -38,10 +38,10 @@ from inferfleet.cli.app import (
     stderr,
     stdout,
 )
+from inferfleet.design.replan import with_workload
 from inferfleet.fetcher.modelconfig import ModelConfigCache
 from inferfleet.planner import FetchedModel
 from inferfleet.precache.probe import needs_fetch, source_uri
-from inferfleet.scaling.drift import with_workload
 
 
 def observed_workload(path: Path) -> tuple[TokenPercentiles, TokenPercentiles]:
@@ -205,11 +205,10 @@ def plan_command(  # noqa: PLR0917 - typer maps each option to a parameter
     Exit 1 when a service has no feasible tier (with --strict: any infeasible tier), after
     printing the plan; exit 2 for an invalid file."""
     from inferfleet.cli.app import emit
-    from inferfleet.planner import plan_service
-    from inferfleet.render.runtime import tier_images
+    from inferfleet.design import ModelReading, Observations, design
 
     # The operator's settings (INFERFLEET_*): its catalogs, and the image each tier runs,
-    # whose vLLM release the memory figures model.
+    # whose vLLM release the memory figures model; the design is the operator's.
     settings = load_settings(catalog_file)
     catalogs = settings.catalogs()
     services = load_services(file)
@@ -219,20 +218,14 @@ def plan_command(  # noqa: PLR0917 - typer maps each option to a parameter
     plans = []
     for service in services:
         fetched, problem = fetched_model(service, catalogs, offline, source_deadline_s)
-        try:
-            plans.append(
-                plan_service(
-                    service,
-                    catalogs,
-                    default_image=settings.vllm_image,
-                    tier_images=tier_images(service, settings),
-                    fetched=fetched,
-                    fetch_problem=problem,
-                )
-            )
-        except Exception as error:  # ValueError: the planner's refusal; anything else a bug
+        designed = design(service, settings, Observations(model=ModelReading(fetched, problem)))
+        refused = designed.plan_failure
+        if refused is not None or designed.plan is None:
+            # ValueError: the planner's refusal; anything else a bug
+            error = refused.error if refused is not None else None
             words = str(error) if isinstance(error, ValueError) else f"{type(error).__name__}: {error}"
             fail(f"{file}: {service.name}: the planner cannot plan this spec: {words}")
+        plans.append(designed.plan)
     if output is OutputFormat.table:
         if observed_workload_file is not None:
             stdout.print(f"planned for the observed workload in {observed_workload_file}", highlight=False)

@@ -36,25 +36,18 @@ def to_yaml(objects: list[dict[str, Any]]) -> str:
 
 
 def render_file(path: Path, settings: OperatorSettings) -> list[dict[str, Any]]:
-    """Plan and render every InferenceService in a file; exit 2 when a spec cannot be served."""
-    from inferfleet import planner, render
-    from inferfleet.render import runtime
-    from inferfleet.render.checks import render_problems
+    """Design and render every InferenceService in a file as the operator would; exit 2
+    when a spec cannot be served."""
+    from inferfleet import render
+    from inferfleet.design import design
 
     objects: list[dict[str, Any]] = []
     for service in load_services(path):
-        try:
-            # The operator's default image: its release is the one the memory figures model.
-            plan = planner.plan_service(
-                service,
-                settings.catalogs(),
-                default_image=settings.vllm_image,
-                tier_images=runtime.tier_images(service, settings),
-            )
-        except ValueError as error:
-            fail(f"{path}: {service.name}: {error}")
-        except Exception as error:  # a value validation let through, or a bug: still a message
-            fail(f"{path}: {service.name}: the planner failed on this spec ({type(error).__name__}: {error})")
+        designed = design(service, settings)
+        plan, failure = designed.plan, designed.plan_failure
+        if failure is not None or plan is None:
+            words = "; ".join(problem.message for problem in failure.problems) if failure else "no plan"
+            fail(f"{path}: {service.name}: {words}")
         for tier in plan.tiers:
             if not tier.feasible:
                 why = f"tier {tier.name} is infeasible, not rendered: {tier.infeasible_reason}"
@@ -65,14 +58,14 @@ def render_file(path: Path, settings: OperatorSettings) -> list[dict[str, Any]]:
                 )
         if not plan.feasible_tiers:
             fail(f"{path}: {service.name}: no tier can serve the model")
-        problems = render_problems(service, settings, {tier.name for tier in plan.feasible_tiers})
-        for problem in problems:
+        # What the webhook and the reconciler refuse (design.checks), never rendered.
+        for problem in designed.refusals:
             line = safe_text.escape(f"{path}: {service.name}: {problem}")
             stderr.print(line, highlight=False, markup=False)
-        if problems:
-            fail(f"{path}: {service.name}: cannot be rendered ({len(problems)} problem(s))")
+        if designed.refusals:
+            fail(f"{path}: {service.name}: cannot be rendered ({len(designed.refusals)} problem(s))")
         try:
-            objects.extend(render.render(service, plan, settings))
+            objects.extend(render.render(designed))
         except Exception as error:
             fail(f"{path}: {service.name}: cannot render this spec ({type(error).__name__}: {error})")
     return objects

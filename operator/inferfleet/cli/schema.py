@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from inferfleet.api import InferenceService, Plan, safe_text
+from inferfleet.api import safe_text
 from inferfleet.api.crd import crd_yaml
 from inferfleet.cli.app import app, fail, load_services, load_settings, stderr, stdout
 
@@ -42,23 +42,13 @@ def validate(
     of several vendors, a Gateway in another namespace the operator does not allow
     (INFERFLEET_ALLOWED_GATEWAYS). A model read by a probe Job is valid, with a warning:
     nothing here reads its source."""
-    from inferfleet import planner
-    from inferfleet.controller import admission
-    from inferfleet.render import runtime
+    from inferfleet.design import design
+    from inferfleet.design.verdict import judge
 
     settings = load_settings(catalog_file)
     services = load_services(file)
-
-    def plan(service: InferenceService) -> Plan:
-        return planner.plan_service(
-            service,
-            settings.catalogs(),
-            default_image=settings.vllm_image,
-            tier_images=runtime.tier_images(service, settings),
-        )
-
     found = 0
-    judged = [(service, admission.judge(service, plan, settings)) for service in services]
+    judged = [(service, judge(design(service, settings))) for service in services]
     for service, judgement in judged:
         for problem in judgement.problems:
             found += 1

@@ -1,4 +1,9 @@
-"""`inferfleet simulate`: replay a traffic trace through a policy before applying it."""
+"""`inferfleet simulate`: replay a traffic trace through a policy before applying it.
+
+The replay runs the design the operator would deploy (design.design under the operator's
+settings, INFERFLEET_* as `inferfleet run` reads them, and `--catalog-file`): its plan,
+its scaling policy and its front door.
+"""
 
 from __future__ import annotations
 
@@ -13,47 +18,52 @@ import typer
 from pydantic import ValidationError
 
 from inferfleet.api import InferenceService, Plan
-from inferfleet.cli.app import OutputFormat, app, emit, fail, load_services
+from inferfleet.cli.app import OutputFormat, app, emit, fail, load_services, load_settings
+from inferfleet.config import OperatorSettings
+from inferfleet.design import Design, Observations, design
+from inferfleet.design.replan import with_workload
 from inferfleet.scaling import POLICIES, drift
 from inferfleet.simulate.decisions import recording
 from inferfleet.simulate.engine import SimConfig, SimResult
 from inferfleet.simulate.engine import simulate as run_simulation
 from inferfleet.simulate.report import TABLE_COLUMNS, summarize, table_rows
 from inferfleet.simulate.setup import SetupError, build_config
-from inferfleet.simulate.traces import FORMATS, TraceError, epoch_of
+from inferfleet.simulate.traces import FORMATS, Trace, TraceError, epoch_of
 from inferfleet.tracefiles.read import load_trace
 
 
-def _plan(service: InferenceService, plan_file: Path | None) -> Plan:
-    if plan_file is not None:
-        try:
-            document: Any = json.loads(plan_file.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            fail(f"{plan_file}: no such file")
-        except (OSError, ValueError) as error:
-            fail(f"{plan_file}: not a plan JSON document: {error}")
-        try:
-            return Plan.model_validate(document)
-        except ValidationError as error:
-            fail(f"{plan_file}: not a plan (`inferfleet plan -o json`): {error.error_count()} problem(s)")
+def _plan_file(plan_file: Path) -> Plan:
     try:
-        from inferfleet.planner import plan_service  # type: ignore[attr-defined,unused-ignore]
-    except ImportError:
-        fail("the planner is not available in this build; pass --plan PLAN.json")
+        document: Any = json.loads(plan_file.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        fail(f"{plan_file}: no such file")
+    except (OSError, ValueError) as error:
+        fail(f"{plan_file}: not a plan JSON document: {error}")
     try:
-        planned: Plan = plan_service(service)
-    except ValueError as error:
-        fail(f"{service.name}: cannot plan: {error}")
-    return planned
+        return Plan.model_validate(document)
+    except ValidationError as error:
+        fail(f"{plan_file}: not a plan (`inferfleet plan -o json`): {error.error_count()} problem(s)")
 
 
-def drift_report(
-    service: InferenceService, plan: Plan, config: SimConfig, result: SimResult
-) -> dict[str, Any]:
+def design_for_replay(
+    service: InferenceService, settings: OperatorSettings, plan_file: Path | None
+) -> Design:
+    """The design the operator would deploy; with `plan_file`, on that plan (as the
+    autoscaler designs on the plan the cluster shows deployed)."""
+    deployed = _plan_file(plan_file) if plan_file is not None else None
+    designed = design(service, settings, Observations(deployed_plan=deployed))
+    failure = designed.plan_failure
+    if failure is not None:
+        fail(f"{service.name}: cannot plan: {'; '.join(problem.message for problem in failure.problems)}")
+    return designed
+
+
+def drift_report(designed: Design, config: SimConfig, result: SimResult) -> dict[str, Any]:
     """What the operator's WorkloadDrift condition would say after this replay: the
     policy's reading of the simulated engines' metrics against the declared workload."""
-    if result.final_state is None:
+    if result.final_state is None or designed.plan is None:
         return {"drifted": None}
+    service = designed.service
     spec = service.spec
     figures = {tier.figures.name: tier.figures for tier in config.tiers}
     verdict = drift.assess(
@@ -71,13 +81,12 @@ def drift_report(
     if verdict.observed is not None:
         document["observed"] = verdict.observed.to_wire()
     if verdict.drifted and verdict.implied_input_tokens and verdict.implied_output_tokens:
-        from inferfleet.planner import plan_service  # type: ignore[attr-defined,unused-ignore]
-
-        implied_spec = drift.with_workload(spec, verdict.implied_input_tokens, verdict.implied_output_tokens)
-        implied: Plan = plan_service(service.model_copy(update={"spec": implied_spec}))
+        implied_spec = with_workload(spec, verdict.implied_input_tokens, verdict.implied_output_tokens)
+        implied = design(service.model_copy(update={"spec": implied_spec}), designed.settings).plan
         document["impliedInputTokens"] = verdict.implied_input_tokens.to_wire()
         document["impliedOutputTokens"] = verdict.implied_output_tokens.to_wire()
-        document["impliedPlan"] = drift.describe_plans(plan.tiers, implied.tiers)
+        if implied is not None:
+            document["impliedPlan"] = drift.describe_plans(designed.plan.tiers, implied.tiers)
     return document
 
 
@@ -124,6 +133,9 @@ def simulate(
             help="Plan and replay for these token percentiles instead of the declared ones (replan: auto).",
         ),
     ] = None,
+    catalog_file: Annotated[
+        Path | None, typer.Option("--catalog-file", help="YAML with extra GPUs merged into the catalog.")
+    ] = None,
     decisions_out: Annotated[
         Path | None,
         typer.Option(
@@ -133,22 +145,14 @@ def simulate(
     ] = None,
 ) -> None:
     """Replay a trace through the autoscaler and report SLO attainment, GPU-hours and cost."""
-    names = list(POLICIES) if policy == "all" else [policy]
-    unknown = [name for name in names if name not in POLICIES]
-    if unknown:
-        fail(f"unknown policy {unknown[0]!r}; known: {', '.join(POLICIES)}, all")
-    if trace_format not in FORMATS:
-        fail(f"unknown trace format {trace_format!r}; known: {', '.join(FORMATS)}")
-    if arrivals not in ("poisson", "gamma"):
-        fail(f"--arrivals must be poisson or gamma, got {arrivals!r}")
-    if rate_scale <= 0 or time_scale <= 0:
-        fail("--rate-scale and --time-scale must be > 0")
+    names = _policies(policy, trace_format, arrivals, rate_scale, time_scale)
     service = load_services(file)[0]
     if observed_in is not None:
         from inferfleet.cli.plan import observed_workload
 
-        spec_for_observed = drift.with_workload(service.spec, *observed_workload(observed_in))
-        service = service.model_copy(update={"spec": spec_for_observed})
+        service = service.model_copy(
+            update={"spec": with_workload(service.spec, *observed_workload(observed_in))}
+        )
     spec = service.spec
     try:
         loaded = load_trace(
@@ -166,65 +170,110 @@ def simulate(
         fail(str(error))
     if len(loaded) == 0:
         fail(f"{trace}: the trace has no requests")
-    plan = _plan(service, plan_file)
+    designed = design_for_replay(service, load_settings(catalog_file), plan_file)
     try:
-        config = build_config(spec, plan, seed=seed, timeline=plot is not None)
+        config = build_config(designed, seed=seed, timeline=plot is not None)
     except SetupError as error:
         fail(str(error))
-    summaries = []
-    verdict: dict[str, Any] | None = None
     decisions = _open_for_writing(decisions_out) if decisions_out is not None else None
     try:
-        for name in names:
-            policy_config = config.policy
-            if name == "static-peak":
-                policy_config = dataclasses.replace(policy_config, static_peak_rps=loaded.peak_minute_rps())
-            policy_function = POLICIES[name]
-            if decisions is not None:
-                policy_function = recording(policy_function, name, loaded.epoch_s, _json_lines(decisions))
-            result = run_simulation(
-                loaded,
-                dataclasses.replace(config, policy=policy_config),
-                policy_function,
-                name,
-                clock=time.perf_counter,
-            )
-            summaries.append(summarize(result))
-            if name == "inferfleet":
-                verdict = drift_report(service, plan, config, result)
-                summaries[-1]["workloadDrift"] = verdict
-            if plot is not None:
-                from inferfleet.tracefiles.plot import plot as draw
-
-                target = plot if len(names) == 1 else plot.with_name(f"{plot.stem}-{name}{plot.suffix}")
-                draw(result, target, title=f"{service.name} on {loaded.name}: {name}")
+        summaries, verdict = _replay(designed, config, loaded, names, decisions=decisions, plot=plot)
     finally:
         if decisions is not None:
             decisions.close()
-    if output is OutputFormat.table:
-        # Plain columns (like kubectl): never wrapped or cut, whatever the terminal width.
-        headers = [header for _, header in TABLE_COLUMNS]
-        rows = table_rows(summaries)
-        widths = [max(len(cell) for cell in column) for column in zip(headers, *rows, strict=True)]
-        for line in [headers, *rows]:
-            cells = [
-                cell.ljust(w) if i == 0 else cell.rjust(w)
-                for i, (cell, w) in enumerate(zip(line, widths, strict=True))
-            ]
-            typer.echo("  ".join(cells).rstrip())
-        if verdict is not None and verdict.get("drifted") is not None:
-            typer.echo("")
-            typer.echo(_drift_text(verdict, file, observed_out))
-    else:
-        emit(summaries[0] if len(summaries) == 1 else summaries, output)
+    _print(summaries, verdict, output, file, observed_out)
     if observed_out is not None:
-        if verdict is None or "observed" not in verdict:
-            fail("no observed workload to write: run the inferfleet policy on a trace with traffic")
-        document = {**verdict["observed"]}
-        for key in ("impliedInputTokens", "impliedOutputTokens"):
-            if key in verdict:
-                document[key] = verdict[key]
-        observed_out.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+        _write_observed(verdict, observed_out)
+
+
+def _policies(
+    policy: str, trace_format: str, arrivals: str, rate_scale: float, time_scale: float
+) -> list[str]:
+    """The policies to replay; exit 2 on an unknown name or a bad option."""
+    names = list(POLICIES) if policy == "all" else [policy]
+    unknown = [name for name in names if name not in POLICIES]
+    if unknown:
+        fail(f"unknown policy {unknown[0]!r}; known: {', '.join(POLICIES)}, all")
+    if trace_format not in FORMATS:
+        fail(f"unknown trace format {trace_format!r}; known: {', '.join(FORMATS)}")
+    if arrivals not in ("poisson", "gamma"):
+        fail(f"--arrivals must be poisson or gamma, got {arrivals!r}")
+    if rate_scale <= 0 or time_scale <= 0:
+        fail("--rate-scale and --time-scale must be > 0")
+    return names
+
+
+def _replay(
+    designed: Design,
+    config: SimConfig,
+    loaded: Trace,
+    names: list[str],
+    *,
+    decisions: TextIO | None,
+    plot: Path | None,
+) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """Each policy over the trace; the summaries, and the drift verdict of ours."""
+    summaries = []
+    verdict: dict[str, Any] | None = None
+    for name in names:
+        policy_config = config.policy
+        if name == "static-peak":
+            policy_config = dataclasses.replace(policy_config, static_peak_rps=loaded.peak_minute_rps())
+        policy_function = POLICIES[name]
+        if decisions is not None:
+            policy_function = recording(policy_function, name, loaded.epoch_s, _json_lines(decisions))
+        result = run_simulation(
+            loaded,
+            dataclasses.replace(config, policy=policy_config),
+            policy_function,
+            name,
+            clock=time.perf_counter,
+        )
+        summaries.append(summarize(result))
+        if name == "inferfleet":
+            verdict = drift_report(designed, config, result)
+            summaries[-1]["workloadDrift"] = verdict
+        if plot is not None:
+            from inferfleet.tracefiles.plot import plot as draw
+
+            target = plot if len(names) == 1 else plot.with_name(f"{plot.stem}-{name}{plot.suffix}")
+            draw(result, target, title=f"{designed.service.name} on {loaded.name}: {name}")
+    return summaries, verdict
+
+
+def _print(
+    summaries: list[dict[str, Any]],
+    verdict: dict[str, Any] | None,
+    output: OutputFormat,
+    file: Path,
+    observed_out: Path | None,
+) -> None:
+    if output is not OutputFormat.table:
+        emit(summaries[0] if len(summaries) == 1 else summaries, output)
+        return
+    # Plain columns (like kubectl): never wrapped or cut, whatever the terminal width.
+    headers = [header for _, header in TABLE_COLUMNS]
+    rows = table_rows(summaries)
+    widths = [max(len(cell) for cell in column) for column in zip(headers, *rows, strict=True)]
+    for line in [headers, *rows]:
+        cells = [
+            cell.ljust(w) if i == 0 else cell.rjust(w)
+            for i, (cell, w) in enumerate(zip(line, widths, strict=True))
+        ]
+        typer.echo("  ".join(cells).rstrip())
+    if verdict is not None and verdict.get("drifted") is not None:
+        typer.echo("")
+        typer.echo(_drift_text(verdict, file, observed_out))
+
+
+def _write_observed(verdict: dict[str, Any] | None, observed_out: Path) -> None:
+    if verdict is None or "observed" not in verdict:
+        fail("no observed workload to write: run the inferfleet policy on a trace with traffic")
+    document = {**verdict["observed"]}
+    for key in ("impliedInputTokens", "impliedOutputTokens"):
+        if key in verdict:
+            document[key] = verdict[key]
+    observed_out.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
 
 
 def _json_lines(stream: TextIO) -> Callable[[dict[str, Any]], None]:

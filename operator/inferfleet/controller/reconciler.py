@@ -21,42 +21,28 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from inferfleet import planner
-from inferfleet.api import InferenceService, Plan, SpecInvalid, labels, parse
+from inferfleet.api import InferenceService, SpecInvalid, labels, parse
 from inferfleet.cluster import Cluster, KindNotServed, TransientApiError, access
 from inferfleet.cluster.events import post_events
 from inferfleet.config import OperatorSettings
 from inferfleet.controller import executor
 from inferfleet.controller.routes import GatewayRoutes
 from inferfleet.controller.single_flight import SingleFlight
+from inferfleet.design import object_names as render_names
+from inferfleet.design import topology
 from inferfleet.kubedata import KUBE_TIME_FORMAT, ObjectRef, owner_uids
 from inferfleet.precache import coldstart
 from inferfleet.precache import workloads as cache_objects
 from inferfleet.promql.parse import KvCapacityReading
-from inferfleet.reconcile import compute, modelprobe, replan
+from inferfleet.reconcile import compute, modelprobe
 from inferfleet.reconcile import volumes as volume_rules
 from inferfleet.reconcile.actions import Action
-from inferfleet.render import frontdoor as render_frontdoor
-from inferfleet.render import names as render_names
 from inferfleet.render import pod as render_pod
-from inferfleet.render.checks import refusals
 from inferfleet.render.routes import Observed
-from inferfleet.scaling import replan_mode
 
 logger = logging.getLogger(__name__)
 
 Clock = Callable[[], dt.datetime]
-
-
-class Planner(Protocol):
-    """Plans a service; `fetched`/`fetch_problem`: its model's config.json as a probe read
-    it, or why not (reconcile.modelprobe), for a model the catalog lacks."""
-
-    def __call__(
-        self,
-        service: InferenceService,
-        fetched: planner.FetchedModel | None = None,
-        fetch_problem: str | None = None,
-    ) -> Plan: ...
 
 
 class KvCapacitySource(Protocol):
@@ -99,11 +85,17 @@ class Outcome:
     report: executor.Report | None
 
 
-def _internal(stage: str, service: InferenceService, error: Exception) -> str:
-    """Words for an exception the pure core raised on this spec: a value validation let
-    through, or a bug. Logged with its traceback for us, a condition for the user."""
-    logger.error("cannot %s %s/%s", stage, service.namespace, service.name, exc_info=error)
-    return compute.internal_error_message(stage, error)
+def _log_internal(intent: compute.Intent) -> None:
+    """An exception the pure core raised on a spec (a bug, or a value validation let
+    through) is logged with its traceback for us; the user has the condition."""
+    designed = intent.design
+    if designed is None:
+        return
+    failure = designed.plan_failure
+    if failure is not None and failure.kind == "internal":
+        logger.error("cannot plan %s", designed.source, exc_info=failure.error)
+    if intent.render_error is not None:
+        logger.error("cannot render %s", designed.source, exc_info=intent.render_error)
 
 
 def cr_ref(namespace: str, name: str) -> ObjectRef:
@@ -111,13 +103,12 @@ def cr_ref(namespace: str, name: str) -> ObjectRef:
 
 
 class Reconciler:
-    """Holds the port, the settings, the planner and the clock; `reconcile` runs a pass."""
+    """Holds the port, the settings and the clock; `reconcile` runs a pass."""
 
     def __init__(
         self,
         cluster: Cluster,
         settings: OperatorSettings,
-        planner: Planner,
         clock: Clock = utc_now,
         kv_capacity: KvCapacitySource | None = None,
         *,
@@ -125,7 +116,6 @@ class Reconciler:
     ) -> None:
         self.cluster = cluster
         self.settings = settings
-        self.planner = planner
         self.clock = clock
         self.kv_capacity = kv_capacity
         # Other routes on the Gateways (shadow check), one list shared by all passes.
@@ -147,82 +137,39 @@ class Reconciler:
             found.extend(item for item in items if uid in owner_uids(item))
         return found
 
-    def _plan(
-        self, service: InferenceService, probe: modelprobe.ModelProbe
-    ) -> tuple[Plan | None, str | None]:
-        try:
-            if probe.applies:
-                return self.planner(service, probe.fetched, probe.problem), None
-            return self.planner(service), None
-        except SpecInvalid as error:
-            return None, str(error)
-        except ValueError as error:  # the planner refuses input it cannot size
-            return None, f"the planner rejected the spec: {error}"
-        except Exception as error:
-            return None, _internal("plan", service, error)
-
     def read(self, namespace: str, name: str) -> tuple[dict[str, Any], compute.Snapshot] | None:
-        """The InferenceService, planned, and everything it owns; None when it is gone
-        or being deleted (owner references take the children away)."""
+        """The InferenceService and everything it owns and measured, as observed; None when
+        it is gone or being deleted (owner references take the children away). Nothing is
+        decided here: compute() designs the service from this snapshot."""
         body = self.cluster.get(cr_ref(namespace, name))
         if body is None or body["metadata"].get("deletionTimestamp"):
             return None
         metadata = body["metadata"]
         previous: dict[str, Any] = dict(body.get("status") or {})
-        now = rfc3339(self.clock())
-
         service: InferenceService | None = None
-        plan: Plan | None = None
-        planned_for: dict[str, Any] | None = None
-        observed = self.observe(namespace, name, str(metadata["uid"]))
-        probe = modelprobe.NOT_NEEDED
+        invalid: str | None = None
         try:
             # Status is ours and other writers'; only spec and metadata are input.
             service = parse({**body, "status": None}, source=f"{namespace}/{name}")
-            # replan: auto plans for the workload the engines report once it has drifted.
-            spec, planned_for = replan.planned_workload(
-                service.spec,
-                previous,
-                generation=metadata.get("generation"),
-                replan=replan_mode(self.settings, service.spec),
-                now=now,
-            )
-            if planned_for is not None:
-                service = service.model_copy(update={"spec": spec})
-            probe = self._model_probe(service, previous, observed, now)
-            plan, invalid = self._plan(service, probe)
-            # The webhook's and `validate`'s verdict (render.checks.refusals): while the
-            # probe has not read the architecture, only what holds for every tier.
-            judged = None if probe.applies and probe.fetched is None else plan
-            refused = refusals(service, self.settings, judged) if plan is not None else []
-            if refused:
-                # Never rendered: an unknown GPU or unreadable model, a cache path outside
-                # the allowed root, a GPU with no placement, one image for several vendors
-                # (render.checks). Existing workloads stay as they are, as for any invalid
-                # spec.
-                plan = None
-                raise SpecInvalid(refused, f"{namespace}/{name}")
         except SpecInvalid as error:
             invalid = str(error)
-
+        observed = self.observe(namespace, name, str(metadata["uid"]))
         serving_pods = self._serving_pods(service) if service is not None else []
         snapshot = compute.Snapshot(
             settings=self.settings,
             generation=metadata.get("generation"),
             previous=previous,
-            now=now,
+            now=rfc3339(self.clock()),
             service=service,
-            plan=plan,
             invalid=invalid,
-            planned_for=planned_for,
             observed=observed,
             cache_pods=self._cache_pods(service) if service is not None else [],
             serving_pods=serving_pods,
             measured_cold_starts=self._measured_cold_starts(serving_pods),
-            measured_kv=self._measured_kv(service) if service is not None and plan is not None else {},
-            node_cache=self._node_cache(service) if service is not None and plan is not None else None,
-            gateway_routes=self._gateway_routes(service) if plan is not None else [],
-            model_probe=probe,
+            measured_kv=self._measured_kv(service) if service is not None else {},
+            node_cache=self._node_cache(service) if service is not None else None,
+            gateway_routes=self._gateway_routes(service),
+            probe_pods=self._probe_pods(service, previous) if service is not None else [],
         )
         return body, snapshot
 
@@ -234,9 +181,7 @@ class Reconciler:
             return None
         body, snapshot = read
         intent = compute.compute(snapshot)
-        if intent.render_error is not None and snapshot.service is not None:
-            service = snapshot.service
-            logger.error("cannot render %s/%s", service.namespace, service.name, exc_info=intent.render_error)
+        _log_internal(intent)
         rendered = intent.rendered_plan is not None
         report = executor.execute(self.cluster, list(intent.actions)) if rendered else None
         conclusion = compute.conclude(snapshot, intent, report)
@@ -252,34 +197,14 @@ class Reconciler:
         post_events(self.cluster, body, conclusion.events)
         return Outcome(intent.actions, conclusion.status, report)
 
-    def _model_probe(
-        self,
-        service: InferenceService,
-        previous: dict[str, Any],
-        observed: list[dict[str, Any]],
-        now: str,
-    ) -> modelprobe.ModelProbe:
-        """The verdict on the model's config.json: the pods of its probe Jobs are read only
-        while a probe runs. The source itself is never read here."""
-        catalogs = self.settings.catalogs()
+    def _probe_pods(self, service: InferenceService, previous: dict[str, Any]) -> list[dict[str, Any]]:
+        """The pods of the model's probe Jobs, listed while status says a probe runs (their
+        result is the verdict; the source itself is never read here)."""
         verdict = previous.get("modelSource")
-        pods: list[dict[str, Any]] = []
-        probing = isinstance(verdict, dict) and verdict.get("state") == modelprobe.STATE_PROBING
-        if probing and modelprobe.wanted(service, self.settings, catalogs):
-            pods = self.cluster.list(
-                access.POD.api_version,
-                access.POD.kind,
-                service.namespace,
-                modelprobe.probe_pod_selector(service),
-            )
-        return modelprobe.decide(
-            service,
-            settings=self.settings,
-            catalogs=catalogs,
-            previous=verdict,
-            jobs=modelprobe.probe_jobs(observed),
-            pods=pods,
-            now=now,
+        if not isinstance(verdict, dict) or verdict.get("state") != modelprobe.STATE_PROBING:
+            return []
+        return self.cluster.list(
+            access.POD.api_version, access.POD.kind, service.namespace, modelprobe.probe_pod_selector(service)
         )
 
     def _serving_pods(self, service: InferenceService) -> list[dict[str, Any]]:
@@ -301,7 +226,7 @@ class Reconciler:
 
     def _gateway_routes(self, service: InferenceService | None) -> list[Observed]:
         """The HTTPRoutes that might compete with ours (none without a Gateway)."""
-        if service is None or render_frontdoor.gateway_of(service, self.settings) is None:
+        if service is None or topology.gateway_of(service, self.settings) is None:
             return []
         return self.routes.all()
 

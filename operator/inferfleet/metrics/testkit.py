@@ -42,8 +42,8 @@ from typing import Any, Literal
 import yaml
 
 from inferfleet.api import labels as api_labels
+from inferfleet.design import object_names as render_names
 from inferfleet.promql.queries import TTFT_BUCKETS_S
-from inferfleet.render import names as render_names
 from inferfleet.render.pod import PORT_NAME
 from inferfleet.render.service_objects import prometheus_name, server_pod_monitor
 

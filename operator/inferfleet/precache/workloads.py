@@ -476,7 +476,8 @@ def _tier_placement(tier: TierSpec, settings: OperatorSettings) -> dict[str, Any
     selector, required node affinity (GPU type, spot, the tier's own) and tolerations, without
     the serving pods' pod (anti-)affinity. So a DaemonSet pod never lands on a CPU node or
     another GPU type, and every node a replica can be scheduled on gets the weights."""
-    return placement.tier_placement(tier, settings.catalogs()).node_only().pod_fields()
+    gpu = placement.tier_gpu(tier, settings.catalogs())
+    return placement.tier_placement(tier, gpu).node_only().pod_fields()
 
 
 # The fetcher runs as the operator image's own non-root user (hack/Dockerfile) with every

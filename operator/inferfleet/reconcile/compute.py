@@ -1,15 +1,18 @@
 """One reconcile pass as data (pure): `compute(snapshot) -> Intent`, then
 `conclude(snapshot, intent, executed) -> Conclusion`.
 
-The controller reads a `Snapshot` (the InferenceService as planned, what it owns, its
-pods, what was measured), executes the intent's actions, and writes the conclusion's
-status patch and events. Everything between is decided here:
+The controller reads a `Snapshot` (the InferenceService as it was read, what it owns,
+its pods, what was measured: observations only), executes the intent's actions, and
+writes the conclusion's status patch and events. Everything between is decided here:
 
-- the plan is rendered once: a tier held on the revision it serves (rollout.holds)
+- the probe's verdict on the model's config.json (reconcile.modelprobe), then the one
+  design of the service (design.design: the workload planned for, images, the plan,
+  the checks, the front door, the policy) from what the snapshot observed;
+- the design is rendered once: a tier held on the revision it serves (rollout.holds)
   renders its workload at that revision inside the same render;
 - the plan that is rendered (the estimates: pod flags and probes never follow a
   measurement, so a measurement never rolls pods) and the plan that is reported
-  (measured cold starts and KV capacity folded in) are two values computed up front;
+  (measured cold starts and KV capacity folded in) are two values of the design;
   nothing changes a plan after it is rendered;
 - status is built in one place (`conclude`), from the snapshot, the intent and what
   the executor did.
@@ -25,31 +28,31 @@ from inferfleet import planner
 from inferfleet.api import InferenceService, Plan, labels, safe_text
 from inferfleet.api.status import worst_condition
 from inferfleet.config import OperatorSettings
+from inferfleet.design import replan
+from inferfleet.design.derive import Design, ModelReading, Observations, design, internal_error_message
 from inferfleet.kubedata import Event, ObjectRef, ref_of
 from inferfleet.precache import readiness as cache_readiness
 from inferfleet.precache import workloads as cache_objects
 from inferfleet.reconcile import events as event_rules
 from inferfleet.reconcile import frontdoor as frontdoor_status
-from inferfleet.reconcile import kindswitch, modelprobe, replan, rollout
+from inferfleet.reconcile import kindswitch, modelprobe, rollout
 from inferfleet.reconcile import status as status_rules
 from inferfleet.reconcile import volumes as volume_rules
 from inferfleet.reconcile.actions import Action
 from inferfleet.reconcile.diff import diff
-from inferfleet.render import content_hash, frontdoor, render, routes
+from inferfleet.render import content_hash, render, routes
 
 
 @dataclass(frozen=True)
 class Snapshot:
-    """What one pass read: the InferenceService as planned and everything it owns."""
+    """What one pass read: the InferenceService and everything it owns, as observed."""
 
     settings: OperatorSettings
     generation: int | None
     previous: Mapping[str, Any]  # the status as read
     now: str  # RFC 3339, one instant for the whole pass
-    service: InferenceService | None  # None when the spec does not parse
-    plan: Plan | None  # None when nothing may be rendered (invalid, refused)
-    invalid: str | None  # why, in words, when the spec cannot be planned
-    planned_for: dict[str, Any] | None = None  # replan: auto's observed workload
+    service: InferenceService | None  # the spec as declared; None when it does not parse
+    invalid: str | None  # why it does not parse, in words
     observed: Sequence[Mapping[str, Any]] = ()  # owned objects, before this pass writes
     cache_pods: Sequence[Mapping[str, Any]] = ()  # pre-cache pods (CacheReady, holds)
     serving_pods: Sequence[Mapping[str, Any]] = ()  # vLLM server pods (front door, cold start)
@@ -60,13 +63,13 @@ class Snapshot:
     # Every HTTPRoute the operator can list (any namespace, any Gateway), as read: which of
     # them take requests our route covers is decided here (reconcile.frontdoor.shadows).
     gateway_routes: Sequence[routes.Observed] = ()
-    # config.json of a model the catalog lacks: the probe's verdict and Job (modelprobe)
-    model_probe: modelprobe.ModelProbe = modelprobe.NOT_NEEDED
+    # The pods of the model's probe Jobs, read while status says a probe runs.
+    probe_pods: Sequence[Mapping[str, Any]] = ()
 
 
 @dataclass(frozen=True)
 class Intent:
-    """What the pass wants done, and the plans it renders and reports."""
+    """What the pass wants done, and the design it renders and reports."""
 
     actions: tuple[Action, ...]
     held: tuple[rollout.RolloutHold, ...]
@@ -80,6 +83,14 @@ class Intent:
     node_cache: volume_rules.VolumeVerdict | None = None
     # Tiers whose workload changes kind: the old one serves until the new one is Ready.
     switches: tuple[kindswitch.KindSwitch, ...] = ()
+    # The service as designed (None: the spec does not parse) and the probe's verdict.
+    design: Design | None = None
+    model_probe: modelprobe.ModelProbe = modelprobe.NOT_NEEDED
+
+    @property
+    def service(self) -> InferenceService | None:
+        """The service as designed: with replan: auto, planned for the observed workload."""
+        return self.design.service if self.design is not None else None
 
 
 class Executed(Protocol):
@@ -120,37 +131,45 @@ class Conclusion:
     done_events: tuple[Event, ...] = ()
 
 
-def internal_error_message(stage: str, error: Exception) -> str:
-    """Words for an exception the pure core raised on this spec."""
-    return (
-        f"the operator could not {stage} this spec ({type(error).__name__}: {error}); running workloads "
-        "are kept as they are. Check the values the message names; if they look sane, report it as a bug"
-    )[:1024]
+def model_probe(snapshot: Snapshot, service: InferenceService) -> modelprobe.ModelProbe:
+    """The verdict on the model's config.json from what the pass observed (its probe Jobs
+    and their pods, the verdict status keeps); the source itself is never read here."""
+    return modelprobe.decide(
+        service,
+        settings=snapshot.settings,
+        catalogs=snapshot.settings.catalogs(),
+        previous=snapshot.previous.get("modelSource"),
+        jobs=modelprobe.probe_jobs(list(snapshot.observed)),
+        pods=list(snapshot.probe_pods),
+        now=snapshot.now,
+    )
 
 
-def measured_seconds(snapshot: Snapshot) -> dict[str, float]:
-    return {tier: found.seconds for tier, found in snapshot.measured_cold_starts.items()}
-
-
-def reported(snapshot: Snapshot, plan: Plan | None) -> Plan | None:
-    """The plan status shows: the measured KV capacity and cold starts folded in."""
-    if snapshot.service is None or plan is None:
-        return None
-    with_kv = planner.observe_kv_capacity(plan, snapshot.service.spec, dict(snapshot.measured_kv))
-    return planner.observe_cold_starts(with_kv, dict(snapshot.measured_cold_starts))
+def design_of(snapshot: Snapshot, service: InferenceService, probe: modelprobe.ModelProbe) -> Design:
+    """The service's design from what the pass observed."""
+    reading = ModelReading(probe.fetched, probe.problem, pending=probe.applies and probe.fetched is None)
+    observed = Observations(
+        status=snapshot.previous,
+        generation=snapshot.generation,
+        now=snapshot.now,
+        model=reading,
+        cold_starts=snapshot.measured_cold_starts,
+        kv_capacity=snapshot.measured_kv,
+    )
+    return design(service, snapshot.settings, observed)
 
 
 def desired_actions(
-    snapshot: Snapshot, service: InferenceService, plan: Plan
+    snapshot: Snapshot, designed: Design, probe: modelprobe.ModelProbe
 ) -> tuple[tuple[Action, ...], tuple[rollout.RolloutHold, ...], tuple[kindswitch.KindSwitch, ...]]:
     """Holds, one render (held tiers at the revision they serve), kind switches, diff."""
+    service, plan = designed.service, designed.plan
+    assert plan is not None  # compute renders deployable designs only
     held = rollout.holds(service, plan, list(snapshot.observed), list(snapshot.cache_pods))
     revisions = {hold.tier: hold.serving_revision for hold in held}
-    desired: list[Mapping[str, Any]] = list(
-        render(service, plan, snapshot.settings, measured_seconds(snapshot), revisions)
-    )
-    if snapshot.model_probe.job is not None:
-        desired.append(snapshot.model_probe.job)
+    desired: list[Mapping[str, Any]] = list(render(designed, revisions))
+    if probe.job is not None:
+        desired.append(probe.job)
     infeasible = frozenset(tier.name for tier in plan.tiers if not tier.feasible)
     observed = [dict(obj) for obj in snapshot.observed]
     switches = kindswitch.switches(desired, observed)
@@ -169,22 +188,36 @@ def node_cache_verdict(snapshot: Snapshot, service: InferenceService) -> volume_
 
 
 def compute(snapshot: Snapshot) -> Intent:
-    """The pass's intent: nothing to do without a service and a plan."""
-    service, plan = snapshot.service, snapshot.plan
-    if service is None or plan is None:
+    """The pass's intent: the probe's verdict, the design, and what realizes it; nothing
+    to do without a parsed spec or a deployable plan."""
+    if snapshot.service is None:
         return Intent((), (), None, None, snapshot.invalid)
+    probe = model_probe(snapshot, snapshot.service)
+    designed = design_of(snapshot, snapshot.service, probe)
+    plan = designed.deployable_plan
+    if plan is None:
+        return Intent((), (), None, None, designed.invalid, design=designed, model_probe=probe)
     try:
-        actions, held, switches = desired_actions(snapshot, service, plan)
-        volume = node_cache_verdict(snapshot, service)
+        actions, held, switches = desired_actions(snapshot, designed, probe)
+        volume = node_cache_verdict(snapshot, designed.service)
     except Exception as error:
         # Nothing is applied or pruned: the running fleet stays as it was, and the
         # condition says why instead of the pass failing (and retrying) forever.
-        return Intent((), (), None, None, internal_error_message("render", error), render_error=error)
+        words = internal_error_message("render", error)
+        return Intent((), (), None, None, words, render_error=error, design=designed, model_probe=probe)
     if volume is not None:
         # The claim and its volume first: every pre-cache and serving pod mounts the claim.
         actions = (*volume.actions, *actions)
     return Intent(
-        actions, held, plan, reported(snapshot, plan), snapshot.invalid, node_cache=volume, switches=switches
+        actions,
+        held,
+        plan,
+        designed.reported_plan,
+        None,
+        node_cache=volume,
+        switches=switches,
+        design=designed,
+        model_probe=probe,
     )
 
 
@@ -213,10 +246,10 @@ def tier_workloads(
 
 def _cache_condition(snapshot: Snapshot, intent: Intent) -> cache_readiness.CacheCondition | None:
     """CacheReady and status.cache from the pre-cache DaemonSets/Job and their pods."""
-    if snapshot.service is None:
+    if intent.service is None:
         return None
     return cache_readiness.for_service(
-        snapshot.service,
+        intent.service,
         intent.reported_plan,
         list(snapshot.observed),
         list(snapshot.cache_pods),
@@ -266,11 +299,11 @@ def build_status(snapshot: Snapshot, intent: Intent, executed: Executed) -> dict
         unschedulable=status_rules.unschedulable(snapshot.serving_pods),
     )
     status = status_rules.compute(snapshot.previous, result, now=snapshot.now)
-    service = snapshot.service
-    if service is not None and intent.rendered_plan is not None:
-        # The front door's holds come from the plan as rendered.
-        measured_s = measured_seconds(snapshot)
-        front = frontdoor.resolve(service, intent.rendered_plan, snapshot.settings, measured_s)
+    designed = intent.design
+    front = designed.front_door if designed is not None and intent.rendered_plan is not None else None
+    if designed is not None and front is not None:
+        # The front door as rendered (its holds from the plan as rendered).
+        service = designed.service
         current = [dict(obj) for obj in after.values()]
         pods = list(snapshot.serving_pods)
         live = next((o for o in current if o.get("kind") == "HTTPRoute"), None)
@@ -281,23 +314,23 @@ def build_status(snapshot: Snapshot, intent: Intent, executed: Executed) -> dict
         status["conditions"] = frontdoor_status.degraded_when_shadowed(
             status, snapshot.previous, now=snapshot.now, generation=snapshot.generation
         )
-    if snapshot.planned_for is not None:
-        status["plannedWorkload"] = snapshot.planned_for
+    planned_for = designed.planned_for if designed is not None else None
+    if planned_for is not None:
+        status["plannedWorkload"] = planned_for
     else:
         status.pop("plannedWorkload", None)
     if cache is not None:
         _cache_status(status, snapshot, intent, cache)
-    if service is not None and intent.rendered_plan is not None:
-        _model_source_status(status, snapshot)
+    if designed is not None and intent.rendered_plan is not None:
+        _model_source_status(status, snapshot, intent.model_probe)
     # kubectl get's STATUS: the worst of every condition, the autoscaler's as last read.
     status["summary"] = worst_condition(status.get("conditions"))
     return status
 
 
-def _model_source_status(status: dict[str, Any], snapshot: Snapshot) -> None:
+def _model_source_status(status: dict[str, Any], snapshot: Snapshot, probe: modelprobe.ModelProbe) -> None:
     """status.modelSource and ModelConfigRead from the probe's verdict; both go away when
     the model no longer needs reading (a catalog entry, an inline config)."""
-    probe = snapshot.model_probe
     if probe.verdict is not None:
         status["modelSource"] = probe.verdict
     else:
@@ -329,7 +362,7 @@ def pass_events(
         found += event_rules.plan_changed(previous.get("plan"), plan)
     found += event_rules.condition_transitions(previous.get("conditions") or [], status["conditions"])
     found += executed_events(snapshot, intent, executed)
-    replanned = replan.announce(dict(previous), snapshot.planned_for)
+    replanned = replan.announce(dict(previous), intent.design.planned_for if intent.design else None)
     if replanned is not None:
         found.append(Event("Normal", labels.REASON_REPLANNED, replanned))
     return found

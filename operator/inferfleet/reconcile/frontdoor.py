@@ -15,6 +15,7 @@ from typing import Any
 
 from inferfleet.api import InferenceService, labels
 from inferfleet.config import OperatorSettings
+from inferfleet.design import topology
 from inferfleet.kubedata import labels_of, matches, ready_replicas_of
 from inferfleet.reconcile.status import set_condition
 from inferfleet.render import frontdoor, routes
@@ -46,7 +47,7 @@ def _find(objects: Sequence[Mapping[str, Any]], kind: str, name: str) -> Mapping
 
 
 def route_state(
-    route: Mapping[str, Any] | None, gateway: frontdoor.Gateway, namespace: str
+    route: Mapping[str, Any] | None, gateway: topology.Gateway, namespace: str
 ) -> tuple[str, str]:
     """(state, message) of the route on our Gateway, from the route's status.parents."""
     if route is None:
@@ -69,14 +70,14 @@ def route_state(
     )
 
 
-def gateway_key(service: InferenceService, gateway: frontdoor.Gateway) -> tuple[str, str]:
+def gateway_key(service: InferenceService, gateway: topology.Gateway) -> tuple[str, str]:
     """(namespace, name) of the Gateway, the service's own namespace when unnamed."""
     return gateway.namespace or service.namespace, gateway.name
 
 
 def our_route(
     service: InferenceService,
-    front: frontdoor.FrontDoor,
+    front: topology.FrontDoor,
     settings: OperatorSettings,
     live: Mapping[str, Any] | None,
     now: str,
@@ -98,7 +99,7 @@ def our_route(
 
 def shadows(
     service: InferenceService,
-    front: frontdoor.FrontDoor,
+    front: topology.FrontDoor,
     settings: OperatorSettings,
     live: Mapping[str, Any] | None,
     *,
@@ -159,7 +160,7 @@ def degraded_when_shadowed(
 
 def summarize(
     service: InferenceService,
-    front: frontdoor.FrontDoor,
+    front: topology.FrontDoor,
     objects: Sequence[Mapping[str, Any]],
     serving_pods: Sequence[Mapping[str, Any]],
     shadowed_by: Sequence[routes.Shadow] = (),

@@ -1,6 +1,6 @@
-"""Renderer: InferenceService + Plan -> Kubernetes objects (pure).
+"""Renderer: a Design -> Kubernetes objects (pure).
 
-`render` is a pure function of its arguments: the same service, plan and settings give
+`render` is a pure function of its arguments: the same design gives
 the same list of objects, sorted, every time (golden files and the reconcile diff rely
 on it). Per feasible tier: a Deployment (or a LeaderWorkerSet when a replica spans
 nodes), a Service and a PodDisruptionBudget; per InferenceService: a Service over all
@@ -21,8 +21,9 @@ from typing import Any
 
 from inferfleet.api import InferenceService, Plan
 from inferfleet.config import OperatorSettings
+from inferfleet.design.derive import Design
 from inferfleet.precache import workloads as cache_objects
-from inferfleet.render import frontdoor, model_source, names
+from inferfleet.render import frontdoor, model_source
 from inferfleet.render.pod import PodAdditions, TierRenderContext, extend
 from inferfleet.render.service_objects import (
     PodContributor,
@@ -96,36 +97,30 @@ def at_revision(service: InferenceService, revision: str) -> InferenceService:
     return service.model_copy(update={"spec": spec})
 
 
-def render(
-    service: InferenceService,
-    plan: Plan,
-    settings: OperatorSettings,
-    measured_cold_start_s: Mapping[str, float] | None = None,
-    workload_revisions: Mapping[str, str] | None = None,
-) -> list[dict[str, Any]]:
-    """Every object the InferenceService should own, sorted for apply order.
+def render(design: Design, workload_revisions: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+    """Every object the design's InferenceService should own, sorted for apply order.
 
-    `measured_cold_start_s` (per tier, from the cluster) only lengthens the front door's
-    hold; pod templates keep the plan's estimate, so a measurement never rolls pods.
-    `workload_revisions` (per tier) is the model revision a held tier's workload keeps
-    serving until its nodes cache the new one (reconcile.rollout); every other object,
-    its pre-cache DaemonSet included, renders at the spec's revision."""
+    The pods of each feasible tier run the image and GPU placement the design chose; the
+    front door is the design's topology (its holds already lengthened by measured cold
+    starts, while pod templates keep the plan's estimate, so a measurement never rolls
+    pods). `workload_revisions` (per tier) is the model revision a held tier's workload
+    keeps serving until its nodes cache the new one (reconcile.rollout); every other
+    object, its pre-cache DaemonSet included, renders at the spec's revision."""
+    service, plan, settings, front = design.service, design.plan, design.settings, design.front_door
+    if plan is None or front is None:
+        raise ValueError(f"{design.source}: nothing to render without a plan ({design.invalid})")
     source = model_source.resolve(service, settings)
-    tiers = {tier.name: tier for tier in service.spec.tiers}
-    front = frontdoor.resolve(service, plan, settings, measured_cold_start_s)
     held = dict(workload_revisions or {})
     objects = [service_object(service), pod_monitor(service)]
     for tier_plan in plan.feasible_tiers:
-        tier = tiers[tier_plan.name]
-        if tier.name in held:
-            at = at_revision(service, held[tier.name])
-            ctx = TierRenderContext(at, tier, tier_plan, settings, model_source.resolve(at, settings))
-            front_at = frontdoor.resolve(at, plan, settings, measured_cold_start_s)
-            serving_labels = frontdoor.pod_labels(front_at, plan, tier.name)
-        else:
-            ctx = TierRenderContext(service, tier, tier_plan, settings, source)
-            serving_labels = frontdoor.pod_labels(front, plan, tier.name)
-        objects.append(workload(ctx, POD_CONTRIBUTORS, serving_labels))
+        tier = design.tier(tier_plan.name)
+        if tier is None or tier.image is None:
+            why = "no image (design.checks refuses it)"
+            raise ValueError(f"{design.source}: tier {tier_plan.name} has {why}")
+        at = at_revision(service, held[tier.name]) if tier.name in held else service
+        at_source = model_source.resolve(at, settings) if tier.name in held else source
+        ctx = TierRenderContext(at, tier.spec, tier_plan, settings, at_source, tier.image, tier.gpu)
+        objects.append(workload(ctx, POD_CONTRIBUTORS, frontdoor.pod_labels(front, plan, tier.name)))
         objects.append(tier_service(service, tier.name))
         objects.append(disruption_budget(service, tier.name))
     objects.extend(frontdoor.objects(service, front, settings, owner_reference(service)))
@@ -146,7 +141,6 @@ __all__ = [
     "content_hash",
     "extend",
     "frontdoor",
-    "names",
     "owner_reference",
     "render",
     "sort_key",

@@ -15,7 +15,8 @@ from typing import Any
 
 from inferfleet.api import InferenceService, TierPlan, TierSpec, vllm_flags
 from inferfleet.api.spec import NO_ACCELERATOR
-from inferfleet.catalog import Catalogs, placement
+from inferfleet.catalog import placement
+from inferfleet.catalog.gpus import GpuSpec
 from inferfleet.config import OperatorSettings
 from inferfleet.render import lifecycle, runtime, templating
 from inferfleet.render.model_source import ModelSource
@@ -100,14 +101,6 @@ def extend_in_place(pod: dict[str, Any], additions: PodAdditions) -> dict[str, A
     if additions.env:
         container["env"] = [*container.get("env", []), *clone_json(additions.env)]
     return pod
-
-
-def gpu_resource_name(tier: TierSpec, catalogs: Catalogs) -> str:
-    """The extended resource the device plugin advertises for the tier's GPU.
-
-    From the catalogs the planner sized with (built-in plus the operator's catalog_file),
-    so a GPU added there also gets its vendor's resource name here."""
-    return placement.resource_name(tier, placement.tier_gpu(tier, catalogs))
 
 
 def gpus_per_pod(plan: TierPlan) -> int:
@@ -315,6 +308,8 @@ class TierRenderContext:
     plan: TierPlan
     settings: OperatorSettings
     source: ModelSource
+    image: str  # the vLLM build the design chose for the tier (design.images)
+    gpu: GpuSpec | None  # the tier's GPU record (None: no catalog has it)
 
 
 def _probes(plan: TierPlan, served_name: str, *, server: bool) -> dict[str, Any]:
@@ -334,7 +329,7 @@ def _probes(plan: TierPlan, served_name: str, *, server: bool) -> dict[str, Any]
 def pod_spec(ctx: TierRenderContext, role: str = "server") -> dict[str, Any]:
     """The pod spec of one tier; `role` is server (Deployment, LWS leader) or worker."""
     service, tier, plan, settings, source = ctx.service, ctx.tier, ctx.plan, ctx.settings, ctx.source
-    image = runtime.vllm_image(service, tier, settings)
+    image = ctx.image
     served_name = served_model_name(service)
     multi_node = plan.nodes_per_replica > 1
     server = role == "server"
@@ -344,8 +339,8 @@ def pod_spec(ctx: TierRenderContext, role: str = "server") -> dict[str, Any]:
         command, args = ["bash", "-c", LEADER_SCRIPT, "vllm-leader"], vllm_args(service, plan, source)
     else:
         command, args = ["bash", "-c", WORKER_SCRIPT], []
-    resource = gpu_resource_name(tier, settings.catalogs())
-    where = placement.tier_placement(tier, settings.catalogs())
+    resource = placement.resource_name(tier, ctx.gpu)
+    where = placement.tier_placement(tier, ctx.gpu)
     env_from = []
     if source.credentials_as_env_from and service.spec.model.credentials_secret_ref is not None:
         env_from.append({"secretRef": {"name": service.spec.model.credentials_secret_ref.name}})
@@ -366,7 +361,7 @@ def pod_spec(ctx: TierRenderContext, role: str = "server") -> dict[str, Any]:
         "volumes": _volumes(service, plan, source),
         **_probes(plan, served_name, server=server),
         "pre_stop": lifecycle.pre_stop(service, HTTP_PORT) if server else None,
-        "pod_security": pod_security_context(settings, runtime.supplemental_groups(tier, settings)),
+        "pod_security": pod_security_context(settings, runtime.supplemental_groups(ctx.gpu, settings)),
         "container_security": container_security_context(),
     }
     return templating.render_json("pod.json.j2", pod=context)

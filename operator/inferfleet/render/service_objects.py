@@ -8,7 +8,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from inferfleet.api import InferenceService, TierSpec, labels
-from inferfleet.render import names, templating
+from inferfleet.design import object_names as names
+from inferfleet.render import templating
 from inferfleet.render.pod import (
     PodAdditions,
     TierRenderContext,

@@ -19,7 +19,6 @@ from typing import Any, Literal
 from inferfleet.api import (
     InferenceService,
     InferenceServiceSpec,
-    ObjectMeta,
     Plan,
     ScalingDecision,
     TierPlan,
@@ -28,26 +27,24 @@ from inferfleet.api import (
 )
 from inferfleet.api.spec import TokenPercentiles
 from inferfleet.config import OperatorSettings
+from inferfleet.design import Design, Observations, design, replan
+from inferfleet.design.policy_config import PolicyConfig
 from inferfleet.kubedata import Event, ObjectRef, kube_time, parse_kube_time
 from inferfleet.planner.workload import mean_tokens
 from inferfleet.promql import plausible
 from inferfleet.promql.signals import TierReadings
-from inferfleet.render import frontdoor
 from inferfleet.scalestep import workload as workload_drift
 from inferfleet.scalestep.workload import Replanner
 from inferfleet.scaling import (
     DoorPool,
     FrontDoorSignals,
-    PolicyConfig,
     Recommendation,
     ScalingContext,
     ScalingState,
     TierContext,
     TierSignals,
     decide,
-    drift,
     figures_from_plan,
-    resolve_policy,
 )
 
 # Condition reasons and event reasons the autoscaler uses beside those in api.labels.
@@ -113,16 +110,46 @@ class WorkloadReplicas:
 
 @dataclass(frozen=True)
 class ServiceInput:
-    namespace: str
-    name: str
-    spec: InferenceServiceSpec
-    plan: Sequence[TierPlan]
+    """One service as the step sees it: its design on the plan the cluster shows deployed
+    (`deployed_design`: the policy and front door every tick of this spec reads), its
+    status and workloads."""
+
+    design: Design
     status: Mapping[str, Any]
     workloads: Mapping[str, WorkloadReplicas]
     generation: int | None = None
-    # The operator's own planner for this service with another spec (its images, the
-    # model config it fetched): what the drift condition says the observed workload implies.
+    # The design of this service with another spec (its images, the model config its
+    # probe read): what the drift condition says the observed workload implies.
     replan: Replanner | None = None
+
+    @property
+    def namespace(self) -> str:
+        return self.design.service.namespace
+
+    @property
+    def name(self) -> str:
+        return self.design.service.name
+
+    @property
+    def spec(self) -> InferenceServiceSpec:
+        return self.design.service.spec
+
+    @property
+    def plan(self) -> Sequence[TierPlan]:
+        return self.design.plan.tiers if self.design.plan is not None else ()
+
+
+def deployed_design(
+    service: InferenceService,
+    settings: OperatorSettings,
+    deployed: Sequence[TierPlan],
+    generation: int | None,
+) -> Design:
+    """The service's design on the plan status says is deployed (status.plan): the
+    autoscaler scales what runs, and resolves its policy and front door once per spec and
+    plan, not every tick."""
+    plan = Plan(name=service.name, tiers=list(deployed))
+    return design(service, settings, Observations(generation=generation, deployed_plan=plan))
 
 
 @dataclass(frozen=True)
@@ -362,21 +389,14 @@ def _sum(values: Sequence[float | None]) -> float | None:
     return sum(present) if present else None
 
 
-def step(
-    service: ServiceInput,
-    observation: Observation,
-    settings: OperatorSettings,
-    now_s: float,
-    *,
-    force: bool = False,
-) -> StepResult:
+def step(service: ServiceInput, observation: Observation, now_s: float, *, force: bool = False) -> StepResult:
     """Decide for one service. Not due (its sync period has not passed): nothing to do.
 
     The steps: build the scaling context from the plan and the observation, decide,
     turn the recommendation into scales and events, then the conditions (metrics,
     workload drift) and the status the decision leaves.
     """
-    policy = resolve_policy(settings, service.spec)
+    policy = service.design.policy
     if not force and not is_due(service.status, policy.sync_period_s, now_s):
         return StepResult(due=False, policy=policy)
     state = ScalingState.from_dict(service.status.get("autoscalerState"))
@@ -388,7 +408,7 @@ def step(
         policy=policy,
         tiers=tuple(tiers),
         rate_history_rps=_history_tail(observation.rate_history_rps, policy.history_window_hours),
-        front_door=front_door_signals(service, settings, observation),
+        front_door=front_door_signals(service, observation),
     )
     recommendation, new_state = decide(ctx, state)
     missing_tiers = _past_first_scrape(missing_tiers, new_state, now_s)
@@ -403,9 +423,9 @@ def step(
         plans=service.plan,
         figures={t.name: t.figures for t in tiers},
         state=new_state,
-        settings=settings,
+        settings=service.design.settings,
         now_s=now_s,
-        replan=service.replan,
+        replan=service.replan or redesigner(service.design),
     )
     if verdict.condition is not None:
         value, reason, message = verdict.condition
@@ -462,7 +482,7 @@ def _tier_contexts(service: ServiceInput, observation: Observation) -> tuple[lis
     plans = {plan.name: plan for plan in service.plan}
     # The declared workload, or the observed one the plan was re-made for (replan: auto):
     # the prior the request mix the engines report is compared with.
-    planned_in, planned_out, _ = drift.planned_workload(service.spec, service.status, service.generation)
+    planned_in, planned_out, _ = replan.planned_percentiles(service.spec, service.status, service.generation)
     prompt_tokens, output_tokens = _mean(planned_in), _mean(planned_out)
     tiers: list[TierContext] = []
     missing_tiers: list[str] = []
@@ -554,23 +574,25 @@ def _decision_status(
     }
 
 
-def front_door_signals(
-    service: ServiceInput, settings: OperatorSettings, observation: Observation
-) -> FrontDoorSignals | None:
-    """The front door's pools (as the renderer makes them) with the requests their pickers
-    hold, and the tiers whose weights a pre-cache pod already holds (status.cache). None
-    when the service has no front door that holds requests."""
-    if not service.plan:
-        return None
-    identity = InferenceService.model_construct(
-        api_version="inferfleet.dev/v1alpha1",
-        kind="InferenceService",
-        metadata=ObjectMeta(name=service.name, namespace=service.namespace),
-        spec=service.spec,
-        status=None,
-    )
-    front = frontdoor.resolve(identity, Plan(name=service.name, tiers=list(service.plan)), settings)
-    if not front.holds_requests or not front.pools:
+def redesigner(designed: Design) -> Replanner:
+    """The plans of this design's service with another spec (no model read beyond the
+    catalog's and the spec's): the drift condition's implied plan when the caller gave
+    none."""
+
+    def replan(spec: InferenceServiceSpec) -> Sequence[TierPlan]:
+        service = designed.service.model_copy(update={"spec": spec})
+        again = design(service, designed.settings)
+        return again.plan.tiers if again.plan is not None else ()
+
+    return replan
+
+
+def front_door_signals(service: ServiceInput, observation: Observation) -> FrontDoorSignals | None:
+    """The front door's pools (the design's, as the renderer makes them) with the requests
+    their pickers hold, and the tiers whose weights a pre-cache pod already holds
+    (status.cache). None when the service has no front door that holds requests."""
+    front = service.design.front_door
+    if not service.plan or front is None or not front.holds_requests or not front.pools:
         return None
     held = observation.door_waiting
     pools = tuple(

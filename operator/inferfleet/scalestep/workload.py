@@ -18,15 +18,16 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from inferfleet import planner
 from inferfleet.api import InferenceServiceSpec, TierPlan, labels
 from inferfleet.config import OperatorSettings
+from inferfleet.design.policy_config import replan_mode
+from inferfleet.design.replan import planned_percentiles, with_workload
 from inferfleet.kubedata import kube_time
-from inferfleet.scaling import ScalingState, TierFigures, drift, replan_mode
+from inferfleet.scaling import ScalingState, TierFigures, drift
 
 MESSAGE_MAX_CHARS = 1024
-# Plans the service with another spec, as the reconciler would (runner: the operator's
-# planner, with each tier's image and a fetched model config).
+# The plans of the service designed with another spec, as the reconciler would (each
+# tier's image, the model config its probe read).
 Replanner = Callable[[InferenceServiceSpec], Sequence[TierPlan]]
 
 
@@ -55,11 +56,12 @@ def report(
     state: ScalingState,
     settings: OperatorSettings,
     now_s: float,
-    replan: Replanner | None = None,
+    replan: Replanner,
 ) -> DriftReport:
-    """The drift verdict for one service after a decision. `replan`: the operator's
-    planner for this service; without it, the catalogs and the default image."""
-    declared_in, declared_out, replanned = drift.planned_workload(spec, status, generation)
+    """The drift verdict for one service after a decision. `replan`: this service
+    designed with another spec (design.design), for the plan the observed workload
+    implies."""
+    declared_in, declared_out, replanned = planned_percentiles(spec, status, generation)
     previous = _previous(status)
     was_drifted = previous is not None and previous.get("status") == "True"
     verdict = drift.assess(
@@ -91,12 +93,8 @@ def report(
         and verdict.implied_input_tokens is not None
         and verdict.implied_output_tokens is not None
     ):
-        implied_spec = drift.with_workload(spec, verdict.implied_input_tokens, verdict.implied_output_tokens)
-        if replan is not None:
-            implied = replan(implied_spec)
-        else:
-            catalogs = settings.catalogs()
-            implied = planner.plan(implied_spec, catalogs, name, default_image=settings.vllm_image).tiers
+        implied_spec = with_workload(spec, verdict.implied_input_tokens, verdict.implied_output_tokens)
+        implied = replan(implied_spec)
         action = (
             "the operator re-plans for it (spec.scaling.replan: auto)"
             if replan_mode(settings, spec) == "auto"

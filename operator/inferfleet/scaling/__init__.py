@@ -6,6 +6,9 @@ the previous tick, apply the `Recommendation` and keep the returned state
 (`ScalingState.to_dict()` goes to `status.autoscalerState`).
 """
 
+# The policy's configuration is resolved per service by the design (design.policy_config);
+# decide() reads it, so its types are part of this package's interface too.
+from inferfleet.design.policy_config import PolicyConfig, PrewarmRule, ScalePacing, TierPolicy
 from inferfleet.scaling.baselines import (
     POLICIES,
     PolicyFunction,
@@ -14,13 +17,7 @@ from inferfleet.scaling.baselines import (
     reactive_util,
     static_peak,
 )
-from inferfleet.scaling.config import (
-    figures_from_plan,
-    mean_input_tokens,
-    mean_output_tokens,
-    replan_mode,
-    resolve_policy,
-)
+from inferfleet.scaling.figures import figures_from_plan
 from inferfleet.scaling.forecast import Forecast, ForecastConfig, forecast
 from inferfleet.scaling.placement import Placement, TierSlot, place
 from inferfleet.scaling.policy import decide
@@ -34,15 +31,11 @@ from inferfleet.scaling.types import (
     SIGNAL_WARM_MINIMUM,
     DoorPool,
     FrontDoorSignals,
-    PolicyConfig,
-    PrewarmRule,
     Recommendation,
-    ScalePacing,
     ScalingContext,
     ScalingState,
     TierContext,
     TierFigures,
-    TierPolicy,
     TierRecommendation,
     TierSignals,
     TierState,
@@ -81,13 +74,9 @@ __all__ = [
     "decide",
     "figures_from_plan",
     "forecast",
-    "mean_input_tokens",
-    "mean_output_tokens",
     "place",
     "policy_function",
     "queue_only",
     "reactive_util",
-    "replan_mode",
-    "resolve_policy",
     "static_peak",
 ]

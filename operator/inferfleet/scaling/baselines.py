@@ -19,12 +19,12 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
+from inferfleet.design.policy_config import PolicyConfig
 from inferfleet.scaling.placement import TierSlot, place
 from inferfleet.scaling.policy import cost_rank, decide, max_replicas_of, push_window, tier_policy_of
 from inferfleet.scaling.types import (
     SIGNAL_HOLD,
     SIGNAL_REACTIVE,
-    PolicyConfig,
     Recommendation,
     ScalingContext,
     ScalingState,

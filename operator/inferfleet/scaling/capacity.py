@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import math
 
+from inferfleet.design.policy_config import PolicyConfig
 from inferfleet.scaling import mix
 from inferfleet.scaling.reactive import TTFT_WINDOW_S, queue_allowance
-from inferfleet.scaling.types import PolicyConfig, TierContext, TierFigures, TierState
+from inferfleet.scaling.types import TierContext, TierFigures, TierState
 
 # Learned capacity: the plan's usable RPS is a roofline estimate for the declared
 # workload; what the fleet measures says how far off it is for the traffic it gets.

@@ -32,12 +32,9 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
-
-from pydantic import ValidationError
 
 from inferfleet.api.plan import TierPlan
-from inferfleet.api.spec import InferenceServiceSpec, TokenPercentiles
+from inferfleet.api.spec import TokenPercentiles
 from inferfleet.scaling import mix
 from inferfleet.scaling.types import ScalingState, TierFigures
 
@@ -312,31 +309,3 @@ _PLAN_FIELDS = (
     ("usable", "usable_rps", _rps),
     ("replicas for peak", "replicas_for_peak", _int),
 )
-
-
-def planned_workload(
-    spec: InferenceServiceSpec, status: Mapping[str, Any], generation: int | None
-) -> tuple[TokenPercentiles, TokenPercentiles, bool]:
-    """The token percentiles the current plan was made for: the declared ones, or the
-    observed ones the operator re-planned with (status.plannedWorkload, kept while the
-    spec's generation is the one they were planned at). The flag says which."""
-    planned = status.get("plannedWorkload")
-    if isinstance(planned, Mapping) and generation is not None and planned.get("generation") == generation:
-        try:
-            return (
-                TokenPercentiles.model_validate(planned.get("inputTokens")),
-                TokenPercentiles.model_validate(planned.get("outputTokens")),
-                True,
-            )
-        except ValidationError:
-            pass  # a hand-edited status: fall back to the declared workload
-    return spec.workload.input_tokens, spec.workload.output_tokens, False
-
-
-def with_workload(
-    spec: InferenceServiceSpec, input_tokens: TokenPercentiles, output_tokens: TokenPercentiles
-) -> InferenceServiceSpec:
-    """The spec with its token percentiles replaced (what `inferfleet plan
-    --observed-workload` and re-planning plan with); everything else as declared."""
-    workload = spec.workload.model_copy(update={"input_tokens": input_tokens, "output_tokens": output_tokens})
-    return spec.model_copy(update={"workload": workload})

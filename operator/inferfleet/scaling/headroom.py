@@ -21,7 +21,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from inferfleet.scaling.types import PolicyConfig, ScalingState
+from inferfleet.design.policy_config import PolicyConfig
+from inferfleet.scaling.types import ScalingState
 
 # Share of minutes whose demand should fall within forecast x (1 + headroom).
 QUANTILE = 0.8

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from inferfleet.scaling.types import TierContext, TierPolicy
+from inferfleet.design.policy_config import TierPolicy
+from inferfleet.scaling.types import TierContext
 
 
 @dataclass(frozen=True, slots=True)

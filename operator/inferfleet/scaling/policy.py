@@ -34,6 +34,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from inferfleet.design.policy_config import PolicyConfig, ScalePacing, TierPolicy
 from inferfleet.scaling import cron, mix, wake
 from inferfleet.scaling import headroom as headroom_rules
 from inferfleet.scaling.capacity import learn_capacity
@@ -49,13 +50,10 @@ from inferfleet.scaling.types import (
     SIGNAL_SCHEDULED,
     SIGNAL_WAKE,
     SIGNAL_WARM_MINIMUM,
-    PolicyConfig,
     Recommendation,
-    ScalePacing,
     ScalingContext,
     ScalingState,
     TierContext,
-    TierPolicy,
     TierRecommendation,
     TierState,
 )

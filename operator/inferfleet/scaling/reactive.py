@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import math
 
+from inferfleet.design.policy_config import PolicyConfig
 from inferfleet.scaling.observed import ObservedTier
-from inferfleet.scaling.types import PolicyConfig, TierState
+from inferfleet.scaling.types import TierState
 
 # The queue a new replica's capacity should drain, in seconds of its throughput:
 # requests already waiting are late; clearing them within two minutes of the new

@@ -63,10 +63,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from inferfleet.design.policy_config import PolicyConfig
 from inferfleet.scaling import (
     DoorPool,
     FrontDoorSignals,
-    PolicyConfig,
     PolicyFunction,
     Recommendation,
     ScalingContext,

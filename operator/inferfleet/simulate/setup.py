@@ -1,22 +1,16 @@
-"""Build a simulation from an InferenceService spec and its plan."""
+"""Build a simulation from a design: the plan, policy and front door the operator would
+run (design.design), replayed."""
 
 from __future__ import annotations
 
 import dataclasses
 import math
 
-from inferfleet.api import InferenceService, ObjectMeta
-from inferfleet.api.plan import Plan, TierPlan
-from inferfleet.api.spec import InferenceServiceSpec
-from inferfleet.config import OperatorSettings
+from inferfleet.api.plan import TierPlan
+from inferfleet.design import Design
+from inferfleet.design.policy_config import PolicyConfig, mean_input_tokens, mean_output_tokens
 from inferfleet.render import frontdoor
-from inferfleet.scaling import (
-    PolicyConfig,
-    figures_from_plan,
-    mean_input_tokens,
-    mean_output_tokens,
-    resolve_policy,
-)
+from inferfleet.scaling import figures_from_plan
 from inferfleet.simulate.engine import DoorPoolModel, FrontDoorModel, ServingModel, SimConfig, SimTier
 
 
@@ -47,21 +41,11 @@ def sim_tier(
     )
 
 
-def front_door_model(
-    spec: InferenceServiceSpec, plan: Plan, settings: OperatorSettings, tiers: tuple[SimTier, ...]
-) -> FrontDoorModel | None:
-    """The front door `render` makes for this spec, as the simulator replays it: its pools
-    over the simulated tiers, route weights and holds. None without a Gateway (plain
-    Services)."""
-    identity = InferenceService.model_construct(
-        api_version="inferfleet.dev/v1alpha1",
-        kind="InferenceService",
-        metadata=ObjectMeta(name=plan.name, namespace="default"),
-        spec=spec,
-        status=None,
-    )
-    front = frontdoor.resolve(identity, plan, settings)
-    if front.mode != "gateway" or not front.pools:
+def front_door_model(designed: Design, tiers: tuple[SimTier, ...]) -> FrontDoorModel | None:
+    """The design's front door as the simulator replays it: its pools over the simulated
+    tiers, route weights and holds. None without a Gateway (plain Services)."""
+    front = designed.front_door
+    if front is None or front.mode != "gateway" or not front.pools:
         return None
     index = {tier.figures.name: k for k, tier in enumerate(tiers)}
     pools = []
@@ -85,20 +69,23 @@ def front_door_model(
             )
     # With a pre-cache (the default), every tier's nodes hold the weights before a
     # replica needs them.
-    cached = frozenset(index) if spec.cache is None or spec.cache.mode != "none" else frozenset()
+    cache = designed.service.spec.cache
+    cached = frozenset(index) if cache is None or cache.mode != "none" else frozenset()
     return FrontDoorModel(tuple(pools), cached)
 
 
 def build_config(
-    spec: InferenceServiceSpec,
-    plan: Plan,
+    designed: Design,
     *,
-    settings: OperatorSettings | None = None,
     seed: int = 0,
     timeline: bool = True,
     policy: PolicyConfig | None = None,
 ) -> SimConfig:
-    """Feasible tiers of the plan, the resolved policy, and the spec's SLOs."""
+    """The design's feasible tiers, its policy (or `policy`), its front door and the spec's
+    SLOs: what the operator would run, replayed."""
+    spec, plan = designed.service.spec, designed.plan
+    if plan is None:
+        raise SetupError(f"{designed.source}: nothing to simulate: {designed.invalid}")
     prompt_tokens = mean_input_tokens(spec)
     output_tokens = mean_output_tokens(spec)
     costs = {tier.name: tier.cost_per_gpu_hour for tier in spec.tiers}
@@ -109,7 +96,7 @@ def build_config(
     )
     if not tiers:
         raise SetupError(f"{plan.name}: no feasible tier to simulate")
-    resolved = policy or resolve_policy(settings or OperatorSettings(), spec)
+    resolved = policy or designed.policy
     kept = {tier.figures.name for tier in tiers}
     resolved = dataclasses.replace(resolved, tiers=tuple(t for t in resolved.tiers if t.name in kept))
     return SimConfig(
@@ -119,5 +106,5 @@ def build_config(
         itl_slo_ms=spec.workload.slo.itl_p99_ms,
         seed=seed,
         timeline=timeline,
-        front_door=front_door_model(spec, plan, settings or OperatorSettings(), tiers),
+        front_door=front_door_model(designed, tiers),
     )

@@ -33,11 +33,11 @@ from inferfleet.api import InferenceService, SpecInvalid, load_all
 from inferfleet.config import OperatorSettings
 from inferfleet.planner import plan_service
 from inferfleet.precache.volumes import NodeCacheVolume
-from inferfleet.render import render
 from tests.conftest import EXAMPLES_DIR
 from tests.integration.fetcher.conftest import free_port
 from tests.integration.fetcher.hub_server import FakeRepo, HubServer, tiny_model_files
 from tests.integration.fetcher.kubelet import Node, Pod, visible_files, wipe
+from tests.toolkit.design import render
 
 pytestmark = pytest.mark.integration
 

@@ -41,11 +41,11 @@ from inferfleet.metrics.testkit import (
 from inferfleet.promql.parse import KvCapacityReading, ServiceKey, TierKey
 from inferfleet.promql.queries import QueryConfig
 from inferfleet.promql.signals import SignalSnapshot
-from inferfleet.render import render
 from inferfleet.render.frontdoor import COMPONENT_EPP
 from tests.integration.prometheus.conftest import SCRAPE_INTERVAL_S
 from tests.toolkit import a_plan, a_scaled_service, a_service, a_small_tier_plan, a_tier_plan
 from tests.toolkit import reconciled as tk
+from tests.toolkit.design import render
 
 pytestmark = pytest.mark.integration
 

@@ -10,7 +10,7 @@ import pytest
 from inferfleet.api import SpecInvalid, parse
 from inferfleet.api.crd import openapi_schema
 from inferfleet.api.resource import WORKLOAD_NAME_MAX_CHARS
-from inferfleet.render import names
+from inferfleet.design import object_names as names
 from tests.unit.api.cel_eval import apply_defaults, cel_failures_for_spec, failed_rules
 from tests.unit.api.samples import base_spec, document
 

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from inferfleet.api.frontdoor import hostname_problem, hostname_template_problem, render_hostname
 from inferfleet.config import OperatorSettings, SettingsInvalid
-from inferfleet.render.checks import render_problems
+from inferfleet.design.checks import render_problems
 from tests.toolkit import a_service
 
 

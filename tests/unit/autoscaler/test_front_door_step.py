@@ -18,7 +18,11 @@ TIERS = [
 ]
 
 
-def service(status: dict[str, Any] | None = None, routing: dict[str, float] | None = None) -> ServiceInput:
+def service(
+    status: dict[str, Any] | None = None,
+    routing: dict[str, float] | None = None,
+    settings: OperatorSettings = GATEWAY,
+) -> ServiceInput:
     chat = a_scaled_service("chat", "ns").tiers(*TIERS).with_spec(scaling={"allowScaleToZero": True})
     if routing:
         chat = chat.workload(routing=routing)
@@ -26,7 +30,7 @@ def service(status: dict[str, Any] | None = None, routing: dict[str, float] | No
         a_small_tier_plan(t["name"]).with_(costPerMillionTokensUsd=cost)
         for t, cost in zip(TIERS, (0.2, 0.8), strict=True)
     ]
-    return step_input(chat, plans, replicas=0, ready=0, status=status)
+    return step_input(chat, plans, replicas=0, ready=0, status=status, settings=settings)
 
 
 def test_pools_come_from_the_rendered_front_door_and_the_cache_from_status() -> None:
@@ -36,22 +40,22 @@ def test_pools_come_from_the_rendered_front_door_and_the_cache_from_status() -> 
             {"tier": "a100", "nodesReady": 2, "nodesEligible": 2},
         ]
     }
-    door = front_door_signals(service(cached), GATEWAY, Observation(tiers={}, door_waiting={"chat": 3.0}))
+    door = front_door_signals(service(cached), Observation(tiers={}, door_waiting={"chat": 3.0}))
     assert door is not None
     assert door.pools == (DoorPool(("l4", "a100"), 3.0),)
     assert door.cached_tiers == {"a100"}
     # Prometheus answered, no series for the pool: nothing held. The query failed: unknown.
-    quiet = front_door_signals(service(), GATEWAY, Observation(tiers={}, door_waiting={}))
+    quiet = front_door_signals(service(), Observation(tiers={}, door_waiting={}))
     assert quiet is not None and quiet.pools[0].waiting == 0.0
-    unread = front_door_signals(service(), GATEWAY, Observation(tiers={}, door_waiting=None))
+    unread = front_door_signals(service(), Observation(tiers={}, door_waiting=None))
     assert unread is not None and unread.pools[0].waiting is None
     # Without a Gateway nothing holds requests: no front door to read.
-    assert front_door_signals(service(), OperatorSettings(), Observation(tiers={})) is None
+    assert front_door_signals(service(settings=OperatorSettings()), Observation(tiers={})) is None
 
 
 def test_share_mode_pools_are_per_tier() -> None:
     door = front_door_signals(
-        service(routing={"l4": 0.5}), GATEWAY, Observation(tiers={}, door_waiting={"chat-a100": 1.0})
+        service(routing={"l4": 0.5}), Observation(tiers={}, door_waiting={"chat-a100": 1.0})
     )
     assert door is not None
     assert {pool.tiers[0]: pool.waiting for pool in door.pools} == {"l4": 0.0, "a100": 1.0}
@@ -59,7 +63,7 @@ def test_share_mode_pools_are_per_tier() -> None:
 
 def test_a_held_request_at_zero_wakes_the_cheapest_cached_tier() -> None:
     cached = {"cache": [{"tier": "a100", "nodesReady": 1, "nodesEligible": 1}]}
-    result = step(service(cached), Observation(tiers={}, door_waiting={"chat": 2.0}), GATEWAY, T0)
+    result = step(service(cached), Observation(tiers={}, door_waiting={"chat": 2.0}), T0)
     assert [(s.tier, s.from_replicas, s.to_replicas) for s in result.scales] == [("a100", 0, 1)]
     assert result.recommendation is not None
     assert {t.name: t.signal for t in result.recommendation.tiers}["a100"] == SIGNAL_WAKE

@@ -8,7 +8,6 @@ import pytest
 
 from inferfleet.api import InferenceServiceSpec, TierPlan, labels
 from inferfleet.api.status import ObservedWorkload
-from inferfleet.config import OperatorSettings
 from inferfleet.kubedata import kube_time
 from inferfleet.promql.signals import TierReadings
 from inferfleet.scalestep import step as step_module
@@ -39,7 +38,7 @@ def service_input(replicas: int, ready: int, status: dict[str, object] | None = 
 
 
 def test_unavailable_metrics_still_restore_the_warm_minimum() -> None:
-    result = step(service_input(0, 0), Observation({}, unavailable="down"), OperatorSettings(), T0)
+    result = step(service_input(0, 0), Observation({}, unavailable="down"), T0)
     assert [(s.tier, s.to_replicas) for s in result.scales] == [("l4", 2)]
     [active] = [c for c in result.conditions if c.type == labels.CONDITION_SCALING_ACTIVE]
     assert (active.status, active.reason) == ("False", labels.REASON_METRICS_UNAVAILABLE)
@@ -48,7 +47,7 @@ def test_unavailable_metrics_still_restore_the_warm_minimum() -> None:
 
 
 def test_idle_tier_without_ready_replicas_is_not_a_metrics_fault() -> None:
-    result = step(service_input(2, 0), Observation({}), OperatorSettings(), T0)
+    result = step(service_input(2, 0), Observation({}), T0)
     [active] = [c for c in result.conditions if c.type == labels.CONDITION_SCALING_ACTIVE]
     assert active.status == "True"
     assert not [c for c in result.conditions if c.type == labels.CONDITION_DEGRADED]  # never the autoscaler's
@@ -62,9 +61,7 @@ def test_ready_replicas_not_yet_scraped_are_reported_only_after_the_first_scrape
     (the state status keeps) and whatever the ticks in between."""
 
     def active_after(status: dict[str, Any] | None, at_s: float) -> tuple[ConditionUpdate, dict[str, Any]]:
-        result = step(
-            service_input(2, 2, status=status), Observation({}), OperatorSettings(), at_s, force=True
-        )
+        result = step(service_input(2, 2, status=status), Observation({}), at_s, force=True)
         [active] = [c for c in result.conditions if c.type == labels.CONDITION_SCALING_ACTIVE]
         return active, {"autoscalerState": result.status["autoscalerState"]}
 
@@ -80,7 +77,6 @@ def test_ready_replicas_not_yet_scraped_are_reported_only_after_the_first_scrape
     result = step(
         service_input(2, 2, status=status),
         Observation({"l4": observed}),
-        OperatorSettings(),
         T0 + 60,
         force=True,
     )
@@ -94,20 +90,20 @@ def test_a_tier_no_node_can_take_is_not_called_cold_starting() -> None:
     Scaling says so instead of "waiting for cold-starting replicas"."""
     wanted = "cloud.google.com/gke-accelerator=nvidia-l4"
     stranded = {"cache": [{"tier": "l4", "nodesReady": 0, "nodesEligible": 0, "nodesWanted": wanted}]}
-    result = step(service_input(2, 0, status=stranded), Observation({}), OperatorSettings(), T0)
+    result = step(service_input(2, 0, status=stranded), Observation({}), T0)
     [scaling] = [c for c in result.conditions if c.type == labels.CONDITION_SCALING]
     assert (scaling.status, scaling.reason) == ("True", step_module.REASON_NO_ELIGIBLE_NODES)
     assert "l4: 0/2 ready, no node matches its placement" in scaling.message
     assert "cold-starting" not in scaling.message
     counted = {"cache": [{"tier": "l4", "nodesReady": 0, "nodesEligible": 3}]}
-    result = step(service_input(2, 0, status=counted), Observation({}), OperatorSettings(), T0)
+    result = step(service_input(2, 0, status=counted), Observation({}), T0)
     [scaling] = [c for c in result.conditions if c.type == labels.CONDITION_SCALING]
     assert scaling.reason == step_module.REASON_WAITING_FOR_REPLICAS
 
 
 def test_decision_carries_the_signals() -> None:
     observed = TierReadings(waiting=3.0, running=4.0, ttft_p99_s=0.8, request_rate_rps=1.0, ready_replicas=2)
-    result = step(service_input(2, 2), Observation({"l4": observed}), OperatorSettings(), T0)
+    result = step(service_input(2, 2), Observation({"l4": observed}), T0)
     decision = result.status["lastScalingDecision"]
     assert decision["queueDepth"] == 3.0
     assert decision["ttftP99Ms"] == 800.0
@@ -132,7 +128,7 @@ def test_prompt_tokens_rate_reaches_decide(monkeypatch: pytest.MonkeyPatch) -> N
     observed = TierReadings(
         waiting=0.0, running=4.0, request_rate_rps=2.0, prompt_tokens_rps=3072.0, ready_replicas=2
     )
-    step(service_input(2, 2), Observation({"l4": observed}), OperatorSettings(), T0)
+    step(service_input(2, 2), Observation({"l4": observed}), T0)
     [ctx] = seen
     [tier] = ctx.tiers
     assert tier.signals.prompt_tokens_rps == 3072.0
@@ -142,8 +138,8 @@ def test_prompt_tokens_rate_reaches_decide(monkeypatch: pytest.MonkeyPatch) -> N
 def test_prompt_tokens_rate_unobserved_reaches_decide_as_none(monkeypatch: pytest.MonkeyPatch) -> None:
     seen = _contexts(monkeypatch)
     observed = TierReadings(waiting=0.0, running=4.0, request_rate_rps=2.0, ready_replicas=2)
-    step(service_input(2, 2), Observation({"l4": observed}), OperatorSettings(), T0)
-    step(service_input(2, 2), Observation({}), OperatorSettings(), T0 + 60)
+    step(service_input(2, 2), Observation({"l4": observed}), T0)
+    step(service_input(2, 2), Observation({}), T0 + 60)
     assert [ctx.tiers[0].signals.prompt_tokens_rps for ctx in seen] == [None, None]
 
 
@@ -268,7 +264,7 @@ def _run_steps(
         service = step_input(
             chat, [a_small_tier_plan("l4")], replicas=2, ready=2, status=status, generation=1, replan=replan
         )
-        result = step(service, Observation({"l4": observed}), OperatorSettings(), T0 + 15.0 * tick)
+        result = step(service, Observation({"l4": observed}), T0 + 15.0 * tick)
         results.append(result)
         conditions = {c["type"]: c for c in status.get("conditions", [])}
         for update in result.conditions:
@@ -338,7 +334,7 @@ def test_auto_replan_is_named_in_the_condition() -> None:
 
 def test_the_observed_mix_reaches_decide(monkeypatch: pytest.MonkeyPatch) -> None:
     seen = _contexts(monkeypatch)
-    step(service_input(2, 2), Observation({"l4": rejecting_engines()}), OperatorSettings(), T0)
+    step(service_input(2, 2), Observation({"l4": rejecting_engines()}), T0)
     [ctx] = seen
     [tier] = ctx.tiers
     assert tier.signals.rejected_rps == 1.0 and tier.signals.generation_tokens_rps == 500.0

@@ -34,7 +34,7 @@ def door_service() -> ServiceInput:
         {"name": "l4", "gpu": "L4", "minReplicas": 0, "maxReplicas": 4}
     )
     chat = chat.with_spec(scaling={"allowScaleToZero": True})
-    return step_input(chat, [a_small_tier_plan("l4")], replicas=0, ready=0)
+    return step_input(chat, [a_small_tier_plan("l4")], replicas=0, ready=0, settings=GATEWAY)
 
 
 @pytest.mark.parametrize("value", GARBAGE, ids=repr)
@@ -129,7 +129,7 @@ def test_a_pool_whose_queue_is_no_count_is_unknown_never_empty(value: float) -> 
     door = a_vector({TierKey("ns", "chat", "chat"): value, TierKey("ns", "other", "other"): 3.0})
     snapshot = assemble(T0, {}, door=door)
     held = {key.tier: reading for key, reading in snapshot.door_waiting.items() if key.service == "chat"}
-    found = front_door_signals(door_service(), GATEWAY, Observation(tiers={}, door_waiting=held))
+    found = front_door_signals(door_service(), Observation(tiers={}, door_waiting=held))
     assert found is not None and found.pools[0].waiting is None
     assert snapshot.door_waiting[TierKey("ns", "other", "other")] == 3.0
 

@@ -50,7 +50,7 @@ class Control:
         self.memo = kopf.Memo(reconciler=self.new_reconciler())
 
     def new_reconciler(self) -> Reconciler:
-        return Reconciler(self.cluster, self.settings, handlers.make_planner(self.settings), FakeClock())
+        return Reconciler(self.cluster, self.settings, FakeClock())
 
     def restart(self) -> None:
         """A new operator process: nothing kept but the cluster."""

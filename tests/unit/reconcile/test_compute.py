@@ -9,12 +9,12 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from inferfleet import handlers
 from inferfleet.api import InferenceService, parse
 from inferfleet.config import OperatorSettings
 from inferfleet.reconcile import compute
 from inferfleet.reconcile.actions import Apply, Create
-from inferfleet.render import at_revision, render
+from inferfleet.render import at_revision
+from tests.toolkit.design import designed, render
 from tests.unit.reconcile.fixtures import NAME, NAMESPACE, Control, example
 
 SETTINGS = OperatorSettings()
@@ -54,15 +54,29 @@ def test_the_reported_plan_is_a_separate_value_from_the_rendered_one() -> None:
     control.submit(example())
     snapshot = _snapshot_of(control)
     intent = compute.compute(snapshot)
-    assert intent.rendered_plan is snapshot.plan  # rendered from the estimate as planned
-    assert intent.reported_plan == compute.reported(snapshot, snapshot.plan)
+    assert intent.design is not None
+    assert intent.rendered_plan is intent.design.plan  # rendered from the estimate as planned
+    assert intent.reported_plan is intent.design.reported_plan
+    assert intent.reported_plan != intent.rendered_plan or not snapshot.measured_kv
+
+
+def test_read_observes_and_compute_designs() -> None:
+    """The snapshot holds only what was read (the spec as declared, no plan); compute's
+    design is the one `design()` makes from it, the same for the same snapshot."""
+    control = Control()
+    control.submit(example())
+    snapshot = _snapshot_of(control)
+    assert not hasattr(snapshot, "plan") and snapshot.service is not None
+    intent = compute.compute(snapshot)
+    probe = compute.model_probe(snapshot, snapshot.service)
+    assert intent.design == compute.design_of(snapshot, snapshot.service, probe)
 
 
 def test_nothing_to_do_without_a_plan() -> None:
     control = Control()
     control.submit(example())
     snapshot = _snapshot_of(control)
-    invalid = compute.Snapshot(**{**snapshot.__dict__, "plan": None, "invalid": "spec.tiers: bad"})
+    invalid = compute.Snapshot(**{**snapshot.__dict__, "service": None, "invalid": "spec.tiers: bad"})
     intent = compute.compute(invalid)
     assert intent.actions == () and intent.rendered_plan is None
     status = compute.conclude(invalid, intent).status
@@ -72,7 +86,8 @@ def test_nothing_to_do_without_a_plan() -> None:
 
 def test_a_held_tier_renders_its_workload_at_the_revision_it_serves_in_one_render() -> None:
     service = _service(revision="new-rev")
-    plan = handlers.make_planner(SETTINGS)(service)
+    plan = designed(service, SETTINGS).plan
+    assert plan is not None
     tier = plan.feasible_tiers[0].name
     once = render(service, plan, SETTINGS, workload_revisions={tier: "old-rev"})
     wanted = render(service, plan, SETTINGS)

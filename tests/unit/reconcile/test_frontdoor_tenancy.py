@@ -52,9 +52,7 @@ class Platform:
         self.cluster = InMemoryCluster()
         self.settings = settings
         routes = GatewayRoutes(self.cluster, settings.namespaces, max_age_s=0)
-        self.reconciler = Reconciler(
-            self.cluster, settings, handlers.make_planner(settings), FakeClock(), routes=routes
-        )
+        self.reconciler = Reconciler(self.cluster, settings, FakeClock(), routes=routes)
 
     def deploy(self, namespace: str, gateway: dict[str, str] | None = None) -> None:
         self.cluster.user_apply(tenant_service(namespace, gateway), manager="kubectl")
@@ -227,7 +225,7 @@ def test_one_list_of_routes_serves_every_pass_for_a_while() -> None:
     cluster = CountingCluster()
     now = [0.0]
     routes = GatewayRoutes(cluster, (), max_age_s=10.0, clock=lambda: now[0])
-    reconciler = Reconciler(cluster, SHARED, handlers.make_planner(SHARED), FakeClock(), routes=routes)
+    reconciler = Reconciler(cluster, SHARED, FakeClock(), routes=routes)
     for team in ("team-a", "team-b", "team-c"):
         cluster.user_apply(tenant_service(team), manager="kubectl")
         reconciler.reconcile(team, NAME)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from inferfleet import handlers
 from inferfleet.controller.reconciler import Reconciler
 from inferfleet.promql.parse import KvCapacityReading
 from tests.unit.reconcile.fixtures import NAME, NAMESPACE, Control, FakeClock, example
@@ -26,8 +25,7 @@ class MeasuringControl(Control):
         super().__init__()
 
     def new_reconciler(self) -> Reconciler:
-        planner = handlers.make_planner(self.settings)
-        return Reconciler(self.cluster, self.settings, planner, FakeClock(), kv_capacity=self.kv)
+        return Reconciler(self.cluster, self.settings, FakeClock(), kv_capacity=self.kv)
 
 
 def test_measured_kv_replaces_the_estimate_in_status_only() -> None:

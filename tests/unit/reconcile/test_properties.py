@@ -21,8 +21,8 @@ from inferfleet.config import OperatorSettings
 from inferfleet.controller import executor
 from inferfleet.kubedata import ref_of
 from inferfleet.reconcile import diff
-from inferfleet.render import render
 from tests.toolkit import a_plan, a_service, a_tier_plan
+from tests.toolkit.design import render
 from tests.unit.render.validation import validate
 
 SETTINGS = OperatorSettings()

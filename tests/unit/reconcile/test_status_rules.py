@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
+from inferfleet import planner
 from inferfleet.api import Plan, TierPlan, labels
 from inferfleet.controller import admission
 from inferfleet.reconcile import events, status
@@ -22,7 +25,7 @@ def infeasible(name: str) -> TierPlan:
     return a_small_tier_plan(name).with_(feasible=False, reasons=reasons).build()
 
 
-def test_every_consumer_names_the_first_reason_not_the_last() -> None:
+def test_every_consumer_names_the_first_reason_not_the_last(monkeypatch: pytest.MonkeyPatch) -> None:
     tier = infeasible("l4")
     assert tier.infeasible_reason == WHY
     plan = Plan(name="chat", tiers=[a_small_tier_plan("h100").build(), tier])
@@ -32,10 +35,17 @@ def test_every_consumer_names_the_first_reason_not_the_last() -> None:
     assert condition["message"] == f"l4: {WHY}"
     assert events.describe_tier(tier) == f"l4: infeasible ({WHY})"
 
-    def planner(_: Any) -> Plan:
-        return plan
+    by_name = {tier.name: tier for tier in plan.tiers}
 
-    verdict = admission.review(a_scaled_service("chat").body(), planner)
+    def plan_tier(_: Any, tier: Any, *__: Any, **___: Any) -> TierPlan:
+        return by_name[tier.name]
+
+    monkeypatch.setattr(planner, "plan_tier", plan_tier)
+    service = a_scaled_service("chat").tiers(
+        {"name": "h100", "gpu": "H100-SXM-80GB", "minReplicas": 1},
+        {"name": "l4", "gpu": "L4", "minReplicas": 1},
+    )
+    verdict = admission.review(service.body())
     assert verdict.rejection is None and verdict.warnings == (
         f"tier l4 is infeasible and will not be deployed: {WHY}",
     )

@@ -12,12 +12,14 @@ import yaml
 from inferfleet.api import labels, load_all
 from inferfleet.cli.render import render_file
 from inferfleet.config import OperatorSettings
+from inferfleet.design import topology
+from inferfleet.design.checks import render_problems
 from inferfleet.kubedata import matches
 from inferfleet.planner import plan_service
 from inferfleet.planner.workload import tier_share
-from inferfleet.render import frontdoor, lifecycle, render
-from inferfleet.render.checks import render_problems
+from inferfleet.render import frontdoor, lifecycle
 from tests.conftest import REPO_ROOT, example_paths
+from tests.toolkit.design import render
 from tests.unit.render import plans
 from tests.unit.render.validation import validate, validate_picker_config
 
@@ -232,15 +234,15 @@ def test_the_hold_outlasts_the_slowest_cold_start_and_follows_measurements_upwar
     )
     margin = GATEWAY.cold_start_margin_s
     # Only the L4 tier can stand at zero: its start is what a held request waits for.
-    (pool,) = frontdoor.resolve(service, plan, GATEWAY).pools
-    assert pool.hold_s >= 95 + margin and pool.hold_s % frontdoor.HOLD_STEP_S == 0
-    assert pool.hold_s < 95 + margin + frontdoor.HOLD_STEP_S
-    slower = frontdoor.resolve(service, plan, GATEWAY, {"l4": 200.0}).pools[0]
+    (pool,) = topology.resolve(service, plan, GATEWAY).pools
+    assert pool.hold_s >= 95 + margin and pool.hold_s % topology.HOLD_STEP_S == 0
+    assert pool.hold_s < 95 + margin + topology.HOLD_STEP_S
+    slower = topology.resolve(service, plan, GATEWAY, {"l4": 200.0}).pools[0]
     assert slower.hold_s >= 200 + margin
-    faster = frontdoor.resolve(service, plan, GATEWAY, {"l4": 20.0}).pools[0]
+    faster = topology.resolve(service, plan, GATEWAY, {"l4": 20.0}).pools[0]
     assert faster.hold_s == pool.hold_s  # a fast measurement never cuts below the estimate
     pinned = plans.service(frontDoor={"holdSeconds": 600})
-    assert frontdoor.resolve(pinned, plan, GATEWAY).pools[0].hold_s == 600
+    assert topology.resolve(pinned, plan, GATEWAY).pools[0].hold_s == 600
     objects = render(service, plan, GATEWAY)
     (config,) = picker_configs(objects).values()
     assert config["flowControl"]["defaultRequestTTL"] == f"{pool.hold_s}s"
@@ -254,7 +256,7 @@ def test_the_hold_waits_for_a_cold_start_and_the_queue_limit_keeps_a_saturated_w
     # tier that may stand at zero, a 3 s TTFT SLO.
     (service,) = load_all((REPO_ROOT / "manifests" / "examples" / "llama-8b-chat.yaml").read_text())
     plan = plan_service(service)
-    (pool,) = frontdoor.resolve(service, plan, GATEWAY).pools
+    (pool,) = topology.resolve(service, plan, GATEWAY).pools
     l4 = next(tier for tier in plan.tiers if tier.name == "l4")
     assert pool.queue_limit == int(3.0 * 2 * l4.usable_rps) >= 1
     (config,) = picker_configs(render(service, plan, GATEWAY)).values()
@@ -270,7 +272,7 @@ def test_the_hold_waits_for_a_cold_start_and_the_queue_limit_keeps_a_saturated_w
         tiers=[{"name": "h100", "gpu": "H100-SXM-80GB", "minReplicas": 0}], scaling={"allowScaleToZero": True}
     )
     slow = plans.plan(plans.tier_plan("h100", usableRps=0.1))
-    assert frontdoor.resolve(cold, slow, GATEWAY).pools[0].queue_limit == 1
+    assert topology.resolve(cold, slow, GATEWAY).pools[0].queue_limit == 1
 
 
 def test_the_pinned_router_refuses_a_field_it_does_not_know() -> None:

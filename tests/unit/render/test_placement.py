@@ -19,8 +19,8 @@ from inferfleet import planner
 from inferfleet.api import InferenceService, labels, load_all
 from inferfleet.catalog import placement
 from inferfleet.config import OperatorSettings
-from inferfleet.render import render
 from tests.conftest import REPO_ROOT, example_paths
+from tests.toolkit.design import render
 from tests.unit.render import plans
 from tests.unit.render.cluster_nodes import GFD, GKE, NODES
 from tests.unit.render.node_fit import Node, fits

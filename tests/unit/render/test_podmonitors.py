@@ -9,7 +9,7 @@ import pytest
 
 from inferfleet.api import labels
 from inferfleet.config import OperatorSettings
-from inferfleet.render import render
+from tests.toolkit.design import render
 from tests.unit.render import plans
 
 GATEWAY = OperatorSettings(gateway_name="inference-gateway", gateway_namespace="gateway-system")

@@ -11,8 +11,10 @@ from inferfleet import render as render_module
 from inferfleet.api import labels
 from inferfleet.catalog import placement
 from inferfleet.config import OperatorSettings
-from inferfleet.render import PodAdditions, TierRenderContext, names, render
+from inferfleet.design import object_names as names
+from inferfleet.render import PodAdditions, TierRenderContext
 from inferfleet.render.lifecycle import STARTUP_MIN_S
+from tests.toolkit.design import render
 from tests.unit.render import plans
 from tests.unit.render.validation import validate
 

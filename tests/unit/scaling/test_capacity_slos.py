@@ -10,18 +10,15 @@ import pytest
 from inferfleet.api import load_all
 from inferfleet.api.spec import ScalingSpec
 from inferfleet.config import OperatorSettings
+from inferfleet.design.policy_config import PolicyConfig, ScalePacing, TierPolicy, resolve_policy
 from inferfleet.scaling import (
-    PolicyConfig,
-    ScalePacing,
     ScalingContext,
     ScalingState,
     TierContext,
     TierFigures,
-    TierPolicy,
     TierSignals,
     TokenQuantiles,
     decide,
-    resolve_policy,
 )
 from inferfleet.scaling import capacity as capacity_rules
 from inferfleet.scaling.types import TierState

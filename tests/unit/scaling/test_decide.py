@@ -11,21 +11,18 @@ from collections.abc import Sequence
 
 import pytest
 
+from inferfleet.design.policy_config import PolicyConfig, PrewarmRule, ScalePacing, TierPolicy
 from inferfleet.scaling import (
     SIGNAL_HOLD,
     SIGNAL_PREDICTIVE,
     SIGNAL_REACTIVE,
     SIGNAL_SCHEDULED,
     SIGNAL_WARM_MINIMUM,
-    PolicyConfig,
-    PrewarmRule,
     Recommendation,
-    ScalePacing,
     ScalingContext,
     ScalingState,
     TierContext,
     TierFigures,
-    TierPolicy,
     TierRecommendation,
     TierSignals,
     decide,

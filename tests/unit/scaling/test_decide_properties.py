@@ -8,17 +8,8 @@ import math
 from hypothesis import given
 from hypothesis import strategies as st
 
-from inferfleet.scaling import (
-    PolicyConfig,
-    ScalePacing,
-    ScalingContext,
-    ScalingState,
-    TierContext,
-    TierFigures,
-    TierPolicy,
-    TierSignals,
-    decide,
-)
+from inferfleet.design.policy_config import PolicyConfig, ScalePacing, TierPolicy
+from inferfleet.scaling import ScalingContext, ScalingState, TierContext, TierFigures, TierSignals, decide
 
 T0 = 1_704_283_200.0  # 2024-01-03 12:00 UTC
 PERIOD_S = 15.0

@@ -8,16 +8,14 @@ import pytest
 
 from inferfleet.api import load_all
 from inferfleet.config import OperatorSettings
+from inferfleet.design.policy_config import PolicyConfig, TierPolicy, resolve_policy
 from inferfleet.scaling import (
-    PolicyConfig,
     ScalingContext,
     TierContext,
     TierFigures,
-    TierPolicy,
     TierSignals,
     queue_only,
     reactive_util,
-    resolve_policy,
     static_peak,
 )
 from inferfleet.scaling.cron import CronInvalid, window_open

@@ -12,16 +12,14 @@ import math
 import pytest
 
 from inferfleet.api.spec import TokenPercentiles
+from inferfleet.design.policy_config import PolicyConfig, ScalePacing, TierPolicy
 from inferfleet.scaling import (
     SIGNAL_ESCALATION,
-    PolicyConfig,
     Recommendation,
-    ScalePacing,
     ScalingContext,
     ScalingState,
     TierContext,
     TierFigures,
-    TierPolicy,
     TierSignals,
     TokenQuantiles,
     decide,

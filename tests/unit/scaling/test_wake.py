@@ -4,17 +4,15 @@ from __future__ import annotations
 
 import datetime as dt
 
+from inferfleet.design.policy_config import PolicyConfig, ScalePacing, TierPolicy
 from inferfleet.scaling import (
     SIGNAL_WAKE,
     DoorPool,
     FrontDoorSignals,
-    PolicyConfig,
-    ScalePacing,
     ScalingContext,
     ScalingState,
     TierContext,
     TierFigures,
-    TierPolicy,
     TierSignals,
     decide,
 )

@@ -80,7 +80,7 @@ def test_a_planner_fault_is_a_message_with_exit_2(
     def broken(*_: object, **__: object) -> None:
         raise fault
 
-    monkeypatch.setattr(planner, "plan_service", broken)
+    monkeypatch.setattr(planner, "plan_tier", broken)
     spec = tmp_path / "spec.yaml"
     spec.write_text(dump(base()), encoding="utf-8")
     result = runner.invoke(app, [command, "-f", str(spec)])

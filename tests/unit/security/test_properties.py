@@ -19,7 +19,7 @@ import yaml
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from inferfleet import planner, render
+from inferfleet import planner
 from inferfleet.api import SpecInvalid, parse
 from inferfleet.api.source_paths import revision_problem, source_problem
 from inferfleet.autoscaler.runner import Autoscaler
@@ -34,6 +34,7 @@ from inferfleet.promql.signals import TierReadings, assemble
 from tests.conftest import EXAMPLES_DIR
 from tests.toolkit import a_scaled_service
 from tests.toolkit import reconciled as tk
+from tests.toolkit.design import render
 from tests.toolkit.prometheus import a_vector
 from tests.unit.autoscaler.conftest import ScriptedReader
 
@@ -133,7 +134,7 @@ def test_hostile_specs_are_refused_with_paths_or_plan_and_render(data: st.DataOb
     except ValueError:
         return  # the planner's own refusal: a message for the user (CLI exit 2, a condition)
     if plan.feasible_tiers:
-        objects = render.render(service, plan, SETTINGS)
+        objects = render(service, plan, SETTINGS)
         assert objects and all(isinstance(obj, dict) for obj in objects)
 
 

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from inferfleet import planner
 from inferfleet.api import labels
 from inferfleet.reconcile import compute as compute_module
 from tests.unit.reconcile.fixtures import Control, example
@@ -23,14 +24,16 @@ def owned(control: Control) -> list[str]:
 
 
 @pytest.mark.parametrize("fault", [OverflowError("int too large"), RecursionError("too deep"), KeyError("x")])
-def test_a_planner_fault_is_a_condition_and_keeps_the_fleet(fault: Exception) -> None:
+def test_a_planner_fault_is_a_condition_and_keeps_the_fleet(
+    fault: Exception, monkeypatch: pytest.MonkeyPatch
+) -> None:
     control = created()
     before = owned(control)
 
-    def broken(_: Any) -> Any:
+    def broken(*_: Any, **__: Any) -> Any:
         raise fault
 
-    control.memo["reconciler"].planner = broken
+    monkeypatch.setattr(planner, "plan_tier", broken)
     control.edit(lambda body: body["spec"]["workload"].__setitem__("peakRequestsPerSecond", 11))
     control.reconcile()  # returns: a retry would fail the same way
     control.reconcile()

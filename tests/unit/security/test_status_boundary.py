@@ -15,13 +15,14 @@ import unicodedata
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
-from inferfleet.api import Plan, labels
+from inferfleet import planner
+from inferfleet.api import labels
 from inferfleet.autoscaler.runner import Autoscaler
 from inferfleet.cluster import InMemoryCluster
 from inferfleet.config import OperatorSettings
-from inferfleet.controller.reconciler import Reconciler
 from inferfleet.promql.queries import Signal
 from inferfleet.promql.signals import SignalSnapshot
 from tests.toolkit import reconciled as tk
@@ -67,24 +68,24 @@ def hostile() -> dict[str, Any]:
     return body
 
 
-def with_endpoint_error(control: Control) -> None:
-    """What a source's error body made of the plan at 6e505f6: one reason line."""
-    reconciler: Reconciler = control.memo["reconciler"]
-    planner = reconciler.planner
+def with_endpoint_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a source's error body made of the plan at 6e505f6: one reason line (the
+    planner's first tier gets it, wherever the design plans)."""
+    plan_tier = planner.plan_tier
 
-    def plan(service: Any) -> Plan:
-        found = planner(service)
-        first = found.tiers[0]
+    def with_error(*args: Any, **kwargs: Any) -> Any:
+        found = plan_tier(*args, **kwargs)
+        if found.name != "l4":
+            return found
         why = f"config.json could not be read: {ENDPOINT_ERROR}"
-        tiers = [first.model_copy(update={"reasons": [why, *first.reasons]}), *found.tiers[1:]]
-        return found.model_copy(update={"tiers": tiers})
+        return found.model_copy(update={"reasons": [why, *found.reasons]})
 
-    reconciler.planner = plan
+    monkeypatch.setattr(planner, "plan_tier", with_error)
 
 
-def test_the_reconciler_writes_tenant_text_escaped_and_bounded() -> None:
+def test_the_reconciler_writes_tenant_text_escaped_and_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     control = Control()
-    with_endpoint_error(control)
+    with_endpoint_error(monkeypatch)
     control.submit(hostile())
     control.reconcile()
 

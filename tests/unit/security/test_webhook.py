@@ -12,7 +12,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from inferfleet import handlers
+from inferfleet import handlers, planner
 from inferfleet.config import OperatorSettings
 from inferfleet.controller import admission
 from inferfleet.controller.webhook_server import MAX_BODY_BYTES, AdmissionServer
@@ -136,18 +136,19 @@ HOSTILE_BODIES: list[Any] = [
 
 @pytest.mark.parametrize("body", HOSTILE_BODIES, ids=range(len(HOSTILE_BODIES)))
 def test_every_denial_names_a_field_and_nothing_raises(body: Any) -> None:
-    verdict = admission.review(body, handlers.make_planner(OperatorSettings()))
+    verdict = admission.review(body, OperatorSettings())
     assert verdict.rejection is not None
     first = verdict.rejection.split(";")[0]
     assert first.startswith(("(object):", "spec", "kind", "apiVersion", "metadata")), verdict.rejection
     assert "Traceback" not in verdict.rejection
 
 
-def test_a_planner_crash_is_a_denial_with_a_path() -> None:
-    def broken(_: Any) -> Any:
+def test_a_planner_crash_is_a_denial_with_a_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(*_: Any, **__: Any) -> Any:
         raise OverflowError("math range error")
 
-    verdict = admission.review(document(base_spec()), broken)
+    monkeypatch.setattr(planner, "plan_tier", broken)
+    verdict = admission.review(document(base_spec()), OperatorSettings())
     assert verdict.rejection is not None and verdict.rejection.startswith("spec: the planner failed")
     assert "OverflowError" in verdict.rejection
 
@@ -157,6 +158,6 @@ def test_a_refusal_for_infeasible_tiers_names_each_by_path() -> None:
     for tier in spec["tiers"]:
         tier["gpu"] = {"name": "tiny", "memoryGiB": 2}
         tier["gpusPerNode"] = 1
-    verdict = admission.review(document(spec), handlers.make_planner(OperatorSettings()))
+    verdict = admission.review(document(spec), OperatorSettings())
     assert verdict.rejection is not None
     assert "spec.tiers[0] (l4): " in verdict.rejection and "spec.tiers[1] (a100): " in verdict.rejection

@@ -7,15 +7,8 @@ import dataclasses
 import numpy as np
 import pytest
 
-from inferfleet.scaling import (
-    PolicyConfig,
-    Recommendation,
-    ScalingContext,
-    ScalingState,
-    TierFigures,
-    TierPolicy,
-    TierRecommendation,
-)
+from inferfleet.design.policy_config import PolicyConfig, TierPolicy
+from inferfleet.scaling import Recommendation, ScalingContext, ScalingState, TierFigures, TierRecommendation
 from inferfleet.simulate.engine import (
     ServingModel,
     SimConfig,

@@ -8,12 +8,12 @@ import dataclasses
 import numpy as np
 
 from inferfleet.config import OperatorSettings
-from inferfleet.planner import plan_service
 from inferfleet.scaling import decide
 from inferfleet.simulate.engine import SimConfig, SimResult, simulate
 from inferfleet.simulate.setup import build_config
 from inferfleet.simulate.traces import Trace
 from tests.toolkit import ServiceBuilder, a_service
+from tests.toolkit.design import designed
 from tests.toolkit.traces import a_trace, bursts
 
 SETTINGS = OperatorSettings(gateway_name="inference-gateway")
@@ -36,7 +36,7 @@ CHAT = (
 
 def config(chat: ServiceBuilder, settings: OperatorSettings = SETTINGS) -> SimConfig:
     service = chat.service()
-    return build_config(service.spec, plan_service(service), settings=settings)
+    return build_config(designed(service, settings))
 
 
 def first_after_idle(result: SimResult, trace: Trace, starts: list[float]) -> list[float]:

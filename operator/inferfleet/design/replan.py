@@ -20,7 +20,6 @@ from pydantic import ValidationError
 
 from inferfleet.api.spec import InferenceServiceSpec, TokenPercentiles
 from inferfleet.kubedata import parse_kube_time
-from inferfleet.scaling.drift import with_workload
 
 MIN_INTERVAL_S = 1800.0
 
@@ -88,3 +87,31 @@ def announce(previous: Mapping[str, Any], planned: Mapping[str, Any] | None) -> 
         f"{tokens_in['p50']}/{tokens_in['p95']}/{tokens_in['p99']}, outputs "
         f"{tokens_out['p50']}/{tokens_out['p95']}/{tokens_out['p99']} tokens"
     )
+
+
+def planned_percentiles(
+    spec: InferenceServiceSpec, status: Mapping[str, Any], generation: int | None
+) -> tuple[TokenPercentiles, TokenPercentiles, bool]:
+    """The token percentiles the current plan was made for: the declared ones, or the
+    observed ones the operator re-planned with (status.plannedWorkload, kept while the
+    spec's generation is the one they were planned at). The flag says which."""
+    planned = status.get("plannedWorkload")
+    if isinstance(planned, Mapping) and generation is not None and planned.get("generation") == generation:
+        try:
+            return (
+                TokenPercentiles.model_validate(planned.get("inputTokens")),
+                TokenPercentiles.model_validate(planned.get("outputTokens")),
+                True,
+            )
+        except ValidationError:
+            pass  # a hand-edited status: fall back to the declared workload
+    return spec.workload.input_tokens, spec.workload.output_tokens, False
+
+
+def with_workload(
+    spec: InferenceServiceSpec, input_tokens: TokenPercentiles, output_tokens: TokenPercentiles
+) -> InferenceServiceSpec:
+    """The spec with its token percentiles replaced (what `inferfleet plan
+    --observed-workload` and re-planning plan with); everything else as declared."""
+    workload = spec.workload.model_copy(update={"input_tokens": input_tokens, "output_tokens": output_tokens})
+    return spec.model_copy(update={"workload": workload})

@@ -8,8 +8,8 @@ import pytest
 
 from inferfleet.api import labels, parse
 from inferfleet.controller.reconciler import cr_ref
+from inferfleet.design import replan
 from inferfleet.kubedata import ObjectRef
-from inferfleet.reconcile import replan
 from tests.unit.reconcile.fixtures import NAME, NAMESPACE, Control, example
 
 OBSERVED = {

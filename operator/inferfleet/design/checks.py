@@ -43,8 +43,8 @@ from inferfleet.catalog.placement import (
     tier_gpu,
 )
 from inferfleet.config import OperatorSettings
+from inferfleet.design import images, topology
 from inferfleet.precache import probe
-from inferfleet.render import frontdoor, runtime
 
 INLINE_HINT = (
     "give its architecture inline as spec.model.config (the keys of its config.json) plus "
@@ -174,8 +174,8 @@ def render_problems(
             )
         if tier.image is None:
             needs_serving_image.setdefault(gpu.vendor, []).append(tier.name)
-        no_default = runtime.default_image(gpu.vendor, settings) is None
-        if runtime.explicit_image(service, tier) is None and no_default:
+        no_default = images.default_image(gpu.vendor, settings) is None
+        if images.explicit_image(service, tier) is None and no_default:
             found.append(
                 Problem(
                     f"spec.tiers[{index}].image",
@@ -223,7 +223,7 @@ def gateway_problems(service: InferenceService, settings: OperatorSettings) -> l
                     "to allow it",
                 )
             )
-    if settings.front_door_match == "hostname" and frontdoor.gateway_of(service, settings) is not None:
+    if settings.front_door_match == "hostname" and topology.gateway_of(service, settings) is not None:
         hostname = render_hostname(settings.front_door_hostname or "", service.namespace, service.name)
         problem = hostname_problem(hostname)
         if problem is not None:
@@ -248,7 +248,7 @@ def front_door_problems(service: InferenceService, settings: OperatorSettings) -
         front is not None
         and front.endpoint_picker is not None
         and service.spec.workload.routing
-        and frontdoor.gateway_of(service, settings) is not None
+        and topology.gateway_of(service, settings) is not None
     ):
         return [
             Problem(
@@ -261,7 +261,7 @@ def front_door_problems(service: InferenceService, settings: OperatorSettings) -
     scaling = service.spec.scaling
     if scaling is None or not scaling.allow_scale_to_zero:
         return []
-    if frontdoor.gateway_of(service, settings) is None:
+    if topology.gateway_of(service, settings) is None:
         return [
             Problem(
                 "spec.scaling.allowScaleToZero",

@@ -7,13 +7,95 @@ spec change, so every tick reads one flat `PolicyConfig`.
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from typing import Literal
 
-from inferfleet.api.plan import TierPlan
-from inferfleet.api.spec import InferenceServiceSpec, ScaleBehavior, TierSpec
+from inferfleet.api.spec import CapacityType, InferenceServiceSpec, ScaleBehavior, TierSpec
 from inferfleet.config import OperatorSettings
 from inferfleet.planner.workload import mean_tokens
-from inferfleet.scaling.types import PolicyConfig, PrewarmRule, ScalePacing, TierFigures, TierPolicy
+
+
+@dataclass(frozen=True, slots=True)
+class ScalePacing:
+    """Pacing of changes in one direction."""
+
+    stabilization_s: float
+    cooldown_s: float
+    max_replicas_per_step: int | None  # None: unlimited
+    # Like HPA's Percent policy beside its Pods policy: a step may remove this share of
+    # the current replicas when that is more than max_replicas_per_step. None: no share.
+    max_percent_per_step: float | None = None
+
+    def step_limit(self, current: int) -> int | None:
+        """Most replicas one step may change from `current`: the larger of the limits
+        that are set (HPA's selectPolicy Max); None when neither is set."""
+        limits = []
+        if self.max_replicas_per_step is not None:
+            limits.append(self.max_replicas_per_step)
+        if self.max_percent_per_step is not None:
+            # At least one, so a share of an empty fleet can still grow it.
+            limits.append(max(1, math.ceil(current * self.max_percent_per_step / 100.0 - 1e-9)))
+        return max(limits) if limits else None
+
+
+@dataclass(frozen=True, slots=True)
+class PrewarmRule:
+    """Hold `replicas` on `tier` (None: the cheapest tier) from each cron start for `duration_s`."""
+
+    schedule: str
+    duration_s: float
+    replicas: int
+    tier: str | None = None
+    time_zone: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TierPolicy:
+    """What the spec says about one tier's scaling: bounds, price, share, capacity type."""
+
+    name: str
+    min_replicas: int
+    max_replicas: int | None = None  # None: the plan's replicasForPeak
+    capacity_type: CapacityType = "on-demand"
+    routing_share: float | None = None
+    cost_per_gpu_hour: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyConfig:
+    """The resolved policy: operator defaults with the spec's `scaling` fields on top."""
+
+    tiers: tuple[TierPolicy, ...]
+    ttft_target_ms: float
+    mode: Literal["active", "advisory"] = "active"
+    sync_period_s: float = 15.0
+    # The prior (and, in `fixed` mode, the whole) share kept above forecast demand;
+    # `measured` follows the forecaster's measured error (scaling.headroom).
+    headroom: float = 0.2
+    headroom_mode: Literal["measured", "fixed"] = "measured"
+    queue_depth_per_replica: float = 4.0
+    # The ITL SLO the learned capacity keeps decode steps within (scaling.capacity);
+    # None: the capacity keeps the TTFT SLO alone (spec.scaling.capacitySlos ttft).
+    itl_target_ms: float | None = None
+    predictive_enabled: bool = True
+    history_window_hours: float = 336.0
+    seasonality: Literal["auto", "daily", "weekly", "none"] = "auto"
+    cold_start_margin_s: float = 60.0
+    # Minutes the forecaster holds the level from before a cliff to silence (forecast).
+    interruption_hold_min: int = 30
+    allow_scale_to_zero: bool = False
+    scale_up: ScalePacing = ScalePacing(0.0, 0.0, None)
+    scale_down: ScalePacing = ScalePacing(300.0, 120.0, 1, 25.0)
+    prewarm: tuple[PrewarmRule, ...] = ()
+    # Only the static-peak baseline reads this: the peak request rate it provisions for.
+    static_peak_rps: float | None = None
+
+    def tier(self, name: str) -> TierPolicy | None:
+        for tier in self.tiers:
+            if tier.name == name:
+                return tier
+        return None
 
 
 def _behavior(
@@ -157,32 +239,3 @@ def mean_output_tokens(spec: InferenceServiceSpec) -> float:
     """The declared mean output length, as the planner estimates it."""
     tokens = spec.workload.output_tokens
     return mean_tokens(tokens.p50, tokens.p95)
-
-
-def figures_from_plan(
-    tier_plan: TierPlan,
-    mean_input_tokens: float | None = None,
-    mean_output_tokens: float | None = None,
-) -> TierFigures:
-    """The handful of plan figures the policy and the simulator use; the declared means
-    are the prior the request mix the engines report replaces."""
-    performance = tier_plan.performance
-    slots = tier_plan.concurrency_at_p95 if tier_plan.concurrency_at_p95 > 0 else tier_plan.max_concurrency
-    if tier_plan.max_num_seqs > 0:
-        slots = min(slots, float(tier_plan.max_num_seqs))
-    return TierFigures(
-        name=tier_plan.name,
-        usable_rps=float(tier_plan.usable_rps),
-        cold_start_s=float(tier_plan.cold_start_seconds),
-        gpus_per_replica=int(tier_plan.gpus_per_replica),
-        max_concurrency=max(1.0, float(slots)),
-        replicas_for_peak=int(tier_plan.replicas_for_peak),
-        cost_per_million_tokens_usd=tier_plan.cost_per_million_tokens_usd,
-        feasible=bool(tier_plan.feasible) and tier_plan.usable_rps > 0,
-        decode_step_base_ms=performance.decode_step_base_ms if performance else 0.0,
-        decode_step_per_seq_ms=performance.decode_step_per_seq_ms if performance else 0.0,
-        prefill_tokens_per_s=performance.prefill_tokens_per_second if performance else 0.0,
-        mean_input_tokens=mean_input_tokens,
-        mean_output_tokens=mean_output_tokens,
-        max_model_len=int(tier_plan.max_model_len),
-    )

@@ -15,12 +15,13 @@ import pytest
 from inferfleet import planner
 from inferfleet.api import InferenceService, labels, load_all
 from inferfleet.config import OperatorSettings
+from inferfleet.design import images
+from inferfleet.design.checks import awaiting_source, catalog_problems, refusals, render_problems
 from inferfleet.precache import workloads as cache_objects
-from inferfleet.render import render, runtime
-from inferfleet.render.checks import awaiting_source, catalog_problems, refusals, render_problems
 from inferfleet.render.lifecycle import READINESS_SCRIPT
 from tests.conftest import EXAMPLES_DIR
 from tests.toolkit import vllm_standin
+from tests.toolkit.design import render
 from tests.unit.render import plans
 
 SETTINGS = OperatorSettings()
@@ -66,15 +67,15 @@ def test_each_tier_is_planned_for_the_release_of_the_image_it_runs() -> None:
     releases = {
         tier.name: tier.vllm_release
         for tier in planner.plan_service(
-            service, SETTINGS.catalogs(), tier_images=runtime.tier_images(service, SETTINGS)
+            service, SETTINGS.catalogs(), tier_images=images.tier_images(service, SETTINGS)
         ).tiers
     }
     assert releases == {"h100": "0.33.0", "mi300x": "0.11.1"}
     body = service.model_dump(by_alias=True, exclude_none=True, mode="json")
     body["spec"]["tiers"][1]["image"] = "rocm/vllm:rocm6.3.1_vllm_0.8.3_20250410"
     pinned = load_all(json.dumps(body))[0]
-    images = runtime.tier_images(pinned, SETTINGS)
-    plan = planner.plan_service(pinned, SETTINGS.catalogs(), tier_images=images)
+    pinned_images = images.tier_images(pinned, SETTINGS)
+    plan = planner.plan_service(pinned, SETTINGS.catalogs(), tier_images=pinned_images)
     assert {tier.name: tier.vllm_release for tier in plan.tiers} == {"h100": "0.33.0", "mi300x": "0.8.3"}
 
 
