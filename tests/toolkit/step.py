@@ -12,6 +12,7 @@ from inferfleet.config import OperatorSettings
 from inferfleet.kubedata import DEPLOYMENT, ObjectRef
 from inferfleet.scalestep.step import ServiceInput, WorkloadReplicas, deployed_design
 from inferfleet.scalestep.workload import Replanner
+from inferfleet.scaling import TierReadings, TierSignals
 from tests.toolkit.builders import ServiceBuilder, TierPlanBuilder
 
 
@@ -43,3 +44,16 @@ def step_input(
         generation=generation,
         replan=replan,
     )
+
+
+def tier_signals(
+    ready_replicas: int | None = None,
+    desired_replicas: int | None = None,
+    *,
+    ttft_p99_ms: float | None = None,
+    **readings: Any,
+) -> TierSignals:
+    """A tier's signals as decide() reads them: the replica counts beside readings made
+    (and checked) as Prometheus's answers are; TTFT given in milliseconds."""
+    ttft_s = None if ttft_p99_ms is None else ttft_p99_ms / 1000.0
+    return TierSignals(ready_replicas, desired_replicas, load=TierReadings(ttft_p99_s=ttft_s, **readings))

@@ -50,7 +50,7 @@ from inferfleet.kubedata import (
     replicas_of,
 )
 from inferfleet.metrics.operator_metrics import OperatorMetrics
-from inferfleet.metrics.prometheus import PrometheusClient, PrometheusConfig, QueryFailed, SignalReader
+from inferfleet.metrics.prometheus import PrometheusClient, PrometheusConfig, SignalReader
 from inferfleet.promql.parse import ServiceKey, TierKey
 from inferfleet.promql.queries import QueryConfig
 from inferfleet.promql.signals import SignalSnapshot
@@ -125,7 +125,7 @@ class _Tick:
     time_s: float
     snapshot: SignalSnapshot
     workloads: dict[tuple[str, str], dict[str, list[dict[str, Any]]]]
-    pod_load: dict[TierKey, dict[str, float]] | None = None
+    pod_load_warned: bool = False
 
 
 @dataclass(frozen=True)
@@ -184,6 +184,7 @@ class Autoscaler:
             client,
             query_config or QueryConfig(),
             history_retention_s=settings.forecast_window_hours * 3600.0,
+            pod_load=settings.pod_deletion_cost,
         )
         return cls(
             cluster,
@@ -233,15 +234,14 @@ class Autoscaler:
             self.metrics.loop_duration_s.observe(time.perf_counter() - started)
         return tick
 
-    def _pod_load(self, tick: _Tick) -> dict[TierKey, dict[str, float]]:
-        with self._lock:
-            if tick.pod_load is None:
-                try:
-                    tick.pod_load = self.reader.pod_in_flight(tick.time_s)
-                except QueryFailed as error:
-                    log.warning("cannot read per-pod load for pod-deletion-cost: %s", error)
-                    tick.pod_load = {}
-            return tick.pod_load
+    def _pod_load(self, tick: _Tick) -> Mapping[TierKey, Mapping[str, float]]:
+        """The per-pod running requests read with the tick (pod-deletion-cost); unknown is
+        idle (deletion_costs), and a failed read is said once per tick."""
+        snapshot = tick.snapshot
+        if snapshot.pod_in_flight is None and snapshot.pod_in_flight_failed and not tick.pod_load_warned:
+            log.warning("cannot read per-pod load for pod-deletion-cost: %s", snapshot.pod_in_flight_failed)
+            tick.pod_load_warned = True
+        return snapshot.pod_in_flight or {}
 
     # --- entry points -------------------------------------------------------------------
 

@@ -206,16 +206,8 @@ def _fetch(source_uri: str, dest: Path, options: FetchOptions, log: Log) -> Fetc
                 dest, manifest=reused, started=started, options=options, ref=ref, warning=None, log=log
             )
 
-        files = select_files(resolved.files, options.allow_patterns, options.ignore_patterns)
-        check_listing(f"{source_uri}@{revision}", [f.path for f in files])
-        if not any(is_weight_file(f.path) for f in files):
-            raise SourceNotFound(
-                f"{source_uri}@{revision}: no weight files match {', '.join(options.allow_patterns)} "
-                f"among {len(resolved.files)} file(s) (pass --allow-pattern for other formats)"
-            )
-        if isinstance(source, S3Source):
-            files = tuple(_with_s3_sha256(source, f, options, log) for f in files)
-
+        where = f"{source_uri}@{revision}"
+        files = _wanted_files(source, resolved, where=where, options=options, log=log)
         manifest, transferred = _download(
             source,
             ref=ref,
@@ -241,6 +233,28 @@ def _fetch(source_uri: str, dest: Path, options: FetchOptions, log: Log) -> Fetc
             seconds=seconds,
             gc=gc,
         )
+
+
+def _wanted_files(
+    source: Source,
+    resolved: ResolvedRevision,
+    *,
+    where: str,
+    options: FetchOptions,
+    log: Log,
+) -> tuple[RemoteFile, ...]:
+    """The listed files the patterns select, every name checked; at least one weight file;
+    an S3 object's sha256 where its listing lacks one."""
+    files = select_files(resolved.files, options.allow_patterns, options.ignore_patterns)
+    check_listing(where, [f.path for f in files])
+    if not any(is_weight_file(f.path) for f in files):
+        raise SourceNotFound(
+            f"{where}: no weight files match {', '.join(options.allow_patterns)} "
+            f"among {len(resolved.files)} file(s) (pass --allow-pattern for other formats)"
+        )
+    if isinstance(source, S3Source):
+        files = tuple(_with_s3_sha256(source, f, options, log) for f in files)
+    return tuple(files)
 
 
 def read_ok(dest: Path, revision_id: str) -> Manifest:

@@ -14,7 +14,7 @@ import re
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -226,9 +226,12 @@ class SignalReader:
         *,
         history_retention_s: float | None = None,
         backoff: Backoff | None = None,
+        pod_load: bool = False,
     ) -> None:
         self.client = client
         self.config = config or QueryConfig()
+        # Running requests per pod (pod-deletion-cost), read with the rest of the tick.
+        self.pod_load = pod_load_query(self.config) if pod_load else None
         self.queries = signal_queries(self.config)
         self.door = door_query(self.config)
         self.history = (
@@ -239,7 +242,7 @@ class SignalReader:
         self.backoff = backoff or Backoff()
         # The instant queries (one per Signal) are independent; running them side by side
         # makes the loop's latency that of the slowest query rather than their sum.
-        self._pool = ThreadPoolExecutor(max_workers=len(Signal) + 1, thread_name_prefix="promql")
+        self._pool = ThreadPoolExecutor(max_workers=len(Signal) + 2, thread_name_prefix="promql")
         # The request-mix answers and when they were read (see QueryConfig.mix_refresh_s).
         self._mix: dict[Signal, VectorResult] = {}
         self._mix_read_s: float | None = None
@@ -268,6 +271,7 @@ class SignalReader:
             if mix_due or signal not in MIX_SIGNALS
         }
         door_future = self._pool.submit(self.client.instant, self.door, now_s)
+        pod_future = self._pool.submit(self.client.instant, self.pod_load, now_s) if self.pod_load else None
         vectors: dict[Signal, VectorResult] = {}
         failed: dict[Signal, str] = {}
         for signal, future in futures.items():
@@ -321,6 +325,7 @@ class SignalReader:
         if self.history is not None:
             cache = self.history
             history = {key: cache.window(key, now_s, cache.retention_s) for key in cache.service_keys()}
+        pods, pods_failed = self._pod_loads(pod_future)
         return assemble(
             now_s,
             vectors,
@@ -330,17 +335,30 @@ class SignalReader:
             queries=self.client.queries_made - queries_before,
             door=door,
             door_failed=door_failed,
+            pod_in_flight=pods,
+            pod_in_flight_failed=pods_failed,
         )
+
+    def _pod_loads(
+        self, future: Future[list[Any]] | None
+    ) -> tuple[dict[TierKey, dict[str, float]] | None, str | None]:
+        """The per-pod running requests read with this tick, or why not (None, None: not asked)."""
+        if future is None or self.pod_load is None:
+            return None, None
+        try:
+            return parse_pod_load(future.result()), None
+        except QueryFailed as error:
+            return None, self._unanswered("per-pod load", self.pod_load, str(error))
+        except Exception as error:  # an answer no parser foresaw: unknown, as a failure
+            return None, self._unanswered(
+                "per-pod load", self.pod_load, f"malformed answer ({type(error).__name__})"
+            )
 
     @staticmethod
     def _unanswered(name: str, query: str, why: str) -> str:
         """The words for a query that failed, named by its signal; the query in the debug log."""
         log.debug("Prometheus did not answer the %s query (%s): %s", name, why, query)
         return f"Prometheus did not answer the `{name}` query: {why}"
-
-    def pod_in_flight(self, now_s: float) -> dict[TierKey, dict[str, float]]:
-        """Running requests per pod of every tier, for pod-deletion-cost; raises QueryFailed."""
-        return parse_pod_load(self.client.instant(pod_load_query(self.config), now_s))
 
     def _refresh_history(self, now_s: float) -> str | None:
         if self.history is None:

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, NamedTuple, TypeVar
 
 from inferfleet.api.labels import SERIES_LABEL_POD
-from inferfleet.promql import plausible
 from inferfleet.promql.queries import KV_BLOCK_SIZE_LABEL, KV_BLOCKS_LABEL, SERIES_LABELS
+from inferfleet.scaling import plausible
 
 
 class TierKey(NamedTuple):

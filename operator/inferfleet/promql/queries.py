@@ -43,7 +43,7 @@ from inferfleet.api.labels import (
     SERIES_LABEL_SERVICE,
     SERIES_LABEL_TIER,
 )
-from inferfleet.promql import plausible
+from inferfleet.scaling import plausible
 
 # The grouping labels, in the order `TierKey` uses them.
 SERIES_LABELS: tuple[str, str, str] = (SERIES_LABEL_NAMESPACE, SERIES_LABEL_SERVICE, SERIES_LABEL_TIER)
@@ -312,7 +312,8 @@ def door_query(config: QueryConfig) -> str:
 
 
 def pod_load_query(config: QueryConfig) -> str:
-    """In-flight requests per pod (the target's `pod` label); read only on scale-down."""
+    """In-flight requests per pod (the target's `pod` label): read with the tick's other
+    queries when pod-deletion-cost is on, so the write phase asks Prometheus nothing."""
     family = _fresh_family(config.names.running, config.max_sample_age_s)
     return f"sum by ({_BY}, {SERIES_LABEL_POD}) ({family})"
 

@@ -6,62 +6,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from inferfleet.promql import plausible
 from inferfleet.promql.parse import ServiceKey, TierKey, VectorResult
-from inferfleet.promql.queries import TTFT_BUCKETS_S, Signal
-from inferfleet.scaling.types import TokenQuantiles
-
-
-@dataclass(frozen=True)
-class TierReadings:
-    """One tier's Prometheus readings at one instant; None means "no data", never zero.
-
-    A value that is no measurement of its signal (NaN, infinite, negative, a KV usage
-    above 1, ... see `plausible`) is None, however the readings were made (assembled
-    from Prometheus, scripted by a test, built by another reader): construction is the
-    one place a tier's reading is checked, so the tier holds instead of acting on it.
-    The autoscaler step turns them into `scaling.TierSignals`, what decide() reads.
-    """
-
-    waiting: float | None = None
-    running: float | None = None
-    ttft_p99_s: float | None = None
-    kv_cache_usage: float | None = None
-    request_rate_rps: float | None = None
-    ready_replicas: int | None = None
-    # Prompt tokens prefilled per second, summed over the tier's replicas.
-    prompt_tokens_rps: float | None = None
-    generation_tokens_rps: float | None = None
-    rejected_rps: float | None = None  # 4xx answers per second
-    # Token-length percentiles over the mix window (None: no finished request).
-    prompt_tokens: TokenQuantiles | None = None
-    generation_tokens: TokenQuantiles | None = None
-
-    def __post_init__(self) -> None:
-        checked: dict[str, object] = {
-            "waiting": plausible.COUNT(self.waiting),
-            "running": plausible.COUNT(self.running),
-            "ttft_p99_s": _ttft(self.ttft_p99_s),
-            "kv_cache_usage": plausible.FRACTION(self.kv_cache_usage),
-            "request_rate_rps": plausible.rate(self.request_rate_rps),
-            "ready_replicas": _replicas(self.ready_replicas),
-            "prompt_tokens_rps": plausible.rate(self.prompt_tokens_rps),
-            "generation_tokens_rps": plausible.rate(self.generation_tokens_rps),
-            "rejected_rps": plausible.rate(self.rejected_rps),
-            "prompt_tokens": _token_quantiles(self.prompt_tokens),
-            "generation_tokens": _token_quantiles(self.generation_tokens),
-        }
-        for name, value in checked.items():
-            object.__setattr__(self, name, value)
-
-    @property
-    def has_load_data(self) -> bool:
-        """Queue depth and running count are the minimum the policy needs to act on."""
-        return self.waiting is not None and self.running is not None
-
-    @property
-    def ttft_p99_ms(self) -> float | None:
-        return None if self.ttft_p99_s is None else self.ttft_p99_s * 1000.0
+from inferfleet.promql.queries import Signal
+from inferfleet.scaling import plausible
+from inferfleet.scaling.readings import TierReadings, TokenQuantiles, replicas_reading
 
 
 @dataclass(frozen=True)
@@ -85,6 +33,10 @@ class SignalSnapshot:
     # without a series holds none. `door_failed`: the query failed (then nothing is known).
     door_waiting: Mapping[TierKey, float | None] = field(default_factory=dict)
     door_failed: str | None = None
+    # Running requests per pod, by tier (read only for pod-deletion-cost; None: not read,
+    # or `pod_in_flight_failed` says why).
+    pod_in_flight: Mapping[TierKey, Mapping[str, float]] | None = None
+    pod_in_flight_failed: str | None = None
 
     @property
     def unavailable(self) -> bool:
@@ -92,30 +44,6 @@ class SignalSnapshot:
 
     def tier(self, namespace: str, service: str, tier: str) -> TierReadings | None:
         return self.tiers.get(TierKey(namespace, service, tier))
-
-
-def _ttft(value: float | None) -> float | None:
-    # histogram_quantile answers +Inf only when the quantile lies above the largest finite
-    # bucket (TTFT_BUCKETS_S[-1], 42 minutes): no request waits that long, so it is garbage
-    # like any other non-finite value. Finite values above the last bucket are capped there.
-    value = plausible.DURATION_S(value)
-    return None if value is None else min(value, TTFT_BUCKETS_S[-1])
-
-
-def _replicas(value: float | None) -> int | None:
-    checked = None if value is None else plausible.REPLICAS(float(value))
-    return None if checked is None else round(checked)
-
-
-def _token_quantiles(quantiles: TokenQuantiles | None) -> TokenQuantiles | None:
-    if quantiles is None:
-        return None
-    values = [plausible.TOKENS(value) for value in (quantiles.p50, quantiles.p95, quantiles.p99)]
-    if any(value is None for value in values):
-        return None
-    # histogram_quantile is monotone in the quantile; sorting guards a hand-made answer.
-    p50, p95, p99 = sorted(float(value) for value in values if value is not None)
-    return TokenQuantiles(p50, p95, p99)
 
 
 def _quantiles(values: list[float | None]) -> TokenQuantiles | None:
@@ -135,6 +63,8 @@ def assemble(
     queries: int = 0,
     door: VectorResult | None = None,
     door_failed: str | None = None,
+    pod_in_flight: Mapping[TierKey, Mapping[str, float]] | None = None,
+    pod_in_flight_failed: str | None = None,
 ) -> SignalSnapshot:
     """Join per-signal results on their tier key into one snapshot (the front door's
     queue beside them, keyed by pool)."""
@@ -156,7 +86,7 @@ def assemble(
             ttft_p99_s=value(Signal.ttft_p99, key),
             kv_cache_usage=value(Signal.kv_cache_usage, key),
             request_rate_rps=value(Signal.request_rate, key),
-            ready_replicas=_replicas(value(Signal.ready_replicas, key)),
+            ready_replicas=replicas_reading(value(Signal.ready_replicas, key)),
             prompt_tokens_rps=value(Signal.prompt_tokens_rate, key),
             generation_tokens_rps=value(Signal.generation_tokens_rate, key),
             rejected_rps=value(Signal.rejected_rate, key),
@@ -186,6 +116,8 @@ def assemble(
         # A pool whose reading is no count is unknown (None), not "holds nothing".
         door_waiting={key: plausible.COUNT(v) for key, v in door.values.items()} if door is not None else {},
         door_failed=None if door is not None else (door_failed or "not read"),
+        pod_in_flight=pod_in_flight,
+        pod_in_flight_failed=pod_in_flight_failed,
     )
 
 

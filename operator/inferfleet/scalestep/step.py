@@ -31,8 +31,6 @@ from inferfleet.design import Design, Observations, design, replan
 from inferfleet.design.policy_config import PolicyConfig
 from inferfleet.kubedata import Event, ObjectRef, kube_time, parse_kube_time
 from inferfleet.planner.workload import mean_tokens
-from inferfleet.promql import plausible
-from inferfleet.promql.signals import TierReadings
 from inferfleet.scalestep import workload as workload_drift
 from inferfleet.scalestep.workload import Replanner
 from inferfleet.scaling import (
@@ -45,7 +43,9 @@ from inferfleet.scaling import (
     TierSignals,
     decide,
     figures_from_plan,
+    plausible,
 )
+from inferfleet.scaling.readings import NO_READINGS, TierReadings
 
 # Condition reasons and event reasons the autoscaler uses beside those in api.labels.
 REASON_WAITING_FOR_REPLICAS = "WaitingForReplicas"
@@ -287,21 +287,9 @@ def _history_tail(history: Sequence[float] | None, hours: float) -> Sequence[flo
 
 
 def _scaling_signals(workload: WorkloadReplicas, observed: TierReadings | None) -> TierSignals:
-    if observed is None:
-        return TierSignals(ready_replicas=workload.ready, desired_replicas=workload.replicas)
-    return TierSignals(
-        ready_replicas=workload.ready,
-        desired_replicas=workload.replicas,
-        waiting=observed.waiting,
-        running=observed.running,
-        ttft_p99_ms=observed.ttft_p99_ms,
-        request_rate_rps=observed.request_rate_rps,
-        prompt_tokens_rps=observed.prompt_tokens_rps,
-        generation_tokens_rps=observed.generation_tokens_rps,
-        rejected_rps=observed.rejected_rps,
-        prompt_tokens=observed.prompt_tokens,
-        generation_tokens=observed.generation_tokens,
-    )
+    """The workload's replica counts beside the engines' readings, as they were checked."""
+    load = observed or NO_READINGS
+    return TierSignals(ready_replicas=workload.ready, desired_replicas=workload.replicas, load=load)
 
 
 def _conditions(
@@ -637,7 +625,7 @@ def deletion_costs(pods: Sequence[Mapping[str, Any]], in_flight: Mapping[str, fl
         name = str(metadata.get("name", ""))
         if not name or metadata.get("deletionTimestamp"):
             continue
-        # A reading that is no count (promql.plausible: NaN, infinite, negative, beyond any
+        # A reading that is no count (scaling.plausible: NaN, infinite, negative, beyond any
         # fleet) is unknown: idle, as above.
         usable = plausible.COUNT(in_flight.get(name, 0.0)) or 0.0
         cost = str(min(2**31 - 1, round(usable)))

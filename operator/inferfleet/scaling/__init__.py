@@ -21,6 +21,7 @@ from inferfleet.scaling.figures import figures_from_plan
 from inferfleet.scaling.forecast import Forecast, ForecastConfig, forecast
 from inferfleet.scaling.placement import Placement, TierSlot, place
 from inferfleet.scaling.policy import decide
+from inferfleet.scaling.readings import TierReadings, TokenQuantiles
 from inferfleet.scaling.types import (
     SIGNAL_ESCALATION,
     SIGNAL_HOLD,
@@ -39,7 +40,6 @@ from inferfleet.scaling.types import (
     TierRecommendation,
     TierSignals,
     TierState,
-    TokenQuantiles,
 )
 
 __all__ = [
@@ -66,6 +66,7 @@ __all__ = [
     "TierContext",
     "TierFigures",
     "TierPolicy",
+    "TierReadings",
     "TierRecommendation",
     "TierSignals",
     "TierSlot",

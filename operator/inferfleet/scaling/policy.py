@@ -242,7 +242,6 @@ def decide(ctx: ScalingContext, state: ScalingState | None = None) -> tuple[Reco
     """
     state = ScalingState() if state is None else state.copy()
     now = ctx.now_s
-    ctx = _measurements_only(ctx)
     last = state.last_decision_s
     dt_s = ctx.policy.sync_period_s if last is None else max(0.0, now - last)
     for tier in ctx.tiers:
@@ -276,39 +275,6 @@ class _Placed:
     woken: dict[str, wake.Wake]
     held_at_door: frozenset[str]
     scheduled: dict[str, int]
-
-
-_READINGS = (
-    "waiting",
-    "running",
-    "ttft_p99_ms",
-    "request_rate_rps",
-    "prompt_tokens_rps",
-    "generation_tokens_rps",
-    "rejected_rps",
-)
-
-
-def _is_measurement(value: float | None) -> bool:
-    return value is None or (math.isfinite(value) and value >= 0.0)
-
-
-def _measurements_only(ctx: ScalingContext) -> ScalingContext:
-    """`ctx` with every NaN, infinite or negative reading read as missing (the rule the
-    live loop's edge applies, promql.signals): no such value is a count, rate or
-    duration, and it must neither crash the decision nor count as demand."""
-    if all(_is_measurement(getattr(t.signals, key)) for t in ctx.tiers for key in _READINGS):
-        return ctx
-    tiers = tuple(
-        TierContext(
-            t.figures,
-            dataclasses.replace(
-                t.signals, **{k: None for k in _READINGS if not _is_measurement(getattr(t.signals, k))}
-            ),
-        )
-        for t in ctx.tiers
-    )
-    return dataclasses.replace(ctx, tiers=tiers)
 
 
 def _observe_tier(

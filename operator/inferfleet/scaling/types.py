@@ -20,6 +20,7 @@ from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
 from inferfleet.design.policy_config import PolicyConfig
+from inferfleet.scaling.readings import NO_READINGS, TierReadings, TokenQuantiles
 
 # Names of the signals that can win a tier's decision (also `ScalingDecision.signal`).
 SIGNAL_WARM_MINIMUM = "warmMinimum"
@@ -63,47 +64,61 @@ class TierFigures:
 
 
 @dataclass(frozen=True, slots=True)
-class TokenQuantiles:
-    """p50 / p95 / p99 of a token-length histogram (vllm:request_prompt_tokens and
-    vllm:request_generation_tokens, by histogram_quantile over the mix window)."""
-
-    p50: float
-    p95: float
-    p99: float
-
-    def as_list(self) -> list[float]:
-        return [self.p50, self.p95, self.p99]
-
-    @classmethod
-    def from_list(cls, values: Sequence[float]) -> TokenQuantiles:
-        p50, p95, p99 = (float(v) for v in values)
-        return cls(p50, p95, p99)
-
-
-@dataclass(frozen=True, slots=True)
 class TierSignals:
-    """What the live loop (or the simulator) observed for one tier. None = not observed."""
+    """What the live loop (or the simulator) observed for one tier: the workload's replica
+    counts (None = not observed) and the engines' load readings, checked once when they
+    were made (scaling.readings)."""
 
     ready_replicas: int | None = None
     desired_replicas: int | None = None  # the workload's current spec.replicas
-    waiting: float | None = None  # requests queued (vllm:num_requests_waiting, summed)
-    running: float | None = None  # requests in flight (vllm:num_requests_running, summed)
-    ttft_p99_ms: float | None = None  # over the last window; None also when no request finished
-    # Requests the engines took on over the last minute (vllm:request_success_total): a
-    # saturated tier serves less than arrives, the queue holds the rest.
-    request_rate_rps: float | None = None
-    # Prompt tokens prefilled per second (rate of vllm:prompt_tokens_total), summed over
-    # the tier: with the plan's prefill throughput, how busy prefill keeps the replicas.
-    prompt_tokens_rps: float | None = None
-    # Output tokens per second (rate of vllm:generation_tokens_total), summed over the tier:
-    # with the request rate, the mean output the engines really produce.
-    generation_tokens_rps: float | None = None
-    # Requests the replicas answered with a 4xx (http_requests_total): prompts longer
-    # than max-model-len never reach the engine, so only the HTTP layer counts them.
-    rejected_rps: float | None = None
-    # Token-length percentiles of the requests the engines finished over the mix window.
-    prompt_tokens: TokenQuantiles | None = None
-    generation_tokens: TokenQuantiles | None = None
+    load: TierReadings = NO_READINGS
+
+    @property
+    def waiting(self) -> float | None:
+        """Requests queued (vllm:num_requests_waiting, summed)."""
+        return self.load.waiting
+
+    @property
+    def running(self) -> float | None:
+        """Requests in flight (vllm:num_requests_running, summed)."""
+        return self.load.running
+
+    @property
+    def ttft_p99_ms(self) -> float | None:
+        """Over the last window; None also when no request finished."""
+        return self.load.ttft_p99_ms
+
+    @property
+    def request_rate_rps(self) -> float | None:
+        """Requests the engines took on over the last minute (vllm:request_success_total): a
+        saturated tier serves less than arrives, the queue holds the rest."""
+        return self.load.request_rate_rps
+
+    @property
+    def prompt_tokens_rps(self) -> float | None:
+        """Prompt tokens prefilled per second, summed over the tier: with the plan's
+        prefill throughput, how busy prefill keeps the replicas."""
+        return self.load.prompt_tokens_rps
+
+    @property
+    def generation_tokens_rps(self) -> float | None:
+        """Output tokens per second: with the request rate, the mean output produced."""
+        return self.load.generation_tokens_rps
+
+    @property
+    def rejected_rps(self) -> float | None:
+        """4xx answers per second (http_requests_total): prompts longer than max-model-len
+        never reach the engine, so only the HTTP layer counts them."""
+        return self.load.rejected_rps
+
+    @property
+    def prompt_tokens(self) -> TokenQuantiles | None:
+        """Prompt-length percentiles of the requests finished over the mix window."""
+        return self.load.prompt_tokens
+
+    @property
+    def generation_tokens(self) -> TokenQuantiles | None:
+        return self.load.generation_tokens
 
 
 @dataclass(frozen=True, slots=True)

@@ -78,7 +78,7 @@ from inferfleet.scaling import (
 from inferfleet.scaling.capacity import MAX_PREFILL_SHARE
 from inferfleet.scaling.placement import TierSlot, place
 from inferfleet.scaling.policy import cost_rank, max_replicas_of, tier_policy_of
-from inferfleet.scaling.types import TokenQuantiles
+from inferfleet.scaling.readings import TierReadings, TokenQuantiles
 from inferfleet.scaling.window import SequenceWindow
 from inferfleet.simulate.traces import Trace
 
@@ -848,8 +848,7 @@ def _warm_start(
                 TierSignals(
                     ready_replicas=start_fleet[tier.figures.name],
                     desired_replicas=start_fleet[tier.figures.name],
-                    waiting=0.0,
-                    request_rate_rps=warm_rate if index == 0 else 0.0,
+                    load=TierReadings(waiting=0.0, request_rate_rps=warm_rate if index == 0 else 0.0),
                 ),
             )
             for index, tier in enumerate(config.tiers)
@@ -948,15 +947,17 @@ def _observe(
                 TierSignals(
                     ready_replicas=fleet.ready_count(k, now_s),
                     desired_replicas=len(fleet.active[k]),
-                    waiting=float(len(waiting[k]) + queued),
-                    running=float(running),
-                    ttft_p99_ms=None if p99 is None else p99 * 1000.0,
-                    request_rate_rps=started / window_s,
-                    prompt_tokens_rps=prompt_tokens / window_s,
-                    generation_tokens_rps=generated / window_s,
-                    rejected_rps=rejected / window_s,
-                    prompt_tokens=meter.quantiles(meter.prompt_hist),
-                    generation_tokens=meter.quantiles(meter.output_hist),
+                    load=TierReadings(
+                        waiting=float(len(waiting[k]) + queued),
+                        running=float(running),
+                        ttft_p99_s=p99,
+                        request_rate_rps=started / window_s,
+                        prompt_tokens_rps=prompt_tokens / window_s,
+                        generation_tokens_rps=generated / window_s,
+                        rejected_rps=rejected / window_s,
+                        prompt_tokens=meter.quantiles(meter.prompt_hist),
+                        generation_tokens=meter.quantiles(meter.output_hist),
+                    ),
                 ),
             )
         )

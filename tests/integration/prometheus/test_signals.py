@@ -14,9 +14,10 @@ from inferfleet.cli import COMMAND_MODULES
 from inferfleet.cli.app import app
 from inferfleet.metrics.prometheus import PrometheusClient, PrometheusConfig, SignalReader
 from inferfleet.metrics.testkit import PrometheusServer, VllmEmulator
-from inferfleet.promql.parse import ServiceKey
+from inferfleet.promql.parse import ServiceKey, TierKey
 from inferfleet.promql.queries import Signal
-from inferfleet.promql.signals import SignalSnapshot, TierReadings
+from inferfleet.promql.signals import SignalSnapshot
+from inferfleet.scaling.readings import TierReadings
 from tests.integration.prometheus.conftest import QUERY_CONFIG, eventually
 
 pytestmark = pytest.mark.integration
@@ -91,6 +92,27 @@ def test_one_query_per_signal_whatever_the_number_of_services(reader: SignalRead
     assert len(services) >= 3
     history_queries = 1 if snapshot.rate_history else 0
     assert snapshot.queries == len(Signal) + 1 + history_queries  # + the front door's queue
+
+
+def test_the_per_pod_load_is_read_with_the_tick_when_pod_deletion_cost_is_on(
+    prometheus: PrometheusServer,
+) -> None:
+    """One read per tick: with pod-deletion-cost the per-pod running requests come in the
+    same read (one more query), so the write phase never queries Prometheus again."""
+    client = PrometheusClient(PrometheusConfig(prometheus.url, timeout_s=5))
+    plain = SignalReader(client, QUERY_CONFIG)
+    with_pods = SignalReader(client, QUERY_CONFIG, pod_load=True)
+    try:
+        without, snapshot = plain.read(time.time()), with_pods.read(time.time())
+    finally:
+        plain.close()
+        with_pods.close()
+    assert without.pod_in_flight is None and without.pod_in_flight_failed is None
+    assert snapshot.queries == without.queries + 1
+    assert snapshot.pod_in_flight is not None and snapshot.pod_in_flight_failed is None
+    # chat-h100-0 runs 5 requests, chat-h100-1 one (conftest's load).
+    pods = snapshot.pod_in_flight[TierKey("sig", "chat", "h100")]
+    assert pods == {"chat-h100-0": 5.0, "chat-h100-1": 1.0}
 
 
 def test_rate_history_per_service(reader: SignalReader) -> None:

@@ -13,7 +13,8 @@ from inferfleet.config import OperatorSettings
 from inferfleet.metrics.prometheus import PrometheusClient, PrometheusConfig, SignalReader
 from inferfleet.promql.parse import ServiceKey, TierKey
 from inferfleet.promql.queries import QueryConfig, Signal
-from inferfleet.promql.signals import SignalSnapshot, TierReadings
+from inferfleet.promql.signals import SignalSnapshot
+from inferfleet.scaling.readings import TierReadings
 
 
 class ScriptedReader(SignalReader):
@@ -36,16 +37,14 @@ class ScriptedReader(SignalReader):
         self.client.queries_made += len(Signal)
         if self.down:
             return SignalSnapshot(time_s=now_s, failed=dict.fromkeys(Signal, "connection refused"))
+        # The per-pod load is part of the one read, as the real reader makes it.
         return SignalSnapshot(
             time_s=now_s,
             tiers=dict(self.tiers),
             rate_history=dict(self.service_history),
             history_failed=self.history_failed,
+            pod_in_flight=dict(self.pod_load),
         )
-
-    def pod_in_flight(self, now_s: float) -> dict[TierKey, dict[str, float]]:
-        self.client.queries_made += 1
-        return self.pod_load
 
 
 @pytest.fixture

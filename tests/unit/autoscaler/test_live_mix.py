@@ -22,7 +22,7 @@ from inferfleet.config import OperatorSettings
 from inferfleet.kubedata import ObjectRef
 from inferfleet.promql.parse import ServiceKey
 from inferfleet.scalestep.step import STATUS_HEARTBEAT_S
-from inferfleet.scaling.types import TokenQuantiles
+from inferfleet.scaling import TokenQuantiles
 from tests.toolkit import a_scaled_service, a_small_tier_plan
 from tests.toolkit import reconciled as tk
 from tests.unit.autoscaler.conftest import ScriptedReader

@@ -9,7 +9,6 @@ import pytest
 from inferfleet.api import InferenceServiceSpec, TierPlan, labels
 from inferfleet.api.status import ObservedWorkload
 from inferfleet.kubedata import kube_time
-from inferfleet.promql.signals import TierReadings
 from inferfleet.scalestep import step as step_module
 from inferfleet.scalestep.step import (
     ConditionUpdate,
@@ -24,6 +23,7 @@ from inferfleet.scalestep.step import (
 )
 from inferfleet.scalestep.workload import Replanner
 from inferfleet.scaling import Recommendation, ScalingContext, ScalingState, TokenQuantiles, decide
+from inferfleet.scaling.readings import TierReadings
 from tests.toolkit import a_scaled_service, a_small_tier_plan
 from tests.toolkit.step import step_input
 

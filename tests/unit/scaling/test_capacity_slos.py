@@ -16,13 +16,13 @@ from inferfleet.scaling import (
     ScalingState,
     TierContext,
     TierFigures,
-    TierSignals,
     TokenQuantiles,
     decide,
 )
 from inferfleet.scaling import capacity as capacity_rules
 from inferfleet.scaling.types import TierState
 from tests.conftest import EXAMPLES_DIR
+from tests.toolkit.step import tier_signals
 
 T0 = dt.datetime(2024, 1, 3, 12, 0, tzinfo=dt.UTC).timestamp()
 PERIOD = 15.0
@@ -107,7 +107,7 @@ def steady_fleet(itl_target_ms: float | None, rate_rps: float = 6.0, minutes: in
     state: ScalingState | None = None
     replicas = 10
     for tick in range(int(minutes * 60 / PERIOD)):
-        signals = TierSignals(
+        signals = tier_signals(
             ready_replicas=replicas,
             desired_replicas=replicas,
             waiting=0.0,

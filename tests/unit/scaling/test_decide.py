@@ -27,6 +27,7 @@ from inferfleet.scaling import (
     TierSignals,
     decide,
 )
+from tests.toolkit.step import tier_signals
 
 T0 = dt.datetime(2024, 1, 3, 12, 0, tzinfo=dt.UTC).timestamp()  # a Wednesday noon
 PERIOD = 15.0
@@ -75,7 +76,7 @@ def signals(
 ) -> TierSignals:
     # Busy slots only when a test gives the hold time (Little's law: running = rate x
     # hold); without them the capacity estimate has nothing to learn from.
-    return TierSignals(
+    return tier_signals(
         ready_replicas=replicas if ready is None else ready,
         desired_replicas=replicas,
         waiting=waiting,
@@ -202,7 +203,7 @@ def test_reactive_target_does_not_compound_during_a_cold_start() -> None:
 def test_missing_signals_hold_and_never_scale_down() -> None:
     policy = config(down=ScalePacing(0.0, 0.0, 5))
     state = None
-    missing = TierSignals(desired_replicas=7)
+    missing = tier_signals(desired_replicas=7)
     for tick in range(40):
         rec, state = decide(ctx(T0 + tick * PERIOD, policy, missing, None), state)
         assert rec.replicas["h100"] == 7
@@ -363,7 +364,7 @@ def test_capacity_estimate_slows_decode_with_the_batch_and_prefill_share() -> No
         policy = config()
         state = None
         for tick in range(240):
-            sig = TierSignals(
+            sig = tier_signals(
                 ready_replicas=10, desired_replicas=10, waiting=0.0, running=20.0 * 6.6,
                 ttft_p99_ms=500.0, request_rate_rps=20.0, prompt_tokens_rps=prompt_tokens_rps,
             )  # fmt: skip
@@ -401,7 +402,7 @@ def test_capacity_factor_stays_near_the_plan_while_slots_are_busy() -> None:
     policy = config()
     state = None
     for tick in range(240):
-        busy = TierSignals(
+        busy = tier_signals(
             ready_replicas=10, desired_replicas=10, waiting=0.0, running=0.75 * 10 * 32,
             ttft_p99_ms=200.0, request_rate_rps=20.0,
         )  # fmt: skip

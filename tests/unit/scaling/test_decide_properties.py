@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from inferfleet.design.policy_config import PolicyConfig, ScalePacing, TierPolicy
 from inferfleet.scaling import ScalingContext, ScalingState, TierContext, TierFigures, TierSignals, decide
+from tests.toolkit.step import tier_signals
 
 T0 = 1_704_283_200.0  # 2024-01-03 12:00 UTC
 PERIOD_S = 15.0
@@ -41,7 +42,7 @@ def _signals(draw: st.DrawFn, policy: TierPolicy) -> TierSignals:
     assert policy.max_replicas is not None
     # The workload may run outside the spec's bounds (they were just changed).
     replicas = st.integers(0, policy.max_replicas + 5)
-    return TierSignals(
+    return tier_signals(
         ready_replicas=draw(st.one_of(st.none(), replicas)),
         desired_replicas=draw(st.one_of(st.none(), replicas)),
         waiting=draw(_METRIC),
@@ -98,7 +99,7 @@ def _breach(draw: st.DrawFn, policy: TierPolicy, config: PolicyConfig) -> TierSi
     ready = draw(st.integers(max(1, policy.min_replicas), policy.max_replicas))
     queue_breach = draw(st.booleans())
     waiting = config.queue_depth_per_replica * ready + draw(st.floats(1.0, 1e4))
-    return TierSignals(
+    return tier_signals(
         ready_replicas=ready,
         desired_replicas=draw(st.integers(ready, policy.max_replicas)),
         waiting=waiting if queue_breach else draw(st.floats(1.0, 1e4)),
@@ -129,10 +130,10 @@ def test_a_sustained_breach_never_scales_down(data: st.DataObject) -> None:
 def test_a_garbage_reading_is_read_as_missing_and_the_others_are_kept() -> None:
     config = PolicyConfig(tiers=(TierPolicy("h100", min_replicas=2, max_replicas=8),), ttft_target_ms=2000.0)
     figures = TierFigures(name="h100", usable_rps=2.0, cold_start_s=120.0, max_concurrency=32.0)
-    signals = TierSignals(
+    signals = tier_signals(
         ready_replicas=3, desired_replicas=3, waiting=math.inf, running=-1.0, ttft_p99_ms=math.nan
     )
-    healthy = TierSignals(ready_replicas=3, desired_replicas=3, waiting=None, running=None, ttft_p99_ms=None)
+    healthy = tier_signals(ready_replicas=3, desired_replicas=3, waiting=None, running=None, ttft_p99_ms=None)
     garbage, _ = decide(ScalingContext(T0, config, (TierContext(figures, signals),)))
     missing, _ = decide(ScalingContext(T0, config, (TierContext(figures, healthy),)))
     assert garbage == missing

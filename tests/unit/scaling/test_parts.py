@@ -13,7 +13,6 @@ from inferfleet.scaling import (
     ScalingContext,
     TierContext,
     TierFigures,
-    TierSignals,
     queue_only,
     reactive_util,
     static_peak,
@@ -21,6 +20,7 @@ from inferfleet.scaling import (
 from inferfleet.scaling.cron import CronInvalid, window_open
 from inferfleet.scaling.placement import TierSlot, place
 from tests.conftest import EXAMPLES_DIR
+from tests.toolkit.step import tier_signals
 
 T0 = dt.datetime(2024, 1, 3, 12, 0, tzinfo=dt.UTC).timestamp()  # Wednesday
 
@@ -110,7 +110,7 @@ def baseline_ctx(
         static_peak_rps=peak,
     )
     figures = TierFigures(name="t", usable_rps=2.0, cold_start_s=60, max_concurrency=10)
-    signals = TierSignals(ready_replicas=ready, desired_replicas=ready, waiting=waiting, running=running)
+    signals = tier_signals(ready_replicas=ready, desired_replicas=ready, waiting=waiting, running=running)
     return ScalingContext(now_s=now, policy=policy, tiers=(TierContext(figures, signals),))
 
 

@@ -29,6 +29,7 @@ from inferfleet.scaling import (
 from inferfleet.scaling import capacity as capacity_rules
 from inferfleet.scaling import headroom as headroom_rules
 from inferfleet.scaling import reactive as reactive_rules
+from tests.toolkit.step import tier_signals
 
 T0 = dt.datetime(2024, 1, 3, 12, 0, tzinfo=dt.UTC).timestamp()
 PERIOD = 15.0
@@ -75,7 +76,7 @@ def signals(
     rejected: float = 0.0,
     prompt_q: TokenQuantiles | None = None,
 ) -> TierSignals:
-    return TierSignals(
+    return tier_signals(
         ready_replicas=replicas if ready is None else ready,
         desired_replicas=replicas,
         waiting=waiting,
@@ -242,7 +243,7 @@ def test_a_tier_without_requests_of_its_own_takes_the_services_mix() -> None:
         tiers=(TierPolicy("h100", min_replicas=1, max_replicas=40), TierPolicy("spare", min_replicas=0)),
     )
     state: ScalingState | None = None
-    idle = TierSignals(ready_replicas=0, desired_replicas=0, waiting=0.0, running=0.0, request_rate_rps=0.0)
+    idle = tier_signals(ready_replicas=0, desired_replicas=0, waiting=0.0, running=0.0, request_rate_rps=0.0)
     for tick in range(40):
         busy = signals(4, rate=20.0, prompt=1400.0)
         context = ScalingContext(
@@ -271,7 +272,7 @@ def test_the_burst_goes_to_spot_only_while_spot_is_cheaper_for_the_real_mix() ->
         ),
     )
     history = [5.0] * 40 + [20.0] * 20  # a trough of 5 req/s in the last hour, 20 now
-    idle = TierSignals(ready_replicas=0, desired_replicas=0, waiting=0.0, running=0.0, request_rate_rps=0.0)
+    idle = tier_signals(ready_replicas=0, desired_replicas=0, waiting=0.0, running=0.0, request_rate_rps=0.0)
 
     def spot_target(prompt: float) -> int:
         state: ScalingState | None = None
@@ -534,7 +535,12 @@ def test_prompts_ten_times_the_declared_ones_are_a_drift_even_when_decode_hides_
             2, rate=5.0, prompt=1000.0, output=2000.0, prompt_q=TokenQuantiles(900.0, 2000.0, 2100.0)
         )
         mix.observe(
-            tier, dataclasses.replace(sig, generation_tokens=TokenQuantiles(1500.0, 3000.0, 3500.0)), 15.0
+            tier,
+            dataclasses.replace(
+                sig,
+                load=dataclasses.replace(sig.load, generation_tokens=TokenQuantiles(1500.0, 3000.0, 3500.0)),
+            ),
+            15.0,
         )
     ratio = mix.mix_goal(tier, figures)
     assert ratio is not None and 1.0 / ratio < drift.CAPACITY_RATIO_ON

@@ -13,10 +13,10 @@ from inferfleet.scaling import (
     ScalingState,
     TierContext,
     TierFigures,
-    TierSignals,
     decide,
 )
 from inferfleet.scaling.wake import WakeCandidate, held_tiers, wakes
+from tests.toolkit.step import tier_signals
 
 T0 = dt.datetime(2024, 1, 3, 3, 0, tzinfo=dt.UTC).timestamp()
 PERIOD = 15.0
@@ -46,7 +46,7 @@ def tier(name: str, cost: float, replicas: int, *, ready: int | None = None) -> 
     # one reports zeros.
     ready = replicas if ready is None else ready
     idle = 0.0 if ready else None
-    signals = TierSignals(
+    signals = tier_signals(
         ready_replicas=ready, desired_replicas=replicas, waiting=idle, running=idle, request_rate_rps=idle
     )
     return TierContext(figures=figures, signals=signals)

@@ -19,8 +19,9 @@ from inferfleet.config import OperatorSettings
 from inferfleet.kubedata import ObjectRef
 from inferfleet.promql.parse import TierKey
 from inferfleet.promql.queries import Signal
-from inferfleet.promql.signals import TierReadings, assemble
+from inferfleet.promql.signals import assemble
 from inferfleet.scalestep.step import REASON_AUTOSCALING_FAILED, deletion_costs
+from inferfleet.scaling.readings import TierReadings
 from tests.toolkit import a_scaled_service
 from tests.toolkit import reconciled as tk
 from tests.toolkit.prometheus import a_vector

@@ -30,7 +30,8 @@ from inferfleet.precache.layout import listing_revision_id, ref_name, safe_revis
 from inferfleet.precache.names import check_listing, fold
 from inferfleet.promql.parse import TierKey
 from inferfleet.promql.queries import Signal
-from inferfleet.promql.signals import TierReadings, assemble
+from inferfleet.promql.signals import assemble
+from inferfleet.scaling.readings import TierReadings
 from tests.conftest import EXAMPLES_DIR
 from tests.toolkit import a_scaled_service
 from tests.toolkit import reconciled as tk

@@ -9,8 +9,9 @@ tick goes on.
 This module is the one table of those ranges. Each reading is checked once, where it
 enters: gauges series by series inside the query (`queries.checked`, so one bad pod
 spoils its own tier's sum instead of hiding in it), every per-tier value when it becomes
-a `signals.TierReadings`, the front door's pools in `signals.assemble`, and the pod
-loads, the rate history and the KV capacity in their parsers (`parse`).
+a `readings.TierReadings` (from Prometheus or a replay; decide() reads that object), the
+front door's pools in `promql.signals.assemble`, and the pod loads, the rate history and
+the KV capacity in their parsers (`promql.parse`).
 """
 
 from __future__ import annotations
