@@ -198,7 +198,7 @@ def _activation_peaks(
     spread = 0.0
     if accounting.engine == "v1" and sampler > forward:
         rows = min(max_num_seqs, max_num_batched_tokens)
-        per_logit = accounting.sampler_bytes_per_logit - SAMPLER_BYTES_FLASHINFER
+        per_logit = max(0.0, accounting.sampler_bytes_per_logit - SAMPLER_BYTES_FLASHINFER)
         spread = min(sampler - forward, rows * arch.vocab_size * per_logit * slack)
     return forward, sampler, spread
 
@@ -244,20 +244,22 @@ def estimate(
     reserve = budget * accounting.release.reserve_fraction
     first = 0
     last_stage = pp - 1
+    runner_state = accounting.runner_state_bytes(max_num_seqs, arch.vocab_size)
     for stage, count in enumerate(layout.stage_layers):
         activation = max(forward, sampler) if stage == last_stage else forward
+        stage_overhead = overhead + (runner_state if stage == last_stage else 0.0)
         stage_kinds = arch.kinds[first : first + count]
         if stage == last_stage and extra_kv_layers:
             full: LayerKind = "full"
             stage_kinds = stage_kinds + (full,) * extra_kv_layers
         pool = _stage_pool(arch, stage_kinds, tp, kv_element_bytes, block_size, accounting)
         weights = layout.stage_bytes_per_gpu[stage] + extra_weight_bytes
-        kv_bytes = budget - weights - activation - overhead - graphs - reserve
+        kv_bytes = budget - weights - activation - stage_overhead - graphs - reserve
         stages.append(
             StageMemory(
                 weights_bytes=weights,
                 activation_bytes=activation,
-                non_torch_bytes=overhead,
+                non_torch_bytes=stage_overhead,
                 graph_reserve_bytes=graphs,
                 reserve_bytes=reserve,
                 kv_bytes=kv_bytes,
