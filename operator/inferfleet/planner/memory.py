@@ -203,6 +203,22 @@ def _activation_peaks(
     return forward, sampler, spread
 
 
+def _non_torch_bytes(  # noqa: PLR0917 - the layout's figures, passed through from estimate
+    arch: ModelArch,
+    layout: WeightLayout,
+    accounting: Accounting,
+    tp: int,
+    batched_tokens: int,
+    act_bytes: int,
+) -> float:
+    """Non-torch memory of every stage (the last stage's runner state comes on top)."""
+    overhead = accounting.non_torch_bytes(tp, len(layout.stage_layers))
+    if accounting.retained_allreduce and tp > 1:
+        # two all-reduces per layer, each holding the step's hidden states
+        overhead += 2 * max(layout.stage_layers) * batched_tokens * arch.hidden_size * act_bytes
+    return overhead
+
+
 def estimate(
     arch: ModelArch,
     layout: WeightLayout,
@@ -235,11 +251,7 @@ def estimate(
         max_num_batched_tokens=max_num_batched_tokens,
     )
     pp = len(layout.stage_layers)
-    overhead = accounting.non_torch_bytes(tp, pp)
-    if accounting.retained_allreduce and tp > 1:
-        # two all-reduces per layer, each holding the step's hidden states
-        layers = max(layout.stage_layers)
-        overhead += 2 * layers * max_num_batched_tokens * arch.hidden_size * act_bytes
+    overhead = _non_torch_bytes(arch, layout, accounting, tp, max_num_batched_tokens, act_bytes)
     graphs = accounting.graph_reserve_bytes(max_num_seqs, enforce_eager)
     reserve = budget * accounting.release.reserve_fraction
     first = 0
