@@ -24,6 +24,11 @@ Facts per release:
   window, chunked local, MLA), how layers are grouped (the smaller count, or the larger
   when within a ratio) and how many tokens a sliding-window request holds.
 - `blockSize`: the CUDA platform's default KV block.
+- `modelRunnerV2`: which models Model Runner V2 (vllm/v1/worker/gpu/) runs by default
+  (every model, dense models plus a list, or only a list of architectures), whether its
+  `profile_cudagraph_memory` estimates the graph pool before KV sizing or returns 0, and
+  the per-(sequence × vocabulary entry) bytes of the penalty state it keeps allocated
+  for every sequence slot (`output_bin_counts`, `prompt_bin_mask`).
 
 Usage:
   hack/vllm_releases.py                  # every minor's newest patch + the releases the
@@ -74,6 +79,7 @@ WANTED = (
     "vllm/v1/worker/gpu_worker.py",
     "vllm/v1/worker/gpu_model_runner.py",
     "vllm/v1/worker/gpu/model_runner.py",
+    "vllm/v1/worker/gpu/sample/penalties.py",
     "vllm/v1/core/kv_cache_utils.py",
     "vllm/v1/core/kv_cache_planning.py",
     "vllm/v1/kv_cache_interface.py",
@@ -613,6 +619,81 @@ def hybrid_kv(sources: dict[str, str]) -> dict[str, Any] | None:
     }
 
 
+_DTYPE_BYTES = {"int32": 4, "int64": 8, "float32": 4, "int16": 2, "bool": 1, "uint8": 1, "int8": 1}
+
+
+def model_runner_v2(sources: dict[str, str]) -> dict[str, Any] | None:
+    v2_path = "vllm/v1/worker/gpu/model_runner.py"
+    runner = sources.get(v2_path)
+    if runner is None:
+        return None
+    config_path = "vllm/config/vllm.py"
+    config = sources.get(config_path, "")
+    switch = _function_source(config, "use_v2_model_runner") if config else None
+    default_fn = _function_source(config, "_is_default_v2_model_runner_model") if config else None
+    listed = re.search(
+        r"DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES\s*=\s*(?:frozenset\(\s*)?[\[{(]([^\]})]*)[\]})]",
+        config,
+        re.DOTALL,
+    )
+    scope: str | None = None
+    if switch is not None:
+        if "_is_default_v2_model_runner_model" not in switch[0]:
+            scope = "all"
+        elif default_fn is not None and re.search(r"or\s+not\s+model_config\.is_moe", default_fn[0]):
+            scope = "dense-or-listed"
+        elif default_fn is not None and "not model_config.is_quantized" in default_fn[0]:
+            scope = "listed-dense-unquantized"
+        else:
+            scope = "listed"
+    graphs = _function_source(runner, "profile_cudagraph_memory")
+    returns_zero = bool(graphs and re.search(r"^\s*return 0\s*$", graphs[0], re.MULTILINE))
+    penalties_path = "vllm/v1/worker/gpu/sample/penalties.py"
+    penalties = sources.get(penalties_path, "")
+    per_entry = 0.0
+    first_line: int | None = None
+    for name, divisor in (
+        ("output_bin_counts", r"(?:self\.)?vocab_size"),
+        ("prompt_bin_mask", r"cdiv\(\s*(?:self\.)?vocab_size\s*,\s*(\d+)\s*\)"),
+    ):
+        match = re.search(
+            rf"self\.{name}\s*=\s*torch\.zeros\(\s*max_num_reqs\s*,\s*{divisor}\s*,\s*dtype=torch\.(\w+)",
+            penalties,
+        )
+        if match is None:
+            continue
+        groups = match.groups()
+        dtype = groups[-1]
+        packed = int(groups[0]) if len(groups) > 1 else 1
+        per_entry += _DTYPE_BYTES.get(dtype, 0) / packed
+        line = penalties.count("\n", 0, match.start()) + 1
+        first_line = line if first_line is None else min(first_line, line)
+    return {
+        "defaultFor": _fact(
+            {
+                "scope": scope,
+                "architectures": sorted(re.findall(r'"(\w+)"', listed.group(1))) if listed else [],
+            },
+            config_path,
+            switch[1] if switch else None,
+            "all: every model unless it needs a feature V2 lacks; dense-or-listed: models without "
+            "MoE layers plus the listed architectures; listed(-dense-unquantized): only those",
+        ),
+        "graphEstimate": _fact(
+            bool(graphs) and not returns_zero,
+            v2_path,
+            graphs[1] if graphs else None,
+            "profile_cudagraph_memory estimates the graph pool (false: it returns 0)",
+        ),
+        "penaltyStateBytesPerLogit": _fact(
+            per_entry,
+            penalties_path,
+            first_line,
+            "bytes kept per sequence slot and vocabulary entry (output_bin_counts, prompt_bin_mask)",
+        ),
+    }
+
+
 def block_size(sources: dict[str, str]) -> dict[str, Any] | None:
     found = _search(
         sources,
@@ -634,6 +715,7 @@ def facts(version: str, sources: dict[str, str], artifact: str) -> dict[str, Any
         "profiling": profiling(sources),
         "hybridKv": hybrid_kv(sources),
         "blockSize": block_size(sources),
+        "modelRunnerV2": model_runner_v2(sources),
     }
 
 

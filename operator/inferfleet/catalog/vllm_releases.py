@@ -86,6 +86,14 @@ class ReleaseFacts:
     redundancy_buffer_mib: int | None
     non_kv_accounting: str
     source: str
+    # Model Runner V2 (vllm/v1/worker/gpu/): which models it runs by default ("all",
+    # "dense-or-listed", "listed", "listed-dense-unquantized"; None: no model), the listed
+    # architectures, whether its profile estimates the CUDA-graph pool (it returned 0 up
+    # to 0.28), and the penalty state it keeps per sequence slot and vocabulary entry.
+    v2_default_scope: str | None = None
+    v2_default_architectures: tuple[str, ...] = ()
+    v2_graph_estimate: bool = False
+    v2_penalty_state_bytes_per_logit: float = 0.0
 
     def batch_default(self, device: str, entry_point: EntryPoint) -> BatchDefault | None:
         for label, entry, value in self.batch_by_device:
@@ -156,6 +164,8 @@ def _parse(name: str, entry: dict[str, Any], *, exact: bool) -> ReleaseFacts:
     cap = largest.get("cap")
     by_device, seqs = _batch(entry)
     estimate_on = graphs.get("estimateDefaultOn")
+    runner_v2 = entry.get("modelRunnerV2") or {}
+    v2_default = _value(runner_v2.get("defaultFor")) or {}
     return ReleaseFacts(
         release=name,
         exact=exact,
@@ -178,6 +188,10 @@ def _parse(name: str, entry: dict[str, Any], *, exact: bool) -> ReleaseFacts:
         redundancy_buffer_mib=_value(profiling.get("redundancyBufferMib")),
         non_kv_accounting=str(_value(profiling.get("nonKvAccounting")) or ""),
         source=f"vLLM {name} ({entry.get('artifact', 'PyPI')}), read by hack/vllm_releases.py",
+        v2_default_scope=v2_default.get("scope"),
+        v2_default_architectures=tuple(v2_default.get("architectures") or ()),
+        v2_graph_estimate=bool(_value(runner_v2.get("graphEstimate"))),
+        v2_penalty_state_bytes_per_logit=float(_value(runner_v2.get("penaltyStateBytesPerLogit")) or 0.0),
     )
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
+from inferfleet.catalog.models import ModelArch
 from inferfleet.planner.releases import (
     HYBRID_ALLOCATOR,
     TORCH_ONLY_PEAK_UNTIL,
@@ -34,6 +35,22 @@ from inferfleet.planner.units import GIB
 SAMPLER_BYTES_V1 = 39.0
 SAMPLER_BYTES_FLASHINFER = 12.0  # the lower end above; what a plan may leave unused
 SAMPLER_BYTES_V0 = 32.0
+# Model Runner V2's profile (vllm/v1/worker/gpu/model_runner.py `_dummy_sampler_run`,
+# 0.22-0.32) samples its dummy batch greedily with every request's default parameters:
+# no fp32 copy, no top-k/top-p sort, only the logits in the model's 16-bit dtype. From
+# 0.33 it also runs the warm-up's fp32 pipeline (`v2ProfilePaysFp32Logits`), which
+# holds what V1's sampler holds.
+SAMPLER_BYTES_V2_PROFILE = 2.0
+# The architectures vLLM lists for Model Runner V2 by default, by config.json
+# model_type (the catalog keeps model_type, not the architecture class).
+ARCHITECTURE_OF_MODEL_TYPE = {
+    "qwen3": "Qwen3ForCausalLM",
+    "llama": "LlamaForCausalLM",
+    "mistral": "MistralForCausalLM",
+    "qwen2_moe": "Qwen2MoeForCausalLM",
+    "deepseek_v2": "DeepseekV2ForCausalLM",
+    "granitemoe": "GraniteMoeForCausalLM",
+}
 # Non-torch memory per GPU by tensor-parallel degree (CUDA graphs excluded): cuBLAS
 # workspaces, NCCL communicators and custom all-reduce buffers. Public logs: 0.13-0.15
 # GiB at TP 1, 0.54-0.55 at TP 2, 0.85-1.0 at TP 4, up to 2.2 at TP 8 (the upper end is
@@ -109,6 +126,11 @@ class Accounting:
     # Hybrid KV grouping: the larger layer count is the group size when it is within
     # this ratio of the smaller (None: always the smaller; kv_cache_utils/planning.py).
     group_larger_within_ratio: float | None = 1.25
+    # Model Runner V2 runs this model: its sampler keeps penalty state for every sequence
+    # slot (max_num_seqs × vocabulary entries, this many bytes each) on the last stage,
+    # allocated after the worker's first memory snapshot, so counted as used memory.
+    model_runner_v2: bool = False
+    runner_state_bytes_per_logit: float = 0.0
 
     @property
     def family(self) -> Family:
@@ -132,6 +154,10 @@ class Accounting:
             gib += PIPELINE_STAGE_NON_TORCH_GIB
         return gib * GIB + self.non_torch_extra_bytes
 
+    def runner_state_bytes(self, max_num_seqs: int, vocab_size: int) -> float:
+        """What the model runner keeps allocated per sequence slot (last stage)."""
+        return self.runner_state_bytes_per_logit * max_num_seqs * vocab_size
+
     def graph_pool_bytes(self, max_num_seqs: int, enforce_eager: bool) -> float:
         """The CUDA-graph pool of the captured batch sizes (0 when eager)."""
         if enforce_eager:
@@ -151,8 +177,36 @@ class Accounting:
         return self.graph_pool_bytes(max_num_seqs, enforce_eager)
 
 
+def runs_model_runner_v2(
+    release: Release, *, model_type: str, moe: bool, weight_format: str, pipeline_parallel: int = 1
+) -> bool:
+    """Whether the release runs this model on Model Runner V2 by default (the release's
+    `use_v2_model_runner` / `_is_default_v2_model_runner_model`, read into the release
+    table). Features that send a model back to V1 (ngram speculation before 0.33, custom
+    logits processors, prompt embeds, ...) are not modelled."""
+    if not release.modelled or release.engine(pipeline_parallel) != "v1":
+        return False
+    facts = release.facts
+    if facts is None:
+        return False
+    listed = ARCHITECTURE_OF_MODEL_TYPE.get(model_type, "") in facts.v2_default_architectures
+    scope = facts.v2_default_scope
+    if scope == "all":
+        return True
+    if scope == "dense-or-listed":
+        return listed or not moe
+    if scope == "listed-dense-unquantized":
+        return listed and not moe and weight_format == "none"
+    if scope == "listed":
+        return listed
+    return False
+
+
 @functools.lru_cache(maxsize=512)
-def accounting(release: Release, *, pipeline_parallel: int = 1, vendor: str = "nvidia") -> Accounting:
+def accounting(
+    release: Release, *, pipeline_parallel: int = 1, vendor: str = "nvidia", model_runner_v2: bool = False
+) -> Accounting:
+    """`model_runner_v2`: the model runs on Model Runner V2 (runs_model_runner_v2)."""
     engine = release.engine(pipeline_parallel)
     facts = release.facts if release.modelled else None
     graph_reserve = release.family == "v1-graph-reserve" and engine == "v1"
@@ -166,11 +220,23 @@ def accounting(release: Release, *, pipeline_parallel: int = 1, vendor: str = "n
         cap = facts.graph_capture_cap or cap
         redundancy_mib = facts.redundancy_buffer_mib or redundancy_mib
     context_outside = engine == "v1" and release.family != "v1-early"
-    unprofiled_logits = facts is not None and facts.warmup_logits_unprofiled
+    runner_v2 = model_runner_v2 and facts is not None and engine == "v1"
+    sampler_bytes = SAMPLER_BYTES_V0 if engine == "v0" else SAMPLER_BYTES_V1
+    unprofiled_logits = False
+    runner_state = 0.0
+    if runner_v2 and facts is not None:
+        # Model Runner V2: its profile estimates no graph pool up to 0.28
+        # (`profile_cudagraph_memory` returns 0), and samples with 16-bit logits only
+        # unless the release's profile also pays the warm-up's fp32 pipeline.
+        graph_reserve = graph_reserve and facts.v2_graph_estimate
+        unprofiled_logits = facts.sampler_warmup_after_kv and not facts.v2_profile_pays_fp32_logits
+        if unprofiled_logits:
+            sampler_bytes = SAMPLER_BYTES_V2_PROFILE
+        runner_state = facts.v2_penalty_state_bytes_per_logit
     return Accounting(
         release=release,
         engine=engine,
-        sampler_bytes_per_logit=SAMPLER_BYTES_V0 if engine == "v0" else SAMPLER_BYTES_V1,
+        sampler_bytes_per_logit=sampler_bytes,
         retained_allreduce=release.at_least(TORCH_ONLY_PEAK_UNTIL) and release.before(ALLREDUCE_FREED),
         non_torch_extra_bytes=CUDA_CONTEXT_GIB * GIB
         if release.family == "v1-early" and engine == "v1"
@@ -187,4 +253,26 @@ def accounting(release: Release, *, pipeline_parallel: int = 1, vendor: str = "n
         group_larger_within_ratio=ratio,
         hybrid_pool=engine == "v1" and release.at_least(HYBRID_ALLOCATOR),
         mla_align_bytes=MLA_ALIGN_BYTES if engine == "v0" and release.at_least(V0_MLA_ALIGNMENT) else 0,
+        model_runner_v2=runner_v2,
+        runner_state_bytes_per_logit=runner_state,
     )
+
+
+def model_accounting(
+    release: Release,
+    arch: ModelArch,
+    *,
+    weight_format: str,
+    pipeline_parallel: int = 1,
+    vendor: str = "nvidia",
+) -> Accounting:
+    """The accounting of `release` for this model in this weight format (which model
+    runner the release picks for it included)."""
+    runner_v2 = runs_model_runner_v2(
+        release,
+        model_type=arch.model_type,
+        moe=arch.moe is not None,
+        weight_format=weight_format,
+        pipeline_parallel=pipeline_parallel,
+    )
+    return accounting(release, pipeline_parallel=pipeline_parallel, vendor=vendor, model_runner_v2=runner_v2)

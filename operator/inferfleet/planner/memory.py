@@ -198,9 +198,25 @@ def _activation_peaks(
     spread = 0.0
     if accounting.engine == "v1" and sampler > forward:
         rows = min(max_num_seqs, max_num_batched_tokens)
-        per_logit = accounting.sampler_bytes_per_logit - SAMPLER_BYTES_FLASHINFER
+        per_logit = max(0.0, accounting.sampler_bytes_per_logit - SAMPLER_BYTES_FLASHINFER)
         spread = min(sampler - forward, rows * arch.vocab_size * per_logit * slack)
     return forward, sampler, spread
+
+
+def _non_torch_bytes(  # noqa: PLR0917 - the layout's figures, passed through from estimate
+    arch: ModelArch,
+    layout: WeightLayout,
+    accounting: Accounting,
+    tp: int,
+    batched_tokens: int,
+    act_bytes: int,
+) -> float:
+    """Non-torch memory of every stage (the last stage's runner state comes on top)."""
+    overhead = accounting.non_torch_bytes(tp, len(layout.stage_layers))
+    if accounting.retained_allreduce and tp > 1:
+        # two all-reduces per layer, each holding the step's hidden states
+        overhead += 2 * max(layout.stage_layers) * batched_tokens * arch.hidden_size * act_bytes
+    return overhead
 
 
 def estimate(
@@ -235,29 +251,27 @@ def estimate(
         max_num_batched_tokens=max_num_batched_tokens,
     )
     pp = len(layout.stage_layers)
-    overhead = accounting.non_torch_bytes(tp, pp)
-    if accounting.retained_allreduce and tp > 1:
-        # two all-reduces per layer, each holding the step's hidden states
-        layers = max(layout.stage_layers)
-        overhead += 2 * layers * max_num_batched_tokens * arch.hidden_size * act_bytes
+    overhead = _non_torch_bytes(arch, layout, accounting, tp, max_num_batched_tokens, act_bytes)
     graphs = accounting.graph_reserve_bytes(max_num_seqs, enforce_eager)
     reserve = budget * accounting.release.reserve_fraction
     first = 0
     last_stage = pp - 1
+    runner_state = accounting.runner_state_bytes(max_num_seqs, arch.vocab_size)
     for stage, count in enumerate(layout.stage_layers):
         activation = max(forward, sampler) if stage == last_stage else forward
+        stage_overhead = overhead + (runner_state if stage == last_stage else 0.0)
         stage_kinds = arch.kinds[first : first + count]
         if stage == last_stage and extra_kv_layers:
             full: LayerKind = "full"
             stage_kinds = stage_kinds + (full,) * extra_kv_layers
         pool = _stage_pool(arch, stage_kinds, tp, kv_element_bytes, block_size, accounting)
         weights = layout.stage_bytes_per_gpu[stage] + extra_weight_bytes
-        kv_bytes = budget - weights - activation - overhead - graphs - reserve
+        kv_bytes = budget - weights - activation - stage_overhead - graphs - reserve
         stages.append(
             StageMemory(
                 weights_bytes=weights,
                 activation_bytes=activation,
-                non_torch_bytes=overhead,
+                non_torch_bytes=stage_overhead,
                 graph_reserve_bytes=graphs,
                 reserve_bytes=reserve,
                 kv_bytes=kv_bytes,

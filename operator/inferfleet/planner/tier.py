@@ -16,10 +16,11 @@ from dataclasses import dataclass, replace
 
 from inferfleet.api.plan import MemoryBreakdownGiB, Performance, TierPlan
 from inferfleet.api.spec import InferenceServiceSpec, TierOverrides, TierSpec
+from inferfleet.api.vllm_flags import flag_name
 from inferfleet.catalog.gpus import GpuSpec
 from inferfleet.catalog.models import ModelArch
 from inferfleet.planner import engine_settings, fleet
-from inferfleet.planner.accounting import WARMUP_MARGIN_GIB, Accounting, accounting
+from inferfleet.planner.accounting import WARMUP_MARGIN_GIB, Accounting, model_accounting
 from inferfleet.planner.batching import ITL_HEADROOM, Batching, deployed_batching
 from inferfleet.planner.kv import kv_dtype_bytes, kv_pool
 from inferfleet.planner.load import NO_EXTRAS, Extras, load_peak_bytes, online_quantization
@@ -118,8 +119,10 @@ class _Evaluator:
         overrides: TierOverrides,
         chunked_prefill: bool,
         prefix_caching: bool = True,
+        expert_parallel: bool = False,
     ) -> None:
         self.arch = inputs.arch
+        self.expert_parallel = expert_parallel
         self.gpu = inputs.gpu
         self.release = inputs.release
         self.extras = inputs.extras
@@ -137,7 +140,9 @@ class _Evaluator:
     def tp_options(self, quant: QuantChoice) -> list[int]:
         if self.overrides.tensor_parallel_size:
             return [self.overrides.tensor_parallel_size]
-        return tp_options(self.arch, self.gpus_per_node, quant.weight_format) or [1]
+        return tp_options(
+            self.arch, self.gpus_per_node, quant.weight_format, expert_parallel=self.expert_parallel
+        ) or [1]
 
     def evaluate(self, quant: QuantChoice, tp: int, pp: int) -> Candidate:
         key = (quant.weight_format, quant.kv_cache_dtype, tp, pp)
@@ -162,7 +167,13 @@ class _Evaluator:
             family=self.gpu.family,
             scale=self.scale,
         )
-        acct = accounting(self.release, pipeline_parallel=pp, vendor=self.gpu.vendor)
+        acct = model_accounting(
+            self.release,
+            self.arch,
+            weight_format=quant.weight_format,
+            pipeline_parallel=pp,
+            vendor=self.gpu.vendor,
+        )
         kv_bytes = kv_dtype_bytes(quant.kv_cache_dtype, base.act_bytes)
         roof, batching = self._speed(quant, tp, pp, layout, acct, kv_bytes, nodes)
         settings = replace(
@@ -186,7 +197,9 @@ class _Evaluator:
             concurrency_p95=concurrency,
             load_peak_bytes=load_peak,
             load_problem=load_problem,
-            layout_problem=valid_tensor_parallel(self.arch, tp, quant.weight_format),
+            layout_problem=valid_tensor_parallel(
+                self.arch, tp, quant.weight_format, expert_parallel=self.expert_parallel
+            ),
         )
 
     def _speed(  # noqa: PLR0917 - one layout's figures, passed through from _evaluate
@@ -910,6 +923,19 @@ def assemble_tier_plan(
     )
 
 
+def expert_parallel_requested(spec: InferenceServiceSpec) -> bool:
+    """serving.extraArgs turns vLLM's expert parallelism on (--enable-expert-parallel)."""
+    enabled = False
+    for arg in (spec.serving.extra_args if spec.serving else None) or []:
+        name = flag_name(arg)
+        if name == "--enable-expert-parallel":
+            value = arg.split("=", 1)[1].strip().lower() if "=" in arg else "true"
+            enabled = value not in ("false", "0", "no")
+        elif name == "--no-enable-expert-parallel":
+            enabled = False
+    return enabled
+
+
 def build_tier_plan(spec: InferenceServiceSpec, tier: TierSpec, inputs: TierInputs) -> TierPlan:
     """Plan one tier: choose the layout, size the fleet, explain both, assemble."""
     overrides = tier.overrides or TierOverrides()
@@ -928,6 +954,7 @@ def build_tier_plan(spec: InferenceServiceSpec, tier: TierSpec, inputs: TierInpu
         overrides=overrides,
         chunked_prefill=chunked,
         prefix_caching=prefix,
+        expert_parallel=expert_parallel_requested(spec),
     )
     choice = choose_layout(spec, tier, ev, overrides)
     sizing = size_fleet(spec, tier, choice, workload)

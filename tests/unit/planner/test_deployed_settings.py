@@ -7,7 +7,7 @@ from typing import Any
 from inferfleet.api.spec import InferenceServiceSpec
 from inferfleet.catalog import default_catalogs
 from inferfleet.planner import plan
-from inferfleet.planner.accounting import accounting
+from inferfleet.planner.accounting import model_accounting
 from inferfleet.planner.memory import estimate
 from inferfleet.planner.releases import resolve_release
 from inferfleet.planner.weights import body_scale, weight_layout
@@ -120,7 +120,7 @@ def test_each_layout_is_judged_with_the_batch_settings_it_deploys() -> None:
         max_model_len=tier.max_model_len,
         max_num_seqs=tier.max_num_seqs,
         max_num_batched_tokens=tier.max_num_batched_tokens,
-        accounting=accounting(resolve_release(None, tier.vllm_release)),
+        accounting=model_accounting(resolve_release(None, tier.vllm_release), arch, weight_format="fp8"),
     )
     # the memory the plan reports is the one its own flags produce
     assert again.kv_tokens == tier.kv_cache_tokens

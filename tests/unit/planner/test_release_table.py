@@ -101,3 +101,21 @@ def test_the_utilization_rule_for_untabled_releases_agrees_with_the_table() -> N
         assert parsed is not None, version
         rule = 0.92 if parsed >= UTILIZATION_092_FROM else 0.90
         assert rule == facts.gpu_memory_utilization, version
+
+
+def test_model_runner_v2_facts_read_from_source() -> None:
+    # 0.22-0.24: a list of architectures; 0.25.1-0.28: models without MoE layers plus a
+    # list; 0.29+: every model. Its profile estimated no CUDA-graph pool up to 0.28.
+    early, dense, every = release_facts("0.24.0"), release_facts("0.27.1"), release_facts("0.33.0")
+    assert early is not None and dense is not None and every is not None
+    assert early.v2_default_scope == "listed" and "Qwen3ForCausalLM" in early.v2_default_architectures
+    assert (
+        dense.v2_default_scope == "dense-or-listed"
+        and "Qwen2MoeForCausalLM" in dense.v2_default_architectures
+    )
+    assert every.v2_default_scope == "all"
+    assert not dense.v2_graph_estimate and every.v2_graph_estimate
+    # output_bin_counts (int32) + prompt_bin_mask (one int32 per 32 entries) per slot × vocab
+    assert dense.v2_penalty_state_bytes_per_logit == every.v2_penalty_state_bytes_per_logit == 4.125
+    old = release_facts("0.11.0")
+    assert old is not None and old.v2_default_scope is None

@@ -36,33 +36,44 @@ def _risk(tier: TierPlan) -> list[str]:
     return [w for w in tier.warnings if w.startswith("start at risk")]
 
 
-def test_gpt_oss_20b_at_095_with_1024_seqs_is_flagged_with_the_number() -> None:
-    # 0.22-0.32's Model Runner V2 warms the fp32 sampler up after KV sizing without having
-    # profiled it: 1024 × 201,088 × 16 B = 3,142 MiB against 3.96 GiB left outside.
+def test_qwen3_8b_at_096_with_512_seqs_is_flagged_with_the_number() -> None:
+    # 0.22-0.32's Model Runner V2 (dense models from 0.25.1) warms the fp32 sampler up after
+    # KV sizing without having profiled it, and up to 0.28 captures its CUDA graphs there
+    # without an estimate: 0.65 + ~1.00 GiB + 512 × 151,936 × 16 B = 1,187 MiB against
+    # 3.17 GiB left outside.
     for tp in (1, 2):
         tier = _tier(
-            "openai/gpt-oss-20b", "vllm/vllm-openai:v0.28.0", tp, gpuMemoryUtilization=0.95, maxNumSeqs=1024
+            "Qwen/Qwen3-8B", "vllm/vllm-openai:v0.28.0", tp, gpuMemoryUtilization=0.96, maxNumSeqs=512
         )
         risk = _risk(tier)
         assert risk, tier.warnings
-        assert "3,142 MiB" in risk[0] and "1024 rows × 201,088" in risk[0]
-        assert "gpu-memory-utilization ≤ 0.9" in risk[0]
+        assert "1,187 MiB" in risk[0] and "512 rows × 151,936" in risk[0]
+        assert "CUDA graphs ~1.00 GiB (captured after the KV cache" in risk[0]
+        assert "gpu-memory-utilization ≤ 0.95" in risk[0]
         assert any(r.startswith("SLO at risk: start at risk") for r in tier.reasons)
 
 
 def test_the_release_that_profiles_the_warm_up_is_not_flagged() -> None:
-    tier = _tier("openai/gpt-oss-20b", "vllm/vllm-openai:v0.33.0", gpuMemoryUtilization=0.95, maxNumSeqs=1024)
+    tier = _tier("Qwen/Qwen3-8B", "vllm/vllm-openai:v0.33.0", gpuMemoryUtilization=0.96, maxNumSeqs=512)
+    assert tier.feasible and not _risk(tier)
+
+
+def test_a_moe_model_on_the_v1_runner_is_not_flagged() -> None:
+    # 0.25.1-0.28 run MoE models (gpt-oss) on the V1 model runner, whose profile sampled
+    # with the fp32 pipeline and estimated the graph pool.
+    tier = _tier("openai/gpt-oss-20b", "vllm/vllm-openai:v0.28.0", gpuMemoryUtilization=0.95, maxNumSeqs=1024)
     assert tier.feasible and not _risk(tier)
 
 
 def test_planner_defaults_leave_room_for_the_warm_up() -> None:
     for image in ("vllm/vllm-openai:v0.11.0", "vllm/vllm-openai:v0.28.0", "vllm/vllm-openai:v0.33.0"):
-        tier = _tier("openai/gpt-oss-20b", image)
-        assert tier.feasible and not _risk(tier), image
+        for model in ("openai/gpt-oss-20b", "Qwen/Qwen3-8B"):
+            tier = _tier(model, image)
+            assert tier.feasible and not _risk(tier), (model, image)
 
 
 def test_an_override_that_cannot_hold_the_unprofiled_warm_up_is_refused() -> None:
-    tier = _tier("openai/gpt-oss-20b", "vllm/vllm-openai:v0.28.0", gpuMemoryUtilization=0.99, maxNumSeqs=1024)
+    tier = _tier("Qwen/Qwen3-8B", "vllm/vllm-openai:v0.28.0", gpuMemoryUtilization=0.99, maxNumSeqs=1024)
     assert not tier.feasible
     assert "sampler warm-up" in tier.reasons[0] and "gpu-memory-utilization ≤" in tier.reasons[0]
 
