@@ -109,9 +109,9 @@ def written_reasons() -> dict[str, str]:
       REASON, ...)`, `set_condition(conditions, type, status, REASON, ...)`, `Event(type,
       REASON, ...)`, `CacheCondition(status, REASON, ...)`, any `reason=` keyword of
       those, and the `(status, REASON, message)` triples the reconciler's rules return;
-    - the fetchers' failure reasons (`precache.errors.REASONS`), which CacheReady shows.
+    - the fetchers' failure reasons (`caching.precache.errors.REASONS`), which CacheReady shows.
     """
-    from inferfleet.precache import errors
+    from inferfleet.caching.precache import errors
 
     found: dict[str, str] = {}
 
