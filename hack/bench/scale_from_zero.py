@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from inferfleet.api import load_all
-from inferfleet.api.frontdoor import FrontDoorSpec
+from inferfleet.api.frontdoor_spec import FrontDoorSpec
 from inferfleet.autoscaling.policy import POLICIES
 from inferfleet.autoscaling.simulate.engine import simulate
 from inferfleet.autoscaling.simulate.setup import build_config

@@ -29,7 +29,7 @@ import typer
 from inferfleet.caching.fetcher import store
 from inferfleet.caching.fetcher.fetch import FetchOptions, FetchResult, RetryPolicy, fetch
 from inferfleet.caching.precache import probe as probe_result
-from inferfleet.caching.precache.errors import CacheError, CacheMissing, SourceInvalid
+from inferfleet.caching.precache.fetch_errors import CacheError, CacheMissing, SourceInvalid
 from inferfleet.caching.precache.layout import DEFAULT_REF
 from inferfleet.caching.precache.manifest import DEFAULT_ALLOW_PATTERNS, Manifest
 from inferfleet.cli.app import EXIT_USAGE, OutputFormat, app, fail

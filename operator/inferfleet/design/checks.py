@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Collection
 
 from inferfleet.api import InferenceService, Plan, Problem
-from inferfleet.api.frontdoor import gateway_allowed, hostname_problem, render_hostname
+from inferfleet.api.frontdoor_spec import gateway_allowed, hostname_problem, render_hostname
 from inferfleet.api.host_paths import is_under
 from inferfleet.api.spec import NO_ACCELERATOR, InlineGpu
 from inferfleet.caching.precache import probe

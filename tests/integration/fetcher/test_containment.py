@@ -21,7 +21,12 @@ import pytest
 
 from inferfleet.caching.fetcher import store
 from inferfleet.caching.fetcher.fetch import fetch
-from inferfleet.caching.precache.errors import CacheCorrupt, MalformedListing, SourceInvalid, UnsafeSource
+from inferfleet.caching.precache.fetch_errors import (
+    CacheCorrupt,
+    MalformedListing,
+    SourceInvalid,
+    UnsafeSource,
+)
 from tests.integration.fetcher.conftest import REPO_ID, _cli, fast_options, run_cli
 from tests.integration.fetcher.hub_server import FakeRepo, HubServer, tiny_model_files
 

@@ -15,7 +15,7 @@ import pytest
 
 from inferfleet.caching.fetcher import store
 from inferfleet.caching.fetcher.fetch import fetch
-from inferfleet.caching.precache.errors import (
+from inferfleet.caching.precache.fetch_errors import (
     BadCredentials,
     ChecksumMismatch,
     SourceNotFound,

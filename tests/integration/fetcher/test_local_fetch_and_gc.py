@@ -13,7 +13,7 @@ import pytest
 
 from inferfleet.caching.fetcher import store
 from inferfleet.caching.fetcher.fetch import fetch
-from inferfleet.caching.precache.errors import DiskFull
+from inferfleet.caching.precache.fetch_errors import DiskFull
 from tests.integration.fetcher.conftest import _cli, fast_options, run_cli
 from tests.integration.fetcher.hub_server import tiny_model_files
 

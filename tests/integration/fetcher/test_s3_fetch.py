@@ -14,7 +14,7 @@ import pytest
 
 from inferfleet.caching.fetcher import store
 from inferfleet.caching.fetcher.fetch import fetch
-from inferfleet.caching.precache.errors import BadCredentials, SourceNotFound, SourceUnreachable
+from inferfleet.caching.precache.fetch_errors import BadCredentials, SourceNotFound, SourceUnreachable
 from tests.integration.fetcher.conftest import fast_options, free_port
 from tests.integration.fetcher.hub_server import safetensors_bytes, tiny_model_files
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from inferfleet.caching.precache.errors import SourceInvalid
+from inferfleet.caching.precache.fetch_errors import SourceInvalid
 from inferfleet.caching.precache.layout import (
     ModelLayout,
     is_commit_hash,

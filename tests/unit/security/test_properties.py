@@ -27,7 +27,7 @@ from inferfleet.autoscaling.policy.readings import TierReadings
 from inferfleet.autoscaling.promql.parse import TierKey
 from inferfleet.autoscaling.promql.queries import Signal
 from inferfleet.autoscaling.promql.signals import assemble
-from inferfleet.caching.precache.errors import UnsafeSource
+from inferfleet.caching.precache.fetch_errors import UnsafeSource
 from inferfleet.caching.precache.layout import listing_revision_id, ref_name, safe_revision_id
 from inferfleet.caching.precache.names import check_listing, fold
 from inferfleet.cluster import InMemoryCluster

@@ -45,7 +45,7 @@ from inferfleet.caching.fetcher.partfile import PartWriter
 from inferfleet.caching.fetcher.progress import GIB, Progress
 from inferfleet.caching.fetcher.remote import S3Source, Source, open_source
 from inferfleet.caching.precache.checksums import Hasher, new_hasher
-from inferfleet.caching.precache.errors import (
+from inferfleet.caching.precache.fetch_errors import (
     CacheCorrupt,
     CacheError,
     CacheMissing,

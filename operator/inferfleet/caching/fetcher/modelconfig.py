@@ -37,7 +37,7 @@ from typing import Any, Final
 from inferfleet.caching.fetcher import netbudget
 from inferfleet.caching.fetcher.remote import ListingLimits, Source, open_source
 from inferfleet.caching.precache import probe
-from inferfleet.caching.precache.errors import (
+from inferfleet.caching.precache.fetch_errors import (
     CacheError,
     ConfigUnavailable,
     DeadlineExceeded,
@@ -225,7 +225,7 @@ def read_model(
     """config.json and (when asked) the parameter count of the model at `uri`@`revision`.
 
     No deadline of its own (`bounded_read` adds it). Raises ConfigUnavailable, or a
-    `caching.precache.errors` error for the source's own faults."""
+    `caching.precache.fetch_errors` error for the source's own faults."""
     limits = limits or ReadLimits()
     try:
         ref = parse_source(uri)
@@ -274,7 +274,7 @@ def bounded_read(
 ) -> FetchedModel:
     """`read_model` within `limits`: a total deadline, bytes per response and in all.
 
-    Raises a `caching.precache.errors` error: DeadlineExceeded, ResponseTooLarge, ListingTooLong,
+    Raises a `caching.precache.fetch_errors` error: DeadlineExceeded, ResponseTooLarge, ListingTooLong,
     ConfigUnavailable, or the source's own (BadCredentials, SourceNotFound, ...)."""
     outcome = netbudget.run_bounded(
         lambda: read_model(uri, revision, access, need_parameters=need_parameters, limits=limits),

@@ -36,7 +36,7 @@ from typing import Any, Final
 from inferfleet.caching.fetcher import safefs
 from inferfleet.caching.fetcher.progress import Progress
 from inferfleet.caching.precache.checksums import Hasher, new_hasher
-from inferfleet.caching.precache.errors import SourceChanged
+from inferfleet.caching.precache.fetch_errors import SourceChanged
 from inferfleet.caching.precache.manifest import RemoteFile
 
 # The logical block size O_DIRECT wants; 4 KiB covers 512e and 4Kn disks alike.

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any, Final, Protocol
 from urllib.parse import urljoin, urlsplit
 
-from inferfleet.caching.precache.errors import (
+from inferfleet.caching.precache.fetch_errors import (
     BadCredentials,
     CacheError,
     ListingTooLong,

@@ -24,7 +24,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Final
 
-from inferfleet.caching.precache.errors import UnsafeSource
+from inferfleet.caching.precache.fetch_errors import UnsafeSource
 
 _DIR_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 # ELOOP: the last component is a symlink (O_NOFOLLOW). ENOTDIR: a file (or a symlink,

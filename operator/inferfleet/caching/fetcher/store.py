@@ -31,7 +31,7 @@ from typing import BinaryIO
 
 from inferfleet.caching.fetcher import safefs
 from inferfleet.caching.precache.checksums import new_hasher
-from inferfleet.caching.precache.errors import CacheCorrupt, CacheMissing, LockTimeout, UnsafeSource
+from inferfleet.caching.precache.fetch_errors import CacheCorrupt, CacheMissing, LockTimeout, UnsafeSource
 from inferfleet.caching.precache.gc import CachedRevision, GcPlan, plan_gc
 from inferfleet.caching.precache.layout import (
     LOCK_NAME,

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Final, Literal
 
-from inferfleet.caching.precache.errors import SourceInvalid, UnsafeSource
+from inferfleet.caching.precache.fetch_errors import SourceInvalid, UnsafeSource
 
 Scheme = Literal["hf", "s3", "gs", "pvc", "file"]
 SCHEMES: Final[tuple[Scheme, ...]] = ("hf", "s3", "gs", "pvc", "file")

@@ -24,7 +24,7 @@ import unicodedata
 from collections.abc import Iterable
 from typing import Final
 
-from inferfleet.caching.precache.errors import UnsafeSource
+from inferfleet.caching.precache.fetch_errors import UnsafeSource
 from inferfleet.caching.precache.layout import MARKER_DIR, PART_SUFFIX
 
 NAME_MAX_BYTES: Final = 255

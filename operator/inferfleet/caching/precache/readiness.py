@@ -24,7 +24,7 @@ from typing import Any, Final
 
 from inferfleet.api import InferenceService, Plan, TierCache, labels
 from inferfleet.caching.precache import workloads as objects
-from inferfleet.caching.precache.errors import REASONS
+from inferfleet.caching.precache.fetch_errors import REASONS
 from inferfleet.caching.precache.workloads import LABEL_CACHE_REVISION
 from inferfleet.catalog import placement
 
