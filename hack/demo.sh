@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 hack/setup.sh
 export PATH="$PWD/.venv/bin:$PATH"
 EXAMPLE="${1:-manifests/examples/llama-8b-chat.yaml}"
-TRACE="${2:-operator/inferfleet/simulate/data/azure-llm-2023-code.csv}"
+TRACE="${2:-operator/inferfleet/autoscaling/simulate/data/azure-llm-2023-code.csv}"
 OUT="out"
 mkdir -p "$OUT"
 name="$(basename "$EXAMPLE" .yaml)"

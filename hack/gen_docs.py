@@ -109,9 +109,9 @@ def written_reasons() -> dict[str, str]:
       REASON, ...)`, `set_condition(conditions, type, status, REASON, ...)`, `Event(type,
       REASON, ...)`, `CacheCondition(status, REASON, ...)`, any `reason=` keyword of
       those, and the `(status, REASON, message)` triples the reconciler's rules return;
-    - the fetchers' failure reasons (`precache.errors.REASONS`), which CacheReady shows.
+    - the fetchers' failure reasons (`caching.precache.fetch_errors.REASONS`), which CacheReady shows.
     """
-    from inferfleet.precache import errors
+    from inferfleet.caching.precache import fetch_errors as errors
 
     found: dict[str, str] = {}
 
@@ -137,7 +137,7 @@ def written_reasons() -> dict[str, str]:
                 if isinstance(first, ast.Constant) and first.value in STATUSES:
                     add(_literal(node.elts[1]), path, node)
     for reason in errors.REASONS:
-        found.setdefault(reason, "precache/errors.py")
+        found.setdefault(reason, "caching/precache/fetch_errors.py")
     return found
 
 

@@ -36,7 +36,7 @@ minutes the forecaster keeps the level from before traffic that stops dead);
 also keeps the ITL SLO).
 
 The trace directory is INFERFLEET_TRACE_DIR, else the one trace bundled with the package
-(operator/inferfleet/simulate/data: Azure's 2023 code hour). The published figures
+(operator/inferfleet/autoscaling/simulate/data: Azure's 2023 code hour). The published figures
 (docs/benchmarks/autoscaler.md) replay, as their publishers ship them, Azure's LLM
 inference traces 2023 (`code` and `conv`, github.com/Azure/AzurePublicDataset) and
 Alibaba ServeGen's `language` rate series aggregated per 10-minute window, one folder each.
@@ -64,14 +64,14 @@ import numpy as np
 
 from inferfleet.api import InferenceService, Plan, TokenPercentiles, load_all
 from inferfleet.api.spec import ScalingSpec, ServingSpec
+from inferfleet.autoscaling.policy import POLICIES, drift
+from inferfleet.autoscaling.simulate.engine import simulate
+from inferfleet.autoscaling.simulate.report import summarize, window
+from inferfleet.autoscaling.simulate.setup import build_config
+from inferfleet.autoscaling.simulate.traces import Trace
+from inferfleet.autoscaling.tracefiles.read import load_trace
 from inferfleet.config import OperatorSettings
 from inferfleet.design import Design, design
-from inferfleet.scaling import POLICIES, drift
-from inferfleet.simulate.engine import simulate
-from inferfleet.simulate.report import summarize, window
-from inferfleet.simulate.setup import build_config
-from inferfleet.simulate.traces import Trace
-from inferfleet.tracefiles.read import load_trace
 
 REPO = Path(__file__).resolve().parents[2]
 BUNDLED_TRACES = REPO / "operator" / "inferfleet" / "simulate" / "data"

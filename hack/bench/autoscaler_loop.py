@@ -39,13 +39,13 @@ sys.path.insert(0, str(REPO_ROOT))
 from tests.toolkit import a_scaled_service, a_small_tier_plan  # noqa: E402
 from tests.toolkit import reconciled as tk  # noqa: E402
 
-from inferfleet.autoscaler.runner import Autoscaler  # noqa: E402
+from inferfleet.autoscaling.loop.runner import Autoscaler  # noqa: E402
+from inferfleet.autoscaling.prometheus.reader import PrometheusClient, PrometheusConfig, SignalReader  # noqa: E402
+from inferfleet.autoscaling.prometheus.testkit import EmulatedPod, PrometheusServer, VllmEmulator  # noqa: E402
+from inferfleet.autoscaling.promql.queries import QueryConfig  # noqa: E402
+from inferfleet.autoscaling.promql.signals import SignalSnapshot  # noqa: E402
 from inferfleet.cluster import InMemoryCluster  # noqa: E402
 from inferfleet.config import OperatorSettings  # noqa: E402
-from inferfleet.metrics.prometheus import PrometheusClient, PrometheusConfig, SignalReader  # noqa: E402
-from inferfleet.metrics.testkit import EmulatedPod, PrometheusServer, VllmEmulator  # noqa: E402
-from inferfleet.promql.queries import QueryConfig  # noqa: E402
-from inferfleet.promql.signals import SignalSnapshot  # noqa: E402
 
 TIERS = ("l4", "a100", "h100")
 SCRAPE_INTERVAL_S = 2.0

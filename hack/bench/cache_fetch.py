@@ -44,7 +44,7 @@ sys.path.insert(0, str(REPO_ROOT))
 
 from tests.integration.fetcher.hub_server import tiny_model_files  # noqa: E402
 
-from inferfleet.fetcher.fetch import FetchOptions, fetch  # noqa: E402
+from inferfleet.caching.fetcher.fetch import FetchOptions, fetch  # noqa: E402
 
 GIB = 1024**3
 BLOCK_BYTES = 64 * 1024 * 1024

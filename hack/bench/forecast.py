@@ -28,9 +28,9 @@ from typing import Any
 
 import numpy as np
 
-from inferfleet.scaling.forecast import ForecastConfig, Method, forecast
-from inferfleet.scaling.window import SequenceWindow
-from inferfleet.tracefiles.read import load_trace, read_rate_series
+from inferfleet.autoscaling.policy.forecast import ForecastConfig, Method, forecast
+from inferfleet.autoscaling.policy.window import SequenceWindow
+from inferfleet.autoscaling.tracefiles.read import load_trace, read_rate_series
 
 # The published traces, one folder each as their publishers ship them (azure-llm-2023/,
 # servegen-language-m-small/), under INFERFLEET_TRACE_DIR (docs/benchmarks/index.md).

@@ -344,7 +344,7 @@ def api_server_benchmark(count: int, resync_s: float, *, cold_only: bool = False
     import subprocess
     import tempfile
 
-    from inferfleet.metrics.testkit import PrometheusServer
+    from inferfleet.autoscaling.prometheus.testkit import PrometheusServer
 
     # A plain `kill` still stops every process this run started (the context managers).
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -483,7 +483,7 @@ def failover_benchmark(count: int) -> int:
     import subprocess
     import tempfile
 
-    from inferfleet.metrics.testkit import PrometheusServer
+    from inferfleet.autoscaling.prometheus.testkit import PrometheusServer
 
     run_args = [str(Path(sys.executable).with_name("inferfleet")), "run", "--peering=inferfleet-bench"]
     signal_module = __import__("signal")

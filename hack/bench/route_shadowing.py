@@ -3,9 +3,9 @@
 the Gateway API allows (16 hostnames, 128 matches each: its CRD's limits), against a
 service with 64 adapters (65 matches in `model` mode, one otherwise). Prints one JSON object.
 
-The operator reads each list of HTTPRoutes once (`readSeconds`: `render.routes.observe`,
+The operator reads each list of HTTPRoutes once (`readSeconds`: `render.route_matching.observe`,
 shared by every pass for 10 s); each reconcile pass of a service on a Gateway then runs
-`reconcile.frontdoor.shadows` over them (`passSeconds`). Times both for `--routes` such
+`reconcile.frontdoor_status.shadows` over them (`passSeconds`). Times both for `--routes` such
 routes.
 
     python hack/bench/route_shadowing.py --routes 1000 [--match path|hostname|model]
@@ -23,8 +23,9 @@ from typing import Any
 from inferfleet.api import parse
 from inferfleet.config import OperatorSettings
 from inferfleet.design import topology
-from inferfleet.reconcile import frontdoor as frontdoor_status
-from inferfleet.render import frontdoor, routes
+from inferfleet.reconcile import frontdoor_status
+from inferfleet.render import frontdoor
+from inferfleet.render import route_matching as routes
 
 GATEWAY_NAMESPACE, GATEWAY = "gateway-system", "shared"
 

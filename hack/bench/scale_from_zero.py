@@ -25,14 +25,14 @@ from typing import Any
 import numpy as np
 
 from inferfleet.api import load_all
-from inferfleet.api.frontdoor import FrontDoorSpec
+from inferfleet.api.frontdoor_spec import FrontDoorSpec
+from inferfleet.autoscaling.policy import POLICIES
+from inferfleet.autoscaling.simulate.engine import simulate
+from inferfleet.autoscaling.simulate.setup import build_config
+from inferfleet.autoscaling.simulate.traces import Trace
+from inferfleet.autoscaling.tracefiles.read import load_trace
 from inferfleet.config import OperatorSettings
 from inferfleet.design import design
-from inferfleet.scaling import POLICIES
-from inferfleet.simulate.engine import simulate
-from inferfleet.simulate.setup import build_config
-from inferfleet.simulate.traces import Trace
-from inferfleet.tracefiles.read import load_trace
 
 REPO = Path(__file__).resolve().parents[2]
 # Azure's code hour as published, bundled with the package.

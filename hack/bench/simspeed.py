@@ -17,12 +17,12 @@ import time
 from pathlib import Path
 
 from inferfleet.api import load_all
+from inferfleet.autoscaling.policy import POLICIES
+from inferfleet.autoscaling.simulate.engine import simulate
+from inferfleet.autoscaling.simulate.setup import build_config
+from inferfleet.autoscaling.tracefiles.read import load_trace
 from inferfleet.config import OperatorSettings
 from inferfleet.design import design
-from inferfleet.scaling import POLICIES
-from inferfleet.simulate.engine import simulate
-from inferfleet.simulate.setup import build_config
-from inferfleet.tracefiles.read import load_trace
 
 # The published traces, one folder each as their publishers ship them (azure-llm-2023/,
 # servegen-language-m-small/), under INFERFLEET_TRACE_DIR (docs/benchmarks/index.md).

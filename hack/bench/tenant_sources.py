@@ -175,7 +175,7 @@ def main() -> int:
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     cp = _load_controlplane()
-    from inferfleet.metrics.testkit import PrometheusServer
+    from inferfleet.autoscaling.prometheus.testkit import PrometheusServer
 
     report: dict[str, Any] = {"benchmark": "tenant-sources", "slowServices": args.slow}
     slow_state = HostileState("slow", interval_s=5.0)

@@ -15,7 +15,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from inferfleet.api import frontdoor as front_door_api
+from inferfleet.api import frontdoor_spec as front_door_api
 from inferfleet.api import host_paths
 from inferfleet.catalog import Catalogs, default_catalogs
 from inferfleet.planner.releases import DEFAULT_VLLM_IMAGE

@@ -36,6 +36,7 @@ from typing import Any
 import kopf
 
 from inferfleet.api import labels, safe_text
+from inferfleet.autoscaling.prometheus.reader import KvCapacityReader, PrometheusClient, PrometheusConfig
 from inferfleet.cluster import KubernetesCluster, TransientApiError, access
 from inferfleet.config import OperatorSettings
 from inferfleet.controller import certificates, leader, resync, webhook_config
@@ -45,7 +46,6 @@ from inferfleet.controller.routes import GatewayRoutes
 from inferfleet.controller.webhook_server import AdmissionServer
 from inferfleet.metrics import operator_metrics
 from inferfleet.metrics.operator_metrics import OperatorMetrics
-from inferfleet.metrics.prometheus import KvCapacityReader, PrometheusClient, PrometheusConfig
 
 GVP = (labels.GROUP, labels.VERSION, labels.PLURAL)
 # How often every InferenceService is re-checked even without a watch event.

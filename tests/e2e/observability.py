@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from inferfleet.metrics import testkit
-from inferfleet.metrics.testkit import PrometheusServer
+from inferfleet.autoscaling.prometheus import testkit
+from inferfleet.autoscaling.prometheus.testkit import PrometheusServer
 from tests.conftest import REPO_ROOT
 from tests.e2e.harness import Cluster, controlplane, ready
 

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from inferfleet.api import labels
-from inferfleet.metrics.testkit import EmulatedPod, PrometheusSettings
+from inferfleet.autoscaling.prometheus.testkit import EmulatedPod, PrometheusSettings
 from tests.e2e.conftest import Operators
 from tests.e2e.harness import NAMESPACE_LABEL, Cluster, conditions, eventually, holds
 from tests.e2e.observability import ADDRESS_ANNOTATION, PodMonitorPrometheus, StandinBridge

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from inferfleet.promql.parse import TierKey, VectorResult
+from inferfleet.autoscaling.promql.parse import TierKey, VectorResult
 
 
 def tier_labels(tier: str = "h100", *, namespace: str = "ns", service: str = "svc") -> dict[str, str]:

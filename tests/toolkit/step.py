@@ -8,11 +8,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from inferfleet.autoscaling.policy import TierReadings, TierSignals
+from inferfleet.autoscaling.step.drift_report import Replanner
+from inferfleet.autoscaling.step.step import ServiceInput, WorkloadReplicas, deployed_design
 from inferfleet.config import OperatorSettings
 from inferfleet.kubedata import DEPLOYMENT, ObjectRef
-from inferfleet.scalestep.step import ServiceInput, WorkloadReplicas, deployed_design
-from inferfleet.scalestep.workload import Replanner
-from inferfleet.scaling import TierReadings, TierSignals
 from tests.toolkit.builders import ServiceBuilder, TierPlanBuilder
 
 

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from inferfleet.simulate.traces import Trace
+from inferfleet.autoscaling.simulate.traces import Trace
 
 # A Monday, 00:00 UTC: cron windows and the calendar read the trace from there.
 EPOCH_S = 1_704_067_200.0

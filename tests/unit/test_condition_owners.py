@@ -20,15 +20,17 @@ PACKAGE_DIR = Path(__file__).resolve().parents[2] / "operator" / "inferfleet"
 # Each writer is a pure package that decides and the I/O shell that executes it.
 COMPONENTS = {
     labels.OWNER_RECONCILER: {"reconcile", "controller", "handlers"},
-    labels.OWNER_AUTOSCALER: {"scalestep", "autoscaler"},
+    labels.OWNER_AUTOSCALER: {"autoscaling/step", "autoscaling/loop"},
 }
 CONSTANTS = {name: getattr(labels, name) for name in dir(labels) if name.startswith("CONDITION_")}
 TYPE_CONSTANTS = {name for name, value in CONSTANTS.items() if isinstance(value, str)}
 
 
 def _component(path: Path) -> str:
-    top = path.relative_to(PACKAGE_DIR).parts[0].removesuffix(".py")
-    return next((owner for owner, tops in COMPONENTS.items() if top in tops), top)
+    parts = path.relative_to(PACKAGE_DIR).with_suffix("").parts
+    # A feature folder's parts are components of their own (autoscaling/step, ...).
+    names = {parts[0], "/".join(parts[:2])}
+    return next((owner for owner, tops in COMPONENTS.items() if names & tops), "/".join(parts[:2]))
 
 
 def _parents(tree: ast.AST) -> dict[ast.AST, ast.AST]:

@@ -9,6 +9,7 @@ failure is the probe's doing.
 
 from __future__ import annotations
 
+import ast
 import os
 import pkgutil
 import re
@@ -36,7 +37,7 @@ SIMULATOR = "The simulator replays without I/O"
 PROBES = [
     # the three holes issue 19 found in the old module list
     ("planner/__init__.py", "import prometheus_client", PURE),
-    ("render/__init__.py", "import inferfleet.fetcher.fetch", LAYERS),
+    ("render/__init__.py", "import inferfleet.caching.fetcher.fetch", LAYERS),
     ("api/__init__.py", "import inferfleet.planner", LAYERS),
     # one upward import into every pure package, and one I/O library or module
     ("api/__init__.py", "import kopf", PURE),
@@ -45,40 +46,48 @@ PROBES = [
     ("planner/__init__.py", "import inferfleet.controller", LAYERS),
     ("config.py", "import inferfleet.cluster", LAYERS),
     ("config.py", "import urllib.request", PURE),
-    ("precache/__init__.py", "import inferfleet.fetcher.store", LAYERS),
-    ("precache/__init__.py", "import socket", PURE),
-    ("render/__init__.py", "import inferfleet.scaling", LAYERS),  # render | scaling
+    ("caching/precache/__init__.py", "import inferfleet.caching.fetcher.store", LAYERS),
+    ("caching/precache/__init__.py", "import socket", PURE),
+    ("render/__init__.py", "import inferfleet.autoscaling.policy", LAYERS),  # render | autoscaling.policy
     ("render/__init__.py", "import kubernetes", PURE),
-    ("scaling/__init__.py", "import inferfleet.render", LAYERS),
-    ("scaling/__init__.py", "import time", PURE),
-    # the design sits below what consumes it (render, scaling) and talks to nothing
+    ("autoscaling/policy/__init__.py", "import inferfleet.render", LAYERS),
+    ("autoscaling/policy/__init__.py", "import time", PURE),
+    # the design sits below what consumes it (render, the policy) and talks to nothing
     ("design/__init__.py", "import inferfleet.render", LAYERS),
-    ("design/topology.py", "import inferfleet.scaling", LAYERS),
+    ("design/topology.py", "import inferfleet.autoscaling.policy", LAYERS),
     ("design/checks.py", "import socket", PURE),
     ("reconcile/__init__.py", "import inferfleet.controller", LAYERS),
     ("reconcile/__init__.py", "import threading", PURE),
     ("kubedata.py", "import inferfleet.api", LAYERS),  # api | kubedata
     ("kubedata.py", "import subprocess", PURE),
-    ("promql/__init__.py", "import inferfleet.metrics.prometheus", LAYERS),
-    ("promql/signals.py", "import inferfleet.reconcile", LAYERS),
-    ("promql/parse.py", "import prometheus_api_client", PURE),
-    ("promql/queries.py", "import requests", PURE),
-    ("promql/history.py", "import time", PURE),
+    ("autoscaling/promql/__init__.py", "import inferfleet.autoscaling.prometheus.reader", LAYERS),
+    ("autoscaling/promql/signals.py", "import inferfleet.reconcile", LAYERS),
+    ("autoscaling/promql/parse.py", "import prometheus_api_client", PURE),
+    ("autoscaling/promql/queries.py", "import requests", PURE),
+    ("autoscaling/promql/history.py", "import time", PURE),
     # the port and the I/O shells keep their places too
     ("cluster/__init__.py", "import inferfleet.reconcile", CLUSTER_PORT),
-    ("cluster/__init__.py", "import inferfleet.fetcher", LAYERS),  # cluster | fetcher
-    ("simulate/__init__.py", "import inferfleet.controller", LAYERS),
-    ("simulate/engine.py", "import inferfleet.tracefiles.read", LAYERS),
-    ("simulate/traces.py", "import subprocess", SIMULATOR),
-    ("simulate/report.py", "import matplotlib", SIMULATOR),
-    ("simulate/engine.py", "import time", SIMULATOR),  # the clock is the caller's
-    ("simulate/setup.py", "import inferfleet.reconcile", LAYERS),  # reconcile | simulate
+    ("cluster/__init__.py", "import inferfleet.caching.fetcher", LAYERS),  # cluster | caching.fetcher
+    ("autoscaling/simulate/__init__.py", "import inferfleet.controller", LAYERS),
+    ("autoscaling/simulate/engine.py", "import inferfleet.autoscaling.tracefiles.read", LAYERS),
+    ("autoscaling/simulate/traces.py", "import subprocess", SIMULATOR),
+    ("autoscaling/simulate/report.py", "import matplotlib", SIMULATOR),
+    ("autoscaling/simulate/engine.py", "import time", SIMULATOR),  # the clock is the caller's
+    (
+        "autoscaling/simulate/setup.py",
+        "import inferfleet.reconcile",
+        LAYERS,
+    ),  # reconcile | autoscaling.simulate
     # the autoscaler step: no I/O, no loop above it, no peer of its layer
-    ("scalestep/step.py", "import kopf", PURE),
-    ("scalestep/workload.py", "import time", PURE),
-    ("scalestep/step.py", "import inferfleet.metrics.prometheus", LAYERS),
-    ("scalestep/step.py", "import inferfleet.autoscaler.runner", LAYERS),
-    ("scalestep/workload.py", "import inferfleet.simulate", LAYERS),  # scalestep | simulate
+    ("autoscaling/step/step.py", "import kopf", PURE),
+    ("autoscaling/step/drift_report.py", "import time", PURE),
+    ("autoscaling/step/step.py", "import inferfleet.autoscaling.prometheus.reader", LAYERS),
+    ("autoscaling/step/step.py", "import inferfleet.autoscaling.loop.runner", LAYERS),
+    (
+        "autoscaling/step/drift_report.py",
+        "import inferfleet.autoscaling.simulate",
+        LAYERS,
+    ),  # autoscaling.step | autoscaling.simulate
 ]
 
 
@@ -102,11 +111,14 @@ def pure_packages() -> list[str]:
 
 
 def package_map_rows() -> list[tuple[list[str], str]]:
-    """The package map of the development guide: per row, its packages (`cli/` -> cli)
-    and its kind."""
+    """The package map of the development guide: per row, its packages (`cli/` -> cli,
+    `autoscaling/policy/` -> autoscaling.policy) and its kind."""
     text = PACKAGE_MAP.read_text(encoding="utf-8")
     rows = re.findall(r"^\s*\| \w+ \| (.+?) \| (pure|I/O) \|", text, flags=re.MULTILINE)
-    return [(re.findall(r"`(\w+)(?:/|\.py)`", cell), kind) for cell, kind in rows]
+    return [
+        ([name.replace("/", ".") for name in re.findall(r"`(\w+(?:/\w+)*)(?:/|\.py)`", cell)], kind)
+        for cell, kind in rows
+    ]
 
 
 def package_map() -> dict[str, str]:
@@ -135,12 +147,34 @@ def tree(tmp_path: Path) -> Path:
     return tmp_path
 
 
+def _is_feature_folder(path: Path) -> bool:
+    """A package whose own __init__ holds only its docstring and which has subpackages
+    (autoscaling/, caching/): its parts take their places one by one."""
+    init = ast.parse((path / "__init__.py").read_text(encoding="utf-8"))
+    only_docstring = all(isinstance(node, ast.Expr) for node in init.body)
+    return only_docstring and any(child.ispkg for child in pkgutil.iter_modules([str(path)]))
+
+
+def _modules_to_place() -> set[str]:
+    """Every top-level package and module, and each part of a feature folder."""
+    found: set[str] = set()
+    for module in pkgutil.iter_modules([str(PACKAGE_DIR)]):
+        path = PACKAGE_DIR / module.name
+        if module.ispkg and _is_feature_folder(path):
+            found.update(
+                f"inferfleet.{module.name}.{child.name}" for child in pkgutil.iter_modules([str(path)])
+            )
+        else:
+            found.add(f"inferfleet.{module.name}")
+    return found
+
+
 def test_every_package_has_a_place_in_the_layers() -> None:
     layers = next(c for c in _contracts() if c["type"] == "layers")
     placed = {name.strip() for layer in layers["layers"] for name in re.split(r"[|:]", str(layer))}
-    top_level = {f"inferfleet.{module.name}" for module in pkgutil.iter_modules([str(PACKAGE_DIR)])}
-    assert top_level - placed == set(), "every package and top-level module needs a layer"
-    assert placed - top_level == set(), "a layer names a package that does not exist"
+    to_place = _modules_to_place()
+    assert to_place - placed == set(), "every package and top-level module needs a layer"
+    assert placed - to_place == set(), "a layer names a package that does not exist"
 
 
 def test_the_package_map_is_the_layers_contract_and_says_which_packages_are_pure() -> None:
@@ -151,8 +185,20 @@ def test_the_package_map_is_the_layers_contract_and_says_which_packages_are_pure
     assert sorted(name for name, kind in package_map().items() if kind == "pure") == pure_packages()
 
 
+def _package_of(module: str) -> str:
+    """`autoscaling/policy/__init__.py` -> autoscaling.policy, `config.py` -> config: the
+    contracted package a probed file belongs to."""
+    contracted = set(pure_packages()) | {"autoscaling.simulate"}
+    parts = module.removesuffix(".py").split("/")
+    for depth in range(len(parts), 0, -1):
+        name = ".".join(parts[:depth])
+        if name in contracted:
+            return name
+    return parts[0]
+
+
 def test_every_pure_package_is_probed_with_an_io_import() -> None:
-    probed = {module.split("/")[0].removesuffix(".py") for module, _, c in PROBES if c in (PURE, SIMULATOR)}
+    probed = {_package_of(module) for module, _, c in PROBES if c in (PURE, SIMULATOR)}
     assert probed == set(pure_packages())
 
 

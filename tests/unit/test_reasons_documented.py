@@ -11,7 +11,7 @@ until it has its row:
   ...)`, `set_condition(conditions, type, status, REASON, ...)`, `Event(type, REASON,
   ...)`, `CacheCondition(status, REASON, ...)`, any `reason=` keyword of those, and the
   `(status, REASON, message)` triples the reconciler's rules return;
-- the fetchers' failure reasons (`precache.errors.REASONS`), which CacheReady shows.
+- the fetchers' failure reasons (`caching.precache.fetch_errors.REASONS`), which CacheReady shows.
 
 And the other way round: a row whose reason the code never writes is a stale row.
 """

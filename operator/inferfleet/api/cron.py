@@ -1,7 +1,7 @@
 """Cron expressions and time zones of pre-warm windows: syntax and validity. Pure.
 
 The API validates `spec.scaling.prewarm[].schedule` and `.timeZone` with these (the
-CLI, the webhook and the operator alike), and the policy (`scaling.cron`) evaluates
+CLI, the webhook and the operator alike), and the policy (`autoscaling.policy.prewarm_windows`) evaluates
 windows with the same parser, so a schedule admitted is a schedule that runs.
 
 Fields take `*`, numbers, ranges `a-b`, lists `a,b`, steps `*/n` and `a-b/n`, and

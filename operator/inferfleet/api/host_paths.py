@@ -7,7 +7,7 @@ settings); the operator's `cache_allowed_root` then narrows what remains to one 
 (`render.checks`).
 
 No component may start with '.': every owner's tree lives under `<root>/.tenants/`
-(precache.volumes), so a node path with no dot component can never lie inside another
+(caching.precache.volumes), so a node path with no dot component can never lie inside another
 owner's tree, whichever root each of them uses.
 """
 

@@ -62,7 +62,7 @@ CONDITION_DEGRADED: Final = "Degraded"
 # A tier's plan cannot meet the workload's latency SLOs (plan.tiers[].warnings say why).
 CONDITION_SLO_AT_RISK: Final = "SloAtRisk"
 # The traffic the engines report departs from the declared workload enough to change
-# the plan (the autoscaler's verdict; scaling.drift).
+# the plan (the autoscaler's verdict; autoscaling.policy.drift).
 CONDITION_WORKLOAD_DRIFT: Final = "WorkloadDrift"
 # The autoscaler can decide this service (HorizontalPodAutoscaler's condition of the same
 # name): False while it holds replicas because the metrics are missing

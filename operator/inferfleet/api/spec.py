@@ -17,7 +17,7 @@ from pydantic import AfterValidator, Field, StringConstraints, field_validator, 
 from inferfleet.api import host_paths, vllm_flags
 from inferfleet.api.base import ApiModel, cel, schema_extra
 from inferfleet.api.cron import checked_schedule, checked_zone
-from inferfleet.api.frontdoor import FrontDoorSpec
+from inferfleet.api.frontdoor_spec import FrontDoorSpec
 from inferfleet.api.model_config_bounds import checked_config
 from inferfleet.api.node_labels import NodeLabels
 from inferfleet.api.source_paths import (

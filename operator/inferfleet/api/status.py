@@ -145,7 +145,7 @@ class PlannedWorkload(ApiModel):
 
 class ModelSourceStatus(ApiModel):
     """How config.json of a model the catalog lacks was read: by a probe Job in the
-    service's namespace with its Secret (precache.probe); the verdict survives restarts."""
+    service's namespace with its Secret (caching.precache.probe); the verdict survives restarts."""
 
     source: str
     revision: str

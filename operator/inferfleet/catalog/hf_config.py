@@ -262,7 +262,7 @@ def parse_hf_config(config: Mapping[str, Any], name: str, parameters_billion: fl
     )
 
 
-# --- the planner's part of a config.json (what a probe reports: precache.probe) --------
+# --- the planner's part of a config.json (what a probe reports: caching.precache.probe) --------
 
 # Every config.json key `parse_hf_config` and the bounds (api.model_config_bounds) read;
 # tests/unit/catalog/test_planner_config.py checks the list against this module's source.

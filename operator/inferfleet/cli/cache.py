@@ -6,7 +6,7 @@ run on a node to see what the operator sees. Failures print `Reason: detail` on 
 write the same line to the container's termination log (the operator turns it into the
 CacheReady condition) and exit 1; usage mistakes exit 2.
 
-`probe` is the operator's probe pod (precache.probe): it reads what the planner needs
+`probe` is the operator's probe pod (caching.precache.probe): it reads what the planner needs
 from a source within a deadline and caps, and writes one JSON result (not `Reason:
 detail`) to the termination log and stdout.
 """
@@ -26,13 +26,13 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 
+from inferfleet.caching.fetcher import store
+from inferfleet.caching.fetcher.fetch import FetchOptions, FetchResult, RetryPolicy, fetch
+from inferfleet.caching.precache import probe as probe_result
+from inferfleet.caching.precache.fetch_errors import CacheError, CacheMissing, SourceInvalid
+from inferfleet.caching.precache.layout import DEFAULT_REF
+from inferfleet.caching.precache.manifest import DEFAULT_ALLOW_PATTERNS, Manifest
 from inferfleet.cli.app import EXIT_USAGE, OutputFormat, app, fail
-from inferfleet.fetcher import store
-from inferfleet.fetcher.fetch import FetchOptions, FetchResult, RetryPolicy, fetch
-from inferfleet.precache import probe as probe_result
-from inferfleet.precache.errors import CacheError, CacheMissing, SourceInvalid
-from inferfleet.precache.layout import DEFAULT_REF
-from inferfleet.precache.manifest import DEFAULT_ALLOW_PATTERNS, Manifest
 
 EXIT_FAILED = 1
 GIB = 1024**3
@@ -336,7 +336,7 @@ def gc_command(
     """Evict least-recently-used revisions nobody holds until ROOT fits the budget."""
     budget_bytes = int(budget_gib * GIB)
     if dry_run:
-        from inferfleet.precache.gc import plan_gc
+        from inferfleet.caching.precache.gc import plan_gc
 
         plan = plan_gc(store.scan(root), budget_bytes)
         for victim in plan.evict:
@@ -352,7 +352,7 @@ def gc_command(
 def _probe(
     source: str, revision: str, access: Any, need_parameters: bool, limits: Any
 ) -> probe_result.ProbeResult:
-    from inferfleet.fetcher.modelconfig import bounded_read
+    from inferfleet.caching.fetcher.modelconfig import bounded_read
 
     try:
         model = bounded_read(source, revision, access, need_parameters=need_parameters, limits=limits)
@@ -419,7 +419,7 @@ def probe_command(
 ) -> None:
     """Read what the planner needs (config.json, the parameter count from safetensors headers)
     within a deadline and caps; print one JSON result that fits a termination message."""
-    from inferfleet.fetcher.modelconfig import Access, ReadLimits
+    from inferfleet.caching.fetcher.modelconfig import Access, ReadLimits
 
     started = time.monotonic()
     result: probe_result.ProbeResult | None = None
@@ -530,8 +530,8 @@ def volumes_command(
     import yaml
 
     from inferfleet.api.host_paths import unsafe_reason
+    from inferfleet.caching.precache.volumes import NodeCacheVolume
     from inferfleet.config import OperatorSettings, SettingsInvalid
-    from inferfleet.precache.volumes import NodeCacheVolume
 
     if re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", namespace) is None:
         fail(f"--namespace {namespace!r} is not a namespace name (a DNS label)")

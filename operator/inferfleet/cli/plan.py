@@ -26,6 +26,8 @@ from rich.table import Table
 from inferfleet.api import InferenceService, safe_text
 from inferfleet.api.plan import Plan, TierPlan
 from inferfleet.api.spec import TokenPercentiles
+from inferfleet.caching.fetcher.modelconfig import ModelConfigCache
+from inferfleet.caching.precache.probe import needs_fetch, source_uri
 from inferfleet.catalog import Catalogs
 from inferfleet.cli.app import (
     EXIT_INFEASIBLE,
@@ -39,9 +41,7 @@ from inferfleet.cli.app import (
     stdout,
 )
 from inferfleet.design.replan import with_workload
-from inferfleet.fetcher.modelconfig import ModelConfigCache
 from inferfleet.planner import FetchedModel
-from inferfleet.precache.probe import needs_fetch, source_uri
 
 
 def observed_workload(path: Path) -> tuple[TokenPercentiles, TokenPercentiles]:
@@ -140,8 +140,8 @@ def fetched_model(
 ) -> tuple[FetchedModel | None, str | None]:
     """config.json of a model the catalog lacks, from its source with this machine's own
     credentials (HF_TOKEN, the AWS and Google default chains), within the probe's deadline
-    and caps (fetcher.modelconfig.bounded_read); (None, why) otherwise."""
-    from inferfleet.fetcher.modelconfig import Access, ReadLimits, bounded_read
+    and caps (caching.fetcher.modelconfig.bounded_read); (None, why) otherwise."""
+    from inferfleet.caching.fetcher.modelconfig import Access, ReadLimits, bounded_read
 
     if not needs_fetch(service, catalogs):
         return (None, None)

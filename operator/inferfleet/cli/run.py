@@ -21,7 +21,7 @@ from inferfleet.cli.app import app, fail
 from inferfleet.config import OperatorSettings, SettingsInvalid
 
 # Modules whose import registers kopf handlers. Add a feature's handlers with one line.
-HANDLER_MODULES: tuple[str, ...] = ("inferfleet.handlers", "inferfleet.autoscaler.handlers")
+HANDLER_MODULES: tuple[str, ...] = ("inferfleet.handlers", "inferfleet.autoscaling.loop.kopf_handlers")
 # Registered only with a webhook server (--webhook-host): kopf refuses admission
 # handlers without one.
 WEBHOOK_HANDLER_MODULES: tuple[str, ...] = ("inferfleet.admission_handlers",)

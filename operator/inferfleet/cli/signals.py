@@ -14,10 +14,10 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from inferfleet.autoscaling.prometheus.reader import PrometheusClient, PrometheusConfig, SignalReader
+from inferfleet.autoscaling.promql.queries import QueryConfig
+from inferfleet.autoscaling.promql.signals import SignalSnapshot, to_document
 from inferfleet.cli.app import OutputFormat, app, emit, fail, stderr, stdout
-from inferfleet.metrics.prometheus import PrometheusClient, PrometheusConfig, SignalReader
-from inferfleet.promql.queries import QueryConfig
-from inferfleet.promql.signals import SignalSnapshot, to_document
 
 
 def _cell(value: object, suffix: str = "") -> str:

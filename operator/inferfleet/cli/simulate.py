@@ -18,18 +18,18 @@ import typer
 from pydantic import ValidationError
 
 from inferfleet.api import InferenceService, Plan
+from inferfleet.autoscaling.policy import POLICIES, drift
+from inferfleet.autoscaling.simulate.decisions import recording
+from inferfleet.autoscaling.simulate.engine import SimConfig, SimResult
+from inferfleet.autoscaling.simulate.engine import simulate as run_simulation
+from inferfleet.autoscaling.simulate.report import TABLE_COLUMNS, summarize, table_rows
+from inferfleet.autoscaling.simulate.setup import SetupError, build_config
+from inferfleet.autoscaling.simulate.traces import FORMATS, Trace, TraceError, epoch_of
+from inferfleet.autoscaling.tracefiles.read import load_trace
 from inferfleet.cli.app import OutputFormat, app, emit, fail, load_services, load_settings
 from inferfleet.config import OperatorSettings
 from inferfleet.design import Design, Observations, design
 from inferfleet.design.replan import with_workload
-from inferfleet.scaling import POLICIES, drift
-from inferfleet.simulate.decisions import recording
-from inferfleet.simulate.engine import SimConfig, SimResult
-from inferfleet.simulate.engine import simulate as run_simulation
-from inferfleet.simulate.report import TABLE_COLUMNS, summarize, table_rows
-from inferfleet.simulate.setup import SetupError, build_config
-from inferfleet.simulate.traces import FORMATS, Trace, TraceError, epoch_of
-from inferfleet.tracefiles.read import load_trace
 
 
 def _plan_file(plan_file: Path) -> Plan:
@@ -234,7 +234,7 @@ def _replay(
             verdict = drift_report(designed, config, result)
             summaries[-1]["workloadDrift"] = verdict
         if plot is not None:
-            from inferfleet.tracefiles.plot import plot as draw
+            from inferfleet.autoscaling.tracefiles.plot import plot as draw
 
             target = plot if len(names) == 1 else plot.with_name(f"{plot.stem}-{name}{plot.suffix}")
             draw(result, target, title=f"{designed.service.name} on {loaded.name}: {name}")

@@ -91,9 +91,9 @@ VALIDATING_WEBHOOK_CONFIGURATION = Resource(
     namespaced=False,
 )
 # No Secret appears here: a tenant's credentials reach only the pods that use them, the
-# config.json probe's among them (precache.probe); the operator never reads one.
+# config.json probe's among them (caching.precache.probe); the operator never reads one.
 
-# The node cache (precache.volumes): one hostPath PersistentVolume per namespace, created
+# The node cache (caching.precache.volumes): one hostPath PersistentVolume per namespace, created
 # (never patched: an existing one is never taken over), read, and deleted only when an
 # earlier namespace of the same name left it; its claim in the namespace; the namespace's
 # uid names the volume's tree so a re-created namespace never inherits it.

@@ -22,6 +22,9 @@ from typing import Any, Protocol
 
 from inferfleet import planner
 from inferfleet.api import InferenceService, SpecInvalid, labels, parse
+from inferfleet.autoscaling.promql.parse import KvCapacityReading
+from inferfleet.caching.precache import coldstart
+from inferfleet.caching.precache import workloads as cache_objects
 from inferfleet.cluster import Cluster, KindNotServed, TransientApiError, access
 from inferfleet.cluster.events import post_events
 from inferfleet.config import OperatorSettings
@@ -31,14 +34,10 @@ from inferfleet.controller.single_flight import SingleFlight
 from inferfleet.design import object_names as render_names
 from inferfleet.design import topology
 from inferfleet.kubedata import KUBE_TIME_FORMAT, ObjectRef, owner_uids
-from inferfleet.precache import coldstart
-from inferfleet.precache import workloads as cache_objects
-from inferfleet.promql.parse import KvCapacityReading
-from inferfleet.reconcile import compute, modelprobe
-from inferfleet.reconcile import volumes as volume_rules
+from inferfleet.reconcile import compute, modelprobe, volume_rules
 from inferfleet.reconcile.actions import Action
 from inferfleet.render import pod as render_pod
-from inferfleet.render.routes import Observed
+from inferfleet.render.route_matching import Observed
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +45,7 @@ Clock = Callable[[], dt.datetime]
 
 
 class KvCapacitySource(Protocol):
-    """Where the engines' allocated KV cache is read (metrics.prometheus.KvCapacityReader)."""
+    """Where the engines' allocated KV cache is read (autoscaling.prometheus.reader.KvCapacityReader)."""
 
     def tiers_of(self, namespace: str, service: str) -> Mapping[str, KvCapacityReading]: ...
 

@@ -1,7 +1,7 @@
 """Every HTTPRoute the operator can list, for the front door's shadow check.
 
 A service's route is shadowed when another route on the same Gateway (any team's) takes
-requests its match covers (render.routes decides, reconcile.frontdoor reports). That
+requests its match covers (render.route_matching decides, reconcile.frontdoor_status reports). That
 needs the routes of every namespace the operator may list: the whole cluster by
 default, else the watched namespaces (routes elsewhere are not seen). One list serves
 every pass for `max_age_s`, so a resync over N services costs one list, not N.
@@ -16,7 +16,7 @@ from typing import Any
 
 from inferfleet.cluster import Cluster, KindNotServed, access
 from inferfleet.controller.watched import Watched
-from inferfleet.render.routes import Observed, observe
+from inferfleet.render.route_matching import Observed, observe
 
 # A route made by someone else is seen within this long plus one resync interval.
 ROUTES_MAX_AGE_S = 10.0

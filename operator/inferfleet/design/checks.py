@@ -32,9 +32,10 @@ from __future__ import annotations
 from collections.abc import Collection
 
 from inferfleet.api import InferenceService, Plan, Problem
-from inferfleet.api.frontdoor import gateway_allowed, hostname_problem, render_hostname
+from inferfleet.api.frontdoor_spec import gateway_allowed, hostname_problem, render_hostname
 from inferfleet.api.host_paths import is_under
 from inferfleet.api.spec import NO_ACCELERATOR, InlineGpu
+from inferfleet.caching.precache import probe
 from inferfleet.catalog import Catalogs
 from inferfleet.catalog.placement import (
     MAX_NODE_SELECTOR_TERMS,
@@ -44,7 +45,6 @@ from inferfleet.catalog.placement import (
 )
 from inferfleet.config import OperatorSettings
 from inferfleet.design import images, topology
-from inferfleet.precache import probe
 
 INLINE_HINT = (
     "give its architecture inline as spec.model.config (the keys of its config.json) plus "

@@ -75,7 +75,7 @@ class PolicyConfig:
     headroom: float = 0.2
     headroom_mode: Literal["measured", "fixed"] = "measured"
     queue_depth_per_replica: float = 4.0
-    # The ITL SLO the learned capacity keeps decode steps within (scaling.capacity);
+    # The ITL SLO the learned capacity keeps decode steps within (autoscaling.policy.capacity);
     # None: the capacity keeps the TTFT SLO alone (spec.scaling.capacitySlos ttft).
     itl_target_ms: float | None = None
     predictive_enabled: bool = True

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from inferfleet.api import InferenceService, Plan, TierPlan
-from inferfleet.api.frontdoor import EndpointPickerRef
+from inferfleet.api.frontdoor_spec import EndpointPickerRef
 from inferfleet.config import OperatorSettings
 from inferfleet.design import object_names as names
 from inferfleet.planner.workload import tier_share

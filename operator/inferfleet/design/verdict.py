@@ -20,8 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from inferfleet.api import InferenceService, Plan, Problem
+from inferfleet.caching.precache.layout import DEFAULT_REF
 from inferfleet.design.derive import Design
-from inferfleet.precache.layout import DEFAULT_REF
 
 
 @dataclass(frozen=True)

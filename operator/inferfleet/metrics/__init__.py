@@ -1,3 +1,2 @@
-"""The metrics port (I/O): the Prometheus HTTP client that reads the autoscaler's
-signals, the operator's own /metrics exporter, and the test-side Prometheus and vLLM
-emulators. The pure query text, parsing and signal derivation live in promql/."""
+"""The operator's own /metrics exporter (I/O): what the operator reports about itself
+(passes, ticks, queries, decisions) and serves on its metrics port."""

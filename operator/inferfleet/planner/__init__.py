@@ -37,7 +37,7 @@ from inferfleet.planner.tier import TierInputs, build_tier_plan, unplannable_tie
 @dataclass(frozen=True)
 class FetchedModel:
     """A model's config.json and parameter count as read from its source (by the caller: a
-    probe pod's verdict in the operator, fetcher.modelconfig in the CLI)."""
+    probe pod's verdict in the operator, caching.fetcher.modelconfig in the CLI)."""
 
     config: Mapping[str, Any]
     parameters_billion: float

@@ -27,20 +27,25 @@ from typing import Any, Protocol
 from inferfleet import planner
 from inferfleet.api import InferenceService, Plan, labels, safe_text
 from inferfleet.api.status import worst_condition
+from inferfleet.caching.precache import readiness as cache_readiness
+from inferfleet.caching.precache import workloads as cache_objects
 from inferfleet.config import OperatorSettings
 from inferfleet.design import replan
 from inferfleet.design.derive import Design, ModelReading, Observations, design, internal_error_message
 from inferfleet.kubedata import Event, ObjectRef, ref_of
-from inferfleet.precache import readiness as cache_readiness
-from inferfleet.precache import workloads as cache_objects
-from inferfleet.reconcile import events as event_rules
-from inferfleet.reconcile import frontdoor as frontdoor_status
-from inferfleet.reconcile import kindswitch, modelprobe, rollout
-from inferfleet.reconcile import status as status_rules
-from inferfleet.reconcile import volumes as volume_rules
+from inferfleet.reconcile import (
+    event_rules,
+    frontdoor_status,
+    kindswitch,
+    modelprobe,
+    rollout,
+    status_rules,
+    volume_rules,
+)
 from inferfleet.reconcile.actions import Action
 from inferfleet.reconcile.diff import diff
-from inferfleet.render import content_hash, render, routes
+from inferfleet.render import content_hash, render
+from inferfleet.render import route_matching as routes
 
 
 @dataclass(frozen=True)
@@ -61,7 +66,7 @@ class Snapshot:
     # The namespace's node-cache claim and volume (cache.mode nvme only).
     node_cache: volume_rules.ObservedVolume | None = None
     # Every HTTPRoute the operator can list (any namespace, any Gateway), as read: which of
-    # them take requests our route covers is decided here (reconcile.frontdoor.shadows).
+    # them take requests our route covers is decided here (reconcile.frontdoor_status.shadows).
     gateway_routes: Sequence[routes.Observed] = ()
     # The pods of the model's probe Jobs, read while status says a probe runs.
     probe_pods: Sequence[Mapping[str, Any]] = ()

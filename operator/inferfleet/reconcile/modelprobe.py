@@ -1,7 +1,7 @@
 """The verdict on a model's config.json, read by a probe Job (pure).
 
 For a model the catalog lacks and the spec does not describe inline, the reconciler
-reads no source itself: a probe Job in the service's namespace does (precache.probe),
+reads no source itself: a probe Job in the service's namespace does (caching.precache.probe),
 and this module turns what the pass observed (the verdict kept in
 `status.modelSource`, the probe Jobs the service owns, their pods) into
 
@@ -28,12 +28,12 @@ from dataclasses import dataclass, replace
 from typing import Any, Final
 
 from inferfleet.api import InferenceService, labels
+from inferfleet.caching.precache import probe
+from inferfleet.caching.precache.probe import ProbeKey, ProbeResult
 from inferfleet.catalog import Catalogs
 from inferfleet.config import OperatorSettings
 from inferfleet.kubedata import KUBE_TIME_FORMAT, labels_of, parse_kube_time
 from inferfleet.planner import FetchedModel
-from inferfleet.precache import probe
-from inferfleet.precache.probe import ProbeKey, ProbeResult
 
 STATE_PROBING: Final = "Probing"
 STATE_RESOLVED: Final = "Resolved"

@@ -15,7 +15,7 @@ rollout; CacheReady names its reason while the old revision keeps serving.
 serves, in the same single render.
 
 What the workload serves is read back from what it runs: the revision argument of its
-`cache-verify` init container (the contract `precache.workloads.init_containers` writes). The
+`cache-verify` init container (the contract `caching.precache.workloads.init_containers` writes). The
 old revision stays on the nodes meanwhile: the serving pods' `cache hold` sidecars pin
 it, and the node's garbage collector never evicts a pinned revision, so it becomes
 collectable only once the rolled pods are gone.
@@ -32,10 +32,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from inferfleet.api import InferenceService, Plan, labels
+from inferfleet.caching.precache import readiness
+from inferfleet.caching.precache import workloads as cache_objects
+from inferfleet.caching.precache.layout import DEFAULT_REF
 from inferfleet.kubedata import DEPLOYMENT, LEADER_WORKER_SET
-from inferfleet.precache import readiness
-from inferfleet.precache import workloads as cache_objects
-from inferfleet.precache.layout import DEFAULT_REF
 
 
 @dataclass(frozen=True)

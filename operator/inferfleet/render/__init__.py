@@ -20,9 +20,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from inferfleet.api import InferenceService, Plan
+from inferfleet.caching.precache import workloads as cache_objects
 from inferfleet.config import OperatorSettings
 from inferfleet.design.derive import Design
-from inferfleet.precache import workloads as cache_objects
 from inferfleet.render import frontdoor, model_source
 from inferfleet.render.pod import PodAdditions, TierRenderContext, extend
 from inferfleet.render.service_objects import (

@@ -29,7 +29,7 @@ from typing import Any
 import yaml
 
 from inferfleet.api import InferenceService, Plan, TierPlan, labels
-from inferfleet.api.frontdoor import render_hostname
+from inferfleet.api.frontdoor_spec import render_hostname
 from inferfleet.catalog import placement
 from inferfleet.config import OperatorSettings
 from inferfleet.design import object_names as names

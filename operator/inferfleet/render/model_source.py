@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from inferfleet.api import InferenceService
+from inferfleet.caching.precache import workloads as cache_objects
 from inferfleet.config import OperatorSettings
-from inferfleet.precache import workloads as cache_objects
 
 # Mount points inside the vLLM container.
 CACHE_MOUNT_PATH = "/var/cache/inferfleet"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from inferfleet.fetcher.fetch import FetchOptions, RetryPolicy
+from inferfleet.caching.fetcher.fetch import FetchOptions, RetryPolicy
 from tests.integration.fetcher.hub_server import FakeRepo, HubServer, tiny_model_files
 
 REPO_ID = "acme/tiny-llama"

@@ -19,9 +19,14 @@ from typing import Any
 
 import pytest
 
-from inferfleet.fetcher import store
-from inferfleet.fetcher.fetch import fetch
-from inferfleet.precache.errors import CacheCorrupt, MalformedListing, SourceInvalid, UnsafeSource
+from inferfleet.caching.fetcher import store
+from inferfleet.caching.fetcher.fetch import fetch
+from inferfleet.caching.precache.fetch_errors import (
+    CacheCorrupt,
+    MalformedListing,
+    SourceInvalid,
+    UnsafeSource,
+)
 from tests.integration.fetcher.conftest import REPO_ID, _cli, fast_options, run_cli
 from tests.integration.fetcher.hub_server import FakeRepo, HubServer, tiny_model_files
 

@@ -14,9 +14,9 @@ import pytest
 pytest.importorskip("google.cloud.storage", reason="gs:// needs inferfleet[cache]")
 google_crc32c = pytest.importorskip("google_crc32c", reason="gs:// needs inferfleet[cache]")
 
-from inferfleet.fetcher import store  # noqa: E402
-from inferfleet.fetcher.fetch import fetch  # noqa: E402
-from inferfleet.precache.errors import ChecksumMismatch, SourceNotFound, SourceUnreachable  # noqa: E402
+from inferfleet.caching.fetcher import store  # noqa: E402
+from inferfleet.caching.fetcher.fetch import fetch  # noqa: E402
+from inferfleet.caching.precache.fetch_errors import ChecksumMismatch, SourceNotFound, SourceUnreachable  # noqa: E402
 from tests.integration.fetcher.conftest import fast_options, free_port, revisions  # noqa: E402
 from tests.integration.fetcher.gcs_server import GcsServer  # noqa: E402
 from tests.integration.fetcher.hub_server import safetensors_bytes, tiny_model_files  # noqa: E402

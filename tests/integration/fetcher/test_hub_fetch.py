@@ -13,9 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from inferfleet.fetcher import store
-from inferfleet.fetcher.fetch import fetch
-from inferfleet.precache.errors import BadCredentials, ChecksumMismatch, SourceNotFound, SourceUnreachable
+from inferfleet.caching.fetcher import store
+from inferfleet.caching.fetcher.fetch import fetch
+from inferfleet.caching.precache.fetch_errors import (
+    BadCredentials,
+    ChecksumMismatch,
+    SourceNotFound,
+    SourceUnreachable,
+)
 from tests.integration.fetcher.conftest import REPO_ID, _cli, fast_options, revisions, run_cli
 from tests.integration.fetcher.hub_server import (
     CDN_PREFIX,

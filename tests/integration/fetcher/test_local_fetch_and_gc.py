@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from inferfleet.fetcher import store
-from inferfleet.fetcher.fetch import fetch
-from inferfleet.precache.errors import DiskFull
+from inferfleet.caching.fetcher import store
+from inferfleet.caching.fetcher.fetch import fetch
+from inferfleet.caching.precache.fetch_errors import DiskFull
 from tests.integration.fetcher.conftest import _cli, fast_options, run_cli
 from tests.integration.fetcher.hub_server import tiny_model_files
 
@@ -60,7 +60,7 @@ def test_file_source_with_published_sha256(tmp_path: Path) -> None:
     files = tiny_model_files(seed=5)
     _write_tree(source, files)
 
-    from inferfleet.precache.manifest import FileEntry, Manifest
+    from inferfleet.caching.precache.manifest import FileEntry, Manifest
 
     entries = [
         FileEntry(path=name, size_bytes=len(data), sha256=hashlib.sha256(data).hexdigest())

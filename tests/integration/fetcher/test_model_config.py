@@ -10,7 +10,12 @@ from typing import Any
 
 import pytest
 
-from inferfleet.fetcher.modelconfig import Access, ModelConfigCache, ModelConfigUnavailable, read_model
+from inferfleet.caching.fetcher.modelconfig import (
+    Access,
+    ModelConfigCache,
+    ModelConfigUnavailable,
+    read_model,
+)
 from tests.integration.fetcher.conftest import run_cli
 from tests.integration.fetcher.hub_server import FakeRepo, HubServer
 from tests.toolkit.model_sources import HostileServer, HostileState

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from inferfleet.precache import probe
+from inferfleet.caching.precache import probe
 from tests.integration.fetcher.conftest import _cli
 from tests.integration.fetcher.gcs_server import GcsServer
 from tests.integration.fetcher.hub_server import FakeRepo, HubServer

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from inferfleet.fetcher import store
-from inferfleet.fetcher.fetch import fetch
-from inferfleet.precache.errors import BadCredentials, SourceNotFound, SourceUnreachable
+from inferfleet.caching.fetcher import store
+from inferfleet.caching.fetcher.fetch import fetch
+from inferfleet.caching.precache.fetch_errors import BadCredentials, SourceNotFound, SourceUnreachable
 from tests.integration.fetcher.conftest import fast_options, free_port
 from tests.integration.fetcher.hub_server import safetensors_bytes, tiny_model_files
 

@@ -30,9 +30,9 @@ import pytest
 import yaml
 
 from inferfleet.api import InferenceService, SpecInvalid, load_all
+from inferfleet.caching.precache.volumes import NodeCacheVolume
 from inferfleet.config import OperatorSettings
 from inferfleet.planner import plan_service
-from inferfleet.precache.volumes import NodeCacheVolume
 from tests.conftest import EXAMPLES_DIR
 from tests.integration.fetcher.conftest import free_port
 from tests.integration.fetcher.hub_server import FakeRepo, HubServer, tiny_model_files

@@ -17,9 +17,9 @@ from typing import TypeVar
 
 import pytest
 
-from inferfleet.metrics.prometheus import PrometheusClient, PrometheusConfig, SignalReader
-from inferfleet.metrics.testkit import EmulatedPod, PrometheusServer, VllmEmulator
-from inferfleet.promql.queries import QueryConfig
+from inferfleet.autoscaling.prometheus.reader import PrometheusClient, PrometheusConfig, SignalReader
+from inferfleet.autoscaling.prometheus.testkit import EmulatedPod, PrometheusServer, VllmEmulator
+from inferfleet.autoscaling.promql.queries import QueryConfig
 
 SCRAPE_INTERVAL_S = 1.0
 # Short windows so a test's load change shows within seconds; four scrapes per window.

@@ -8,13 +8,13 @@ from collections.abc import Iterator
 import pytest
 
 from inferfleet.api import labels
-from inferfleet.autoscaler.runner import Autoscaler
+from inferfleet.autoscaling.loop.runner import Autoscaler
+from inferfleet.autoscaling.prometheus.reader import PrometheusClient, PrometheusConfig, SignalReader
+from inferfleet.autoscaling.prometheus.testkit import PrometheusServer, VllmEmulator
+from inferfleet.autoscaling.promql.queries import QueryConfig
+from inferfleet.autoscaling.step.step import EVENT_SCALED_UP
 from inferfleet.cluster import InMemoryCluster
 from inferfleet.config import OperatorSettings
-from inferfleet.metrics.prometheus import PrometheusClient, PrometheusConfig, SignalReader
-from inferfleet.metrics.testkit import PrometheusServer, VllmEmulator
-from inferfleet.promql.queries import QueryConfig
-from inferfleet.scalestep.step import EVENT_SCALED_UP
 from tests.integration.prometheus.conftest import SCRAPE_INTERVAL_S, eventually
 from tests.toolkit import a_scaled_service, a_small_tier_plan
 from tests.toolkit import reconciled as tk

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from inferfleet.metrics.testkit import PrometheusServer
+from inferfleet.autoscaling.prometheus.testkit import PrometheusServer
 from tests.conftest import REPO_ROOT
 
 pytestmark = pytest.mark.integration

@@ -13,14 +13,14 @@ import time
 import pytest
 
 from inferfleet.api import labels
-from inferfleet.autoscaler.runner import Autoscaler
+from inferfleet.autoscaling.loop.runner import Autoscaler
+from inferfleet.autoscaling.prometheus.reader import PrometheusClient, PrometheusConfig, SignalReader
+from inferfleet.autoscaling.prometheus.testkit import EmulatedPod, PrometheusServer, VllmEmulator
+from inferfleet.autoscaling.promql.queries import QueryConfig
+from inferfleet.autoscaling.step.step import FIRST_SCRAPE_GRACE_S
 from inferfleet.cluster import InMemoryCluster
 from inferfleet.config import OperatorSettings
 from inferfleet.kubedata import ObjectRef
-from inferfleet.metrics.prometheus import PrometheusClient, PrometheusConfig, SignalReader
-from inferfleet.metrics.testkit import EmulatedPod, PrometheusServer, VllmEmulator
-from inferfleet.promql.queries import QueryConfig
-from inferfleet.scalestep.step import FIRST_SCRAPE_GRACE_S
 from tests.integration.prometheus.conftest import SCRAPE_INTERVAL_S
 from tests.toolkit import a_scaled_service, a_small_tier_plan
 from tests.toolkit import reconciled as tk

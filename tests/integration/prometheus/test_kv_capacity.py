@@ -6,9 +6,9 @@ import time
 
 import pytest
 
-from inferfleet.metrics.prometheus import KvCapacityReader, PrometheusClient, PrometheusConfig
-from inferfleet.metrics.testkit import PrometheusServer
-from inferfleet.promql.parse import KvCapacityReading
+from inferfleet.autoscaling.prometheus.reader import KvCapacityReader, PrometheusClient, PrometheusConfig
+from inferfleet.autoscaling.prometheus.testkit import PrometheusServer
+from inferfleet.autoscaling.promql.parse import KvCapacityReading
 from tests.integration.prometheus.conftest import QUERY_CONFIG
 
 pytestmark = pytest.mark.integration

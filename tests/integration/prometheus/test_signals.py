@@ -10,14 +10,14 @@ import time
 import pytest
 from typer.testing import CliRunner
 
+from inferfleet.autoscaling.policy.readings import TierReadings
+from inferfleet.autoscaling.prometheus.reader import PrometheusClient, PrometheusConfig, SignalReader
+from inferfleet.autoscaling.prometheus.testkit import PrometheusServer, VllmEmulator
+from inferfleet.autoscaling.promql.parse import ServiceKey, TierKey
+from inferfleet.autoscaling.promql.queries import Signal
+from inferfleet.autoscaling.promql.signals import SignalSnapshot
 from inferfleet.cli import COMMAND_MODULES
 from inferfleet.cli.app import app
-from inferfleet.metrics.prometheus import PrometheusClient, PrometheusConfig, SignalReader
-from inferfleet.metrics.testkit import PrometheusServer, VllmEmulator
-from inferfleet.promql.parse import ServiceKey, TierKey
-from inferfleet.promql.queries import Signal
-from inferfleet.promql.signals import SignalSnapshot
-from inferfleet.scaling.readings import TierReadings
 from tests.integration.prometheus.conftest import QUERY_CONFIG, eventually
 
 pytestmark = pytest.mark.integration

@@ -27,20 +27,25 @@ from typing import Any
 import pytest
 
 from inferfleet.api import labels
-from inferfleet.autoscaler.runner import Autoscaler
-from inferfleet.cluster import InMemoryCluster
-from inferfleet.config import OperatorSettings
-from inferfleet.metrics.prometheus import KvCapacityReader, PrometheusClient, PrometheusConfig, SignalReader
-from inferfleet.metrics.testkit import (
+from inferfleet.autoscaling.loop.runner import Autoscaler
+from inferfleet.autoscaling.prometheus.reader import (
+    KvCapacityReader,
+    PrometheusClient,
+    PrometheusConfig,
+    SignalReader,
+)
+from inferfleet.autoscaling.prometheus.testkit import (
     EmulatedPod,
     PrometheusServer,
     PrometheusSettings,
     VllmEmulator,
     pod_monitor_scrape_configs,
 )
-from inferfleet.promql.parse import KvCapacityReading, ServiceKey, TierKey
-from inferfleet.promql.queries import QueryConfig
-from inferfleet.promql.signals import SignalSnapshot
+from inferfleet.autoscaling.promql.parse import KvCapacityReading, ServiceKey, TierKey
+from inferfleet.autoscaling.promql.queries import QueryConfig
+from inferfleet.autoscaling.promql.signals import SignalSnapshot
+from inferfleet.cluster import InMemoryCluster
+from inferfleet.config import OperatorSettings
 from inferfleet.render.frontdoor import COMPONENT_EPP
 from tests.integration.prometheus.conftest import SCRAPE_INTERVAL_S
 from tests.toolkit import a_plan, a_scaled_service, a_service, a_small_tier_plan, a_tier_plan

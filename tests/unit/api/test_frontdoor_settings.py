@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from inferfleet.api.frontdoor import hostname_problem, hostname_template_problem, render_hostname
+from inferfleet.api.frontdoor_spec import hostname_problem, hostname_template_problem, render_hostname
 from inferfleet.config import OperatorSettings, SettingsInvalid
 from inferfleet.design.checks import render_problems
 from tests.toolkit import a_service

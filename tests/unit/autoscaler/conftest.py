@@ -7,14 +7,14 @@ from typing import Any
 
 import pytest
 
-from inferfleet.autoscaler.runner import Autoscaler
+from inferfleet.autoscaling.loop.runner import Autoscaler
+from inferfleet.autoscaling.policy.readings import TierReadings
+from inferfleet.autoscaling.prometheus.reader import PrometheusClient, PrometheusConfig, SignalReader
+from inferfleet.autoscaling.promql.parse import ServiceKey, TierKey
+from inferfleet.autoscaling.promql.queries import QueryConfig, Signal
+from inferfleet.autoscaling.promql.signals import SignalSnapshot
 from inferfleet.cluster import InMemoryCluster
 from inferfleet.config import OperatorSettings
-from inferfleet.metrics.prometheus import PrometheusClient, PrometheusConfig, SignalReader
-from inferfleet.promql.parse import ServiceKey, TierKey
-from inferfleet.promql.queries import QueryConfig, Signal
-from inferfleet.promql.signals import SignalSnapshot
-from inferfleet.scaling.readings import TierReadings
 
 
 class ScriptedReader(SignalReader):

@@ -15,12 +15,12 @@ from typing import Any
 import pytest
 
 from inferfleet.api import labels
-from inferfleet.autoscaler import runner as runner_module
-from inferfleet.autoscaler.runner import Autoscaler
+from inferfleet.autoscaling.loop import runner as runner_module
+from inferfleet.autoscaling.loop.runner import Autoscaler
+from inferfleet.autoscaling.step.step import REASON_AUTOSCALING_FAILED, REASON_METRICS_AVAILABLE
 from inferfleet.config import OperatorSettings
 from inferfleet.kubedata import ObjectRef
-from inferfleet.reconcile.status import REASON_AS_PLANNED
-from inferfleet.scalestep.step import REASON_AUTOSCALING_FAILED, REASON_METRICS_AVAILABLE
+from inferfleet.reconcile.status_rules import REASON_AS_PLANNED
 from tests.unit.autoscaler.conftest import ScriptedReader
 from tests.unit.reconcile.fixtures import NAME, NAMESPACE, Control, example
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from inferfleet.autoscaling.policy import SIGNAL_WAKE, DoorPool
+from inferfleet.autoscaling.step.step import Observation, ServiceInput, front_door_signals, step
 from inferfleet.config import OperatorSettings
-from inferfleet.scalestep.step import Observation, ServiceInput, front_door_signals, step
-from inferfleet.scaling import SIGNAL_WAKE, DoorPool
 from tests.toolkit import a_scaled_service, a_small_tier_plan
 from tests.toolkit.step import step_input
 

@@ -16,13 +16,13 @@ import random
 from typing import Any
 
 from inferfleet.api import labels
-from inferfleet.autoscaler.runner import Autoscaler
+from inferfleet.autoscaling.loop.runner import Autoscaler
+from inferfleet.autoscaling.policy import TokenQuantiles
+from inferfleet.autoscaling.promql.parse import ServiceKey
+from inferfleet.autoscaling.step.step import STATUS_HEARTBEAT_S
 from inferfleet.cluster import InMemoryCluster
 from inferfleet.config import OperatorSettings
 from inferfleet.kubedata import ObjectRef
-from inferfleet.promql.parse import ServiceKey
-from inferfleet.scalestep.step import STATUS_HEARTBEAT_S
-from inferfleet.scaling import TokenQuantiles
 from tests.toolkit import a_scaled_service, a_small_tier_plan
 from tests.toolkit import reconciled as tk
 from tests.unit.autoscaler.conftest import ScriptedReader

@@ -8,9 +8,9 @@ import kopf
 import pytest
 
 from inferfleet.api import labels
-from inferfleet.autoscaler import handlers
-from inferfleet.autoscaler.loop import AutoscalerLoop
-from inferfleet.autoscaler.runner import Autoscaler
+from inferfleet.autoscaling.loop import kopf_handlers as handlers
+from inferfleet.autoscaling.loop.loop import AutoscalerLoop
+from inferfleet.autoscaling.loop.runner import Autoscaler
 from inferfleet.cluster import InMemoryCluster, TransientApiError
 from inferfleet.config import OperatorSettings
 from inferfleet.controller.leader import LeaderElector, LeaseConfig

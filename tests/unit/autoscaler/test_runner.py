@@ -8,14 +8,14 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from inferfleet.api import labels
-from inferfleet.autoscaler.runner import Autoscaler
+from inferfleet.autoscaling.loop.runner import Autoscaler
+from inferfleet.autoscaling.promql.parse import TierKey
+from inferfleet.autoscaling.promql.queries import Signal
+from inferfleet.autoscaling.step.step import EVENT_SCALED_DOWN, EVENT_SCALED_UP, EVENT_SCALING_ADVISED
 from inferfleet.cluster import Conflict, InMemoryCluster, PermanentApiError
 from inferfleet.config import OperatorSettings
 from inferfleet.kubedata import LEADER_WORKER_SET, ObjectRef
 from inferfleet.metrics.operator_metrics import OperatorMetrics
-from inferfleet.promql.parse import TierKey
-from inferfleet.promql.queries import Signal
-from inferfleet.scalestep.step import EVENT_SCALED_DOWN, EVENT_SCALED_UP, EVENT_SCALING_ADVISED
 from tests.toolkit import a_scaled_service, a_small_tier_plan
 from tests.toolkit import reconciled as tk
 from tests.unit.autoscaler.conftest import ScriptedReader

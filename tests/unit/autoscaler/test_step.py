@@ -8,9 +8,11 @@ import pytest
 
 from inferfleet.api import InferenceServiceSpec, TierPlan, labels
 from inferfleet.api.status import ObservedWorkload
-from inferfleet.kubedata import kube_time
-from inferfleet.scalestep import step as step_module
-from inferfleet.scalestep.step import (
+from inferfleet.autoscaling.policy import Recommendation, ScalingContext, ScalingState, TokenQuantiles, decide
+from inferfleet.autoscaling.policy.readings import TierReadings
+from inferfleet.autoscaling.step import step as step_module
+from inferfleet.autoscaling.step.drift_report import Replanner
+from inferfleet.autoscaling.step.step import (
     ConditionUpdate,
     Observation,
     ServiceInput,
@@ -21,9 +23,7 @@ from inferfleet.scalestep.step import (
     should_write,
     step,
 )
-from inferfleet.scalestep.workload import Replanner
-from inferfleet.scaling import Recommendation, ScalingContext, ScalingState, TokenQuantiles, decide
-from inferfleet.scaling.readings import TierReadings
+from inferfleet.kubedata import kube_time
 from tests.toolkit import a_scaled_service, a_small_tier_plan
 from tests.toolkit.step import step_input
 
@@ -170,8 +170,9 @@ def test_pure_modules_import_no_io_libraries() -> None:
 
     code = (
         "import sys\n"
-        "import inferfleet.scalestep.step, inferfleet.promql.queries, inferfleet.promql.parse\n"
-        "import inferfleet.promql.signals, inferfleet.promql.history\n"
+        "import inferfleet.autoscaling.step.step, inferfleet.autoscaling.promql.queries\n"
+        "import inferfleet.autoscaling.promql.parse\n"
+        "import inferfleet.autoscaling.promql.signals, inferfleet.autoscaling.promql.history\n"
         "bad = [m for m in ('kopf', 'kubernetes', 'prometheus_api_client', 'requests') if m in sys.modules]\n"
         "print(', '.join(bad))\n"
     )

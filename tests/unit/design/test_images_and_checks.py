@@ -14,10 +14,10 @@ import pytest
 
 from inferfleet import planner
 from inferfleet.api import InferenceService, labels, load_all
+from inferfleet.caching.precache import workloads as cache_objects
 from inferfleet.config import OperatorSettings
 from inferfleet.design import images
 from inferfleet.design.checks import awaiting_source, catalog_problems, refusals, render_problems
-from inferfleet.precache import workloads as cache_objects
 from inferfleet.render.lifecycle import READINESS_SCRIPT
 from tests.conftest import EXAMPLES_DIR
 from tests.toolkit import vllm_standin

@@ -25,17 +25,17 @@ import yaml
 from typer.testing import CliRunner
 
 from inferfleet.api import load_all
+from inferfleet.autoscaling.policy import POLICIES
+from inferfleet.autoscaling.simulate.engine import simulate
+from inferfleet.autoscaling.simulate.report import summarize
+from inferfleet.autoscaling.simulate.setup import build_config
+from inferfleet.autoscaling.tracefiles.read import load_trace
 from inferfleet.cli import COMMAND_MODULES
 from inferfleet.cli.app import app, load_settings
 from inferfleet.cli.simulate import design_for_replay
 from inferfleet.config import ENV_PREFIX, OperatorSettings
 from inferfleet.design import Design
 from inferfleet.reconcile import compute
-from inferfleet.scaling import POLICIES
-from inferfleet.simulate.engine import simulate
-from inferfleet.simulate.report import summarize
-from inferfleet.simulate.setup import build_config
-from inferfleet.tracefiles.read import load_trace
 from tests.conftest import example_paths
 from tests.unit.reconcile.fixtures import Control
 

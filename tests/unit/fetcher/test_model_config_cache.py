@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from inferfleet.fetcher.modelconfig import Access, ModelConfigCache, ModelConfigUnavailable, tensor_parameters
+from inferfleet.caching.fetcher.modelconfig import (
+    Access,
+    ModelConfigCache,
+    ModelConfigUnavailable,
+    tensor_parameters,
+)
 from inferfleet.planner import FetchedModel
 
 

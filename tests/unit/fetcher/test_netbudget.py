@@ -7,7 +7,7 @@ import socket
 import threading
 import time
 
-from inferfleet.fetcher.netbudget import BudgetSpent, Limits, install, run_bounded
+from inferfleet.caching.fetcher.netbudget import BudgetSpent, Limits, install, run_bounded
 
 MIB = 1024 * 1024
 

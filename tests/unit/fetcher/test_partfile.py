@@ -11,17 +11,17 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from inferfleet.fetcher import partfile
-from inferfleet.fetcher.partfile import (
+from inferfleet.caching.fetcher import partfile
+from inferfleet.caching.fetcher.partfile import (
     ALIGN_BYTES,
     PartWriter,
     aligned_hand_off_bytes,
     block_bytes_for,
     split_aligned,
 )
-from inferfleet.fetcher.progress import Progress
-from inferfleet.precache.checksums import new_hasher
-from inferfleet.precache.manifest import RemoteFile
+from inferfleet.caching.fetcher.progress import Progress
+from inferfleet.caching.precache.checksums import new_hasher
+from inferfleet.caching.precache.manifest import RemoteFile
 
 offsets = st.integers(min_value=0, max_value=1 << 40)
 lengths = st.integers(min_value=0, max_value=1 << 26)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from inferfleet.fetcher.remote import keeps_credentials
+from inferfleet.caching.fetcher.remote import keeps_credentials
 
 
 @pytest.mark.parametrize(

@@ -20,11 +20,11 @@ from typing import Any
 import pytest
 
 from inferfleet.api import labels
-from inferfleet.autoscaler.runner import Autoscaler
+from inferfleet.autoscaling.loop.runner import Autoscaler
+from inferfleet.autoscaling.prometheus.reader import PrometheusClient, PrometheusConfig, SignalReader
+from inferfleet.autoscaling.promql.queries import QueryConfig, Signal
 from inferfleet.cluster import InMemoryCluster
 from inferfleet.config import OperatorSettings
-from inferfleet.metrics.prometheus import PrometheusClient, PrometheusConfig, SignalReader
-from inferfleet.promql.queries import QueryConfig, Signal
 from tests.toolkit import a_scaled_service
 from tests.toolkit import reconciled as tk
 
@@ -93,7 +93,7 @@ def test_no_prometheus_is_one_log_line_per_attempt(caplog: pytest.LogCaptureFixt
     try:
         first = reader.read(T0)
         said = [r for r in caplog.records if r.levelno >= logging.WARNING]
-        assert [r.name for r in said] == ["inferfleet.metrics.prometheus"], [
+        assert [r.name for r in said] == ["inferfleet.autoscaling.prometheus.reader"], [
             r.getMessage()[:120] for r in said
         ]
         _short(said[0].getMessage().split("; ")[0])

@@ -6,11 +6,16 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
+from inferfleet.autoscaling.prometheus.reader import (
+    PrometheusClient,
+    PrometheusConfig,
+    QueryFailed,
+    SignalReader,
+)
+from inferfleet.autoscaling.promql.history import FetchRange
+from inferfleet.autoscaling.promql.parse import ServiceKey
+from inferfleet.autoscaling.promql.queries import MIX_SIGNALS, QueryConfig, Signal, signal_queries
 from inferfleet.metrics.operator_metrics import OperatorMetrics
-from inferfleet.metrics.prometheus import PrometheusClient, PrometheusConfig, QueryFailed, SignalReader
-from inferfleet.promql.history import FetchRange
-from inferfleet.promql.parse import ServiceKey
-from inferfleet.promql.queries import MIX_SIGNALS, QueryConfig, Signal, signal_queries
 from tests.toolkit.prometheus import a_range, a_sample, service_labels
 
 

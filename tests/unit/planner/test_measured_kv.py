@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from inferfleet.autoscaling.policy.figures import figures_from_plan
 from inferfleet.catalog import default_catalogs
 from inferfleet.planner import MeasuredKvCapacity, plan
-from inferfleet.scaling.figures import figures_from_plan
 from tests.unit.planner.helpers import make_spec
 
 CATALOGS = default_catalogs()

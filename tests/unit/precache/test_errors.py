@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from inferfleet.precache import errors
+from inferfleet.caching.precache import fetch_errors as errors
 
 
 def test_reasons_retryability_and_termination_lines() -> None:

@@ -9,10 +9,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from inferfleet.api import load_all
+from inferfleet.caching.precache import coldstart
+from inferfleet.caching.precache.coldstart import cold_start
+from inferfleet.caching.precache.gc import CachedRevision, plan_gc
 from inferfleet.planner import MeasuredColdStart, plan_service
-from inferfleet.precache import coldstart
-from inferfleet.precache.coldstart import cold_start
-from inferfleet.precache.gc import CachedRevision, plan_gc
 from tests.conftest import EXAMPLES_DIR
 
 GIB = 1024**3

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from inferfleet.precache.errors import SourceInvalid
-from inferfleet.precache.layout import (
+from inferfleet.caching.precache.fetch_errors import SourceInvalid
+from inferfleet.caching.precache.layout import (
     ModelLayout,
     is_commit_hash,
     listing_revision_id,
@@ -19,7 +19,7 @@ from inferfleet.precache.layout import (
     ref_name,
     serving_path,
 )
-from inferfleet.precache.manifest import (
+from inferfleet.caching.precache.manifest import (
     FileEntry,
     Manifest,
     RemoteFile,

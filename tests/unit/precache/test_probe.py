@@ -18,11 +18,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from inferfleet.api import load_all
+from inferfleet.caching.precache import probe
+from inferfleet.caching.precache.probe import ProbeResult, decode_result, encode_result
 from inferfleet.catalog import parse_hf_config
 from inferfleet.catalog.hf_config import planner_config
 from inferfleet.config import OperatorSettings
-from inferfleet.precache import probe
-from inferfleet.precache.probe import ProbeResult, decode_result, encode_result
 
 SETTINGS = OperatorSettings()
 SPEC = """

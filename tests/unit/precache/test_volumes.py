@@ -12,9 +12,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from inferfleet.api import host_paths
-from inferfleet.precache.volumes import NodeCacheVolume, claim_name, owner_tree, volume_name
+from inferfleet.caching.precache.volumes import NodeCacheVolume, claim_name, owner_tree, volume_name
 from inferfleet.reconcile.actions import Create, Delete
-from inferfleet.reconcile.volumes import (
+from inferfleet.reconcile.volume_rules import (
     REASON_VOLUME_CONFLICT,
     REASON_VOLUME_MISSING,
     REASON_VOLUME_PENDING,

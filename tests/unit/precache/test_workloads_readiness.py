@@ -7,10 +7,10 @@ from typing import Any
 import pytest
 
 from inferfleet.api import InferenceService, load_all
+from inferfleet.caching.precache import readiness
+from inferfleet.caching.precache import workloads as objects
 from inferfleet.config import OperatorSettings
 from inferfleet.planner import plan_service
-from inferfleet.precache import readiness
-from inferfleet.precache import workloads as objects
 from tests.conftest import EXAMPLES_DIR
 from tests.unit.render.validation import validate
 

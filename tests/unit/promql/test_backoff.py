@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from inferfleet.promql.backoff import Backoff
+from inferfleet.autoscaling.promql.backoff import Backoff
 
 
 def test_doubles_until_cap_and_resets() -> None:

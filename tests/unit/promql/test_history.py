@@ -6,8 +6,8 @@ import itertools
 import math
 from collections.abc import Sequence
 
-from inferfleet.promql.history import MAX_POINTS_PER_QUERY, FetchRange, RateHistoryCache
-from inferfleet.promql.parse import ServiceKey
+from inferfleet.autoscaling.promql.history import MAX_POINTS_PER_QUERY, FetchRange, RateHistoryCache
+from inferfleet.autoscaling.promql.parse import ServiceKey
 
 KEY = ServiceKey("ns", "svc")
 

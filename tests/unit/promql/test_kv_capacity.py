@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from inferfleet.promql.parse import KvCapacityReading, TierKey, parse_kv_capacity
-from inferfleet.promql.queries import QueryConfig, kv_capacity_query
+from inferfleet.autoscaling.promql.parse import KvCapacityReading, TierKey, parse_kv_capacity
+from inferfleet.autoscaling.promql.queries import QueryConfig, kv_capacity_query
 from tests.toolkit.prometheus import a_sample
 
 

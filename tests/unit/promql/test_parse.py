@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from inferfleet.promql.parse import (
+from inferfleet.autoscaling.promql.parse import (
     ServiceKey,
     TierKey,
     parse_matrix,

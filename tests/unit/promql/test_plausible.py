@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 
+from inferfleet.autoscaling.policy import TokenQuantiles, plausible
+from inferfleet.autoscaling.policy.readings import TierReadings
+from inferfleet.autoscaling.promql.parse import ServiceKey, TierKey, parse_matrix, parse_pod_load, service_key
+from inferfleet.autoscaling.promql.queries import TTFT_BUCKETS_S, Signal
+from inferfleet.autoscaling.promql.signals import assemble
+from inferfleet.autoscaling.step.step import Observation, ServiceInput, front_door_signals
 from inferfleet.config import OperatorSettings
-from inferfleet.promql.parse import ServiceKey, TierKey, parse_matrix, parse_pod_load, service_key
-from inferfleet.promql.queries import TTFT_BUCKETS_S, Signal
-from inferfleet.promql.signals import assemble
-from inferfleet.scalestep.step import Observation, ServiceInput, front_door_signals
-from inferfleet.scaling import TokenQuantiles, plausible
-from inferfleet.scaling.readings import TierReadings
 from tests.toolkit import a_scaled_service, a_small_tier_plan
 from tests.toolkit.prometheus import a_range, a_sample, a_vector, service_labels
 from tests.toolkit.step import step_input

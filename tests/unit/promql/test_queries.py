@@ -8,8 +8,8 @@ import re
 import pytest
 
 from inferfleet.api.labels import SCRAPE_JOB_PICKER, SCRAPE_JOB_SERVER
-from inferfleet.promql import queries
-from inferfleet.promql.queries import (
+from inferfleet.autoscaling.promql import queries
+from inferfleet.autoscaling.promql.queries import (
     MetricNames,
     QueryConfig,
     Signal,

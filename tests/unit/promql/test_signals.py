@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
-from inferfleet.promql.parse import TierKey
-from inferfleet.promql.queries import TTFT_BUCKETS_S, Signal
-from inferfleet.promql.signals import assemble, to_document
+from inferfleet.autoscaling.promql.parse import TierKey
+from inferfleet.autoscaling.promql.queries import TTFT_BUCKETS_S, Signal
+from inferfleet.autoscaling.promql.signals import assemble, to_document
 from tests.toolkit.prometheus import a_vector
 
 H100 = TierKey("ns", "svc", "h100")

@@ -11,8 +11,8 @@ import kopf
 
 from inferfleet import handlers
 from inferfleet.api import labels
+from inferfleet.caching.precache import workloads as cache_objects
 from inferfleet.kubedata import ObjectRef
-from inferfleet.precache import workloads as cache_objects
 from inferfleet.reconcile import rollout
 from tests.unit.reconcile.fixtures import LOGGER, NAME, NAMESPACE, Control, example
 

@@ -6,8 +6,7 @@ from typing import Any
 
 from inferfleet.api import labels
 from inferfleet.kubedata import ObjectRef
-from inferfleet.reconcile import Apply, Claim, Delete, contains, diff
-from inferfleet.reconcile import status as status_rules
+from inferfleet.reconcile import Apply, Claim, Delete, contains, diff, status_rules
 from tests.unit.render import plans
 
 

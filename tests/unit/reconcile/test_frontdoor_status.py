@@ -6,7 +6,7 @@ from typing import Any
 
 from inferfleet.api import labels
 from inferfleet.kubedata import ObjectRef
-from inferfleet.reconcile import frontdoor as frontdoor_status
+from inferfleet.reconcile import frontdoor_status
 from tests.unit.reconcile.fixtures import NAME, NAMESPACE, Control, example
 
 ROUTE = ObjectRef("gateway.networking.k8s.io/v1", "HTTPRoute", NAMESPACE, NAME)

@@ -26,7 +26,7 @@ from inferfleet.config import OperatorSettings
 from inferfleet.controller.reconciler import Reconciler, cr_ref
 from inferfleet.controller.routes import GatewayRoutes
 from inferfleet.kubedata import ObjectRef
-from inferfleet.reconcile import frontdoor as frontdoor_status
+from inferfleet.reconcile import frontdoor_status
 from tests.unit.reconcile.fixtures import FakeClock, example
 
 SHARED = OperatorSettings(gateway_name="shared", gateway_namespace="gateway-system")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from inferfleet.autoscaling.promql.parse import KvCapacityReading
 from inferfleet.controller.reconciler import Reconciler
-from inferfleet.promql.parse import KvCapacityReading
 from tests.unit.reconcile.fixtures import NAME, NAMESPACE, Control, FakeClock, example
 
 

@@ -15,9 +15,9 @@ import json
 from typing import Any
 
 from inferfleet.api import labels
+from inferfleet.caching.precache import probe
+from inferfleet.caching.precache.probe import ProbeResult, encode_result
 from inferfleet.kubedata import ObjectRef
-from inferfleet.precache import probe
-from inferfleet.precache.probe import ProbeResult, encode_result
 from tests.unit.reconcile.fixtures import Control
 
 NAMESPACE = "team-a"

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from inferfleet.api import crd, labels
-from inferfleet.autoscaler.runner import Autoscaler
+from inferfleet.autoscaling.loop.runner import Autoscaler
 from inferfleet.cluster import InMemoryCluster
 from inferfleet.config import OperatorSettings
 from inferfleet.kubedata import ObjectRef

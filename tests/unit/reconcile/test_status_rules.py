@@ -9,8 +9,9 @@ import pytest
 from inferfleet import planner
 from inferfleet.api import Plan, TierPlan, labels
 from inferfleet.controller import admission
-from inferfleet.reconcile import events, status
-from inferfleet.reconcile.status import PassResult
+from inferfleet.reconcile import event_rules as events
+from inferfleet.reconcile import status_rules as status
+from inferfleet.reconcile.status_rules import PassResult
 from tests.toolkit import a_scaled_service, a_small_tier_plan
 
 NOW = "2027-01-01T00:00:00Z"

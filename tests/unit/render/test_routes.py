@@ -23,7 +23,8 @@ from hypothesis import strategies as st
 
 from inferfleet.api import InferenceService
 from inferfleet.config import OperatorSettings
-from inferfleet.render import frontdoor, routes
+from inferfleet.render import frontdoor
+from inferfleet.render import route_matching as routes
 from tests.toolkit.design import render
 from tests.unit.render import plans
 from tests.unit.render.validation import validate

@@ -9,9 +9,7 @@ import pytest
 
 from inferfleet.api import load_all
 from inferfleet.api.spec import ScalingSpec
-from inferfleet.config import OperatorSettings
-from inferfleet.design.policy_config import PolicyConfig, ScalePacing, TierPolicy, resolve_policy
-from inferfleet.scaling import (
+from inferfleet.autoscaling.policy import (
     ScalingContext,
     ScalingState,
     TierContext,
@@ -19,8 +17,10 @@ from inferfleet.scaling import (
     TokenQuantiles,
     decide,
 )
-from inferfleet.scaling import capacity as capacity_rules
-from inferfleet.scaling.types import TierState
+from inferfleet.autoscaling.policy import capacity as capacity_rules
+from inferfleet.autoscaling.policy.types import TierState
+from inferfleet.config import OperatorSettings
+from inferfleet.design.policy_config import PolicyConfig, ScalePacing, TierPolicy, resolve_policy
 from tests.conftest import EXAMPLES_DIR
 from tests.toolkit.step import tier_signals
 

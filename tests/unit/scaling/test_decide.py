@@ -11,8 +11,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from inferfleet.design.policy_config import PolicyConfig, PrewarmRule, ScalePacing, TierPolicy
-from inferfleet.scaling import (
+from inferfleet.autoscaling.policy import (
     SIGNAL_HOLD,
     SIGNAL_PREDICTIVE,
     SIGNAL_REACTIVE,
@@ -27,6 +26,7 @@ from inferfleet.scaling import (
     TierSignals,
     decide,
 )
+from inferfleet.design.policy_config import PolicyConfig, PrewarmRule, ScalePacing, TierPolicy
 from tests.toolkit.step import tier_signals
 
 T0 = dt.datetime(2024, 1, 3, 12, 0, tzinfo=dt.UTC).timestamp()  # a Wednesday noon

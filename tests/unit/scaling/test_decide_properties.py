@@ -8,8 +8,15 @@ import math
 from hypothesis import given
 from hypothesis import strategies as st
 
+from inferfleet.autoscaling.policy import (
+    ScalingContext,
+    ScalingState,
+    TierContext,
+    TierFigures,
+    TierSignals,
+    decide,
+)
 from inferfleet.design.policy_config import PolicyConfig, ScalePacing, TierPolicy
-from inferfleet.scaling import ScalingContext, ScalingState, TierContext, TierFigures, TierSignals, decide
 from tests.toolkit.step import tier_signals
 
 T0 = 1_704_283_200.0  # 2024-01-03 12:00 UTC

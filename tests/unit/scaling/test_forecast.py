@@ -6,7 +6,13 @@ import math
 
 import pytest
 
-from inferfleet.scaling.forecast import DAY_MIN, ForecastConfig, Method, forecast, interrupted_level_rps
+from inferfleet.autoscaling.policy.forecast import (
+    DAY_MIN,
+    ForecastConfig,
+    Method,
+    forecast,
+    interrupted_level_rps,
+)
 
 
 def daily_wave(days: float, base: float = 100.0, amplitude: float = 50.0) -> list[float]:

@@ -7,9 +7,7 @@ import datetime as dt
 import pytest
 
 from inferfleet.api import load_all
-from inferfleet.config import OperatorSettings
-from inferfleet.design.policy_config import PolicyConfig, TierPolicy, resolve_policy
-from inferfleet.scaling import (
+from inferfleet.autoscaling.policy import (
     ScalingContext,
     TierContext,
     TierFigures,
@@ -17,8 +15,10 @@ from inferfleet.scaling import (
     reactive_util,
     static_peak,
 )
-from inferfleet.scaling.cron import CronInvalid, window_open
-from inferfleet.scaling.placement import TierSlot, place
+from inferfleet.autoscaling.policy.demand_placement import TierSlot, place
+from inferfleet.autoscaling.policy.prewarm_windows import CronInvalid, window_open
+from inferfleet.config import OperatorSettings
+from inferfleet.design.policy_config import PolicyConfig, TierPolicy, resolve_policy
 from tests.conftest import EXAMPLES_DIR
 from tests.toolkit.step import tier_signals
 

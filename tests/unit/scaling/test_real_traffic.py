@@ -12,8 +12,7 @@ import math
 import pytest
 
 from inferfleet.api.spec import TokenPercentiles
-from inferfleet.design.policy_config import PolicyConfig, ScalePacing, TierPolicy
-from inferfleet.scaling import (
+from inferfleet.autoscaling.policy import (
     SIGNAL_ESCALATION,
     Recommendation,
     ScalingContext,
@@ -26,9 +25,10 @@ from inferfleet.scaling import (
     drift,
     mix,
 )
-from inferfleet.scaling import capacity as capacity_rules
-from inferfleet.scaling import headroom as headroom_rules
-from inferfleet.scaling import reactive as reactive_rules
+from inferfleet.autoscaling.policy import capacity as capacity_rules
+from inferfleet.autoscaling.policy import headroom as headroom_rules
+from inferfleet.autoscaling.policy import reactive as reactive_rules
+from inferfleet.design.policy_config import PolicyConfig, ScalePacing, TierPolicy
 from tests.toolkit.step import tier_signals
 
 T0 = dt.datetime(2024, 1, 3, 12, 0, tzinfo=dt.UTC).timestamp()

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from inferfleet.design.policy_config import PolicyConfig, ScalePacing, TierPolicy
-from inferfleet.scaling import (
+from inferfleet.autoscaling.policy import (
     SIGNAL_WAKE,
     DoorPool,
     FrontDoorSignals,
@@ -15,7 +14,8 @@ from inferfleet.scaling import (
     TierFigures,
     decide,
 )
-from inferfleet.scaling.wake import WakeCandidate, held_tiers, wakes
+from inferfleet.autoscaling.policy.wake import WakeCandidate, held_tiers, wakes
+from inferfleet.design.policy_config import PolicyConfig, ScalePacing, TierPolicy
 from tests.toolkit.step import tier_signals
 
 T0 = dt.datetime(2024, 1, 3, 3, 0, tzinfo=dt.UTC).timestamp()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from inferfleet.scaling.window import SequenceWindow
+from inferfleet.autoscaling.policy.window import SequenceWindow
 
 
 def test_head_and_tail_read_through_without_copying() -> None:

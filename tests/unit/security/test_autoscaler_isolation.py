@@ -12,16 +12,16 @@ from typing import Any
 import pytest
 
 from inferfleet.api import labels
-from inferfleet.autoscaler import runner as runner_module
-from inferfleet.autoscaler.runner import Autoscaler
+from inferfleet.autoscaling.loop import runner as runner_module
+from inferfleet.autoscaling.loop.runner import Autoscaler
+from inferfleet.autoscaling.policy.readings import TierReadings
+from inferfleet.autoscaling.promql.parse import TierKey
+from inferfleet.autoscaling.promql.queries import Signal
+from inferfleet.autoscaling.promql.signals import assemble
+from inferfleet.autoscaling.step.step import REASON_AUTOSCALING_FAILED, deletion_costs
 from inferfleet.cluster import InMemoryCluster, PermanentApiError
 from inferfleet.config import OperatorSettings
 from inferfleet.kubedata import ObjectRef
-from inferfleet.promql.parse import TierKey
-from inferfleet.promql.queries import Signal
-from inferfleet.promql.signals import assemble
-from inferfleet.scalestep.step import REASON_AUTOSCALING_FAILED, deletion_costs
-from inferfleet.scaling.readings import TierReadings
 from tests.toolkit import a_scaled_service
 from tests.toolkit import reconciled as tk
 from tests.toolkit.prometheus import a_vector

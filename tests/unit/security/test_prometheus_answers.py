@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 
 from inferfleet.api import labels
-from inferfleet.autoscaler.runner import Autoscaler
+from inferfleet.autoscaling.loop.runner import Autoscaler
+from inferfleet.autoscaling.prometheus.reader import PrometheusClient, PrometheusConfig, SignalReader
+from inferfleet.autoscaling.promql.queries import QueryConfig
 from inferfleet.cluster import InMemoryCluster
 from inferfleet.config import OperatorSettings
-from inferfleet.metrics.prometheus import PrometheusClient, PrometheusConfig, SignalReader
-from inferfleet.promql.queries import QueryConfig
 from tests.toolkit import a_scaled_service
 from tests.toolkit import reconciled as tk
 

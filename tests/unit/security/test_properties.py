@@ -22,16 +22,16 @@ from hypothesis import strategies as st
 from inferfleet import planner
 from inferfleet.api import SpecInvalid, parse
 from inferfleet.api.source_paths import revision_problem, source_problem
-from inferfleet.autoscaler.runner import Autoscaler
+from inferfleet.autoscaling.loop.runner import Autoscaler
+from inferfleet.autoscaling.policy.readings import TierReadings
+from inferfleet.autoscaling.promql.parse import TierKey
+from inferfleet.autoscaling.promql.queries import Signal
+from inferfleet.autoscaling.promql.signals import assemble
+from inferfleet.caching.precache.fetch_errors import UnsafeSource
+from inferfleet.caching.precache.layout import listing_revision_id, ref_name, safe_revision_id
+from inferfleet.caching.precache.names import check_listing, fold
 from inferfleet.cluster import InMemoryCluster
 from inferfleet.config import OperatorSettings
-from inferfleet.precache.errors import UnsafeSource
-from inferfleet.precache.layout import listing_revision_id, ref_name, safe_revision_id
-from inferfleet.precache.names import check_listing, fold
-from inferfleet.promql.parse import TierKey
-from inferfleet.promql.queries import Signal
-from inferfleet.promql.signals import assemble
-from inferfleet.scaling.readings import TierReadings
 from tests.conftest import EXAMPLES_DIR
 from tests.toolkit import a_scaled_service
 from tests.toolkit import reconciled as tk

@@ -20,11 +20,11 @@ import yaml
 
 from inferfleet import planner
 from inferfleet.api import labels
-from inferfleet.autoscaler.runner import Autoscaler
+from inferfleet.autoscaling.loop.runner import Autoscaler
+from inferfleet.autoscaling.promql.queries import Signal
+from inferfleet.autoscaling.promql.signals import SignalSnapshot
 from inferfleet.cluster import InMemoryCluster
 from inferfleet.config import OperatorSettings
-from inferfleet.promql.queries import Signal
-from inferfleet.promql.signals import SignalSnapshot
 from tests.toolkit import reconciled as tk
 from tests.unit.api.samples import base_spec, document
 from tests.unit.autoscaler.conftest import ScriptedReader

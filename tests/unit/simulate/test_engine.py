@@ -7,9 +7,14 @@ import dataclasses
 import numpy as np
 import pytest
 
-from inferfleet.design.policy_config import PolicyConfig, TierPolicy
-from inferfleet.scaling import Recommendation, ScalingContext, ScalingState, TierFigures, TierRecommendation
-from inferfleet.simulate.engine import (
+from inferfleet.autoscaling.policy import (
+    Recommendation,
+    ScalingContext,
+    ScalingState,
+    TierFigures,
+    TierRecommendation,
+)
+from inferfleet.autoscaling.simulate.engine import (
     ServingModel,
     SimConfig,
     SimTier,
@@ -17,7 +22,8 @@ from inferfleet.simulate.engine import (
     simulate,
     token_buckets,
 )
-from inferfleet.simulate.report import summarize, window
+from inferfleet.autoscaling.simulate.report import summarize, window
+from inferfleet.design.policy_config import PolicyConfig, TierPolicy
 from tests.toolkit.traces import EPOCH_S, a_trace
 
 

@@ -7,11 +7,11 @@ import dataclasses
 
 import numpy as np
 
+from inferfleet.autoscaling.policy import decide
+from inferfleet.autoscaling.simulate.engine import SimConfig, SimResult, simulate
+from inferfleet.autoscaling.simulate.setup import build_config
+from inferfleet.autoscaling.simulate.traces import Trace
 from inferfleet.config import OperatorSettings
-from inferfleet.scaling import decide
-from inferfleet.simulate.engine import SimConfig, SimResult, simulate
-from inferfleet.simulate.setup import build_config
-from inferfleet.simulate.traces import Trace
 from tests.toolkit import ServiceBuilder, a_service
 from tests.toolkit.design import designed
 from tests.toolkit.traces import a_trace, bursts

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from inferfleet.api import TokenPercentiles
-from inferfleet.simulate.traces import TraceError
-from inferfleet.tracefiles.read import detect_format, load_trace
+from inferfleet.autoscaling.simulate.traces import TraceError
+from inferfleet.autoscaling.tracefiles.read import detect_format, load_trace
 
 IN = TokenPercentiles(p50=100, p95=400, p99=800)
 OUT = TokenPercentiles(p50=20, p95=80, p99=160)

@@ -1,0 +1,627 @@
+"""Kubernetes objects for weight pre-caching, and the serving pods' side of it. Pure.
+
+Mechanism (cache.mode nvme): one DaemonSet per tier, restricted to the tier's nodes.
+
+- It follows the tier's reachable nodes by construction: the DaemonSet controller puts a
+  pre-cache pod on every node matching the tier's nodeSelector/nodeAffinity (with the
+  tier's tolerations), including nodes the cluster autoscaler adds, as soon as they
+  join — before the scheduler has placed a replica there, and whether or not a replica
+  ever lands there, so a scale-up onto a new node finds the weights already local.
+  A Job per node would need the operator to watch Nodes, create and garbage-collect one
+  Job per (node, revision), and re-create Jobs when nodes come and go; the DaemonSet
+  controller already does exactly this.
+- Its pod fetches, then keeps running (`inferfleet cache fetch --hold`): that running
+  process pins the revision against garbage collection for as long as the tier wants
+  it, and collects older revisions under the node's budget every few minutes. Its
+  readiness probe is `inferfleet cache verify`, so DESIRED/READY in
+  `kubectl get ds -l inferfleet.dev/service=<name>` is "nodes eligible / nodes with the
+  weights", which is also what CacheReady reports. Failures are ordinary pod restarts
+  with the kubelet's backoff (CrashLoopBackOff), with `Reason: detail` in the
+  termination message and the progress lines in `kubectl logs`.
+- A revision change rolls the DaemonSet (all nodes at once: these pods serve nothing);
+  new serving pods wait in their init container until their node has the revision.
+
+cache.mode pvc: one Job fetching into the shared claim (one copy serves all nodes, so
+per-node pods would only race for the same files); its name carries a hash of what it
+fetches, so a new revision is a new Job and the old one is pruned with it.
+
+The node cache reaches pods only through the namespace's claim (caching.precache.volumes): a
+hostPath in a tenant's pod would fail Pod Security `baseline` and open every other
+team's weights on the node. Pre-cache pods mount the namespace's whole tree; serving
+pods mount only their own models' directories (subPath), read-only.
+
+Serving pods (both modes) run `inferfleet cache verify --wait-s --pin` as an init
+container (waiting with a message naming the DaemonSet instead of letting vLLM
+download), which resolves the ref once and leaves a link to that exact revision in a
+pod-local directory; vLLM loads the link with HF_HUB_OFFLINE=1, and `inferfleet cache
+hold --pinned` (a native sidecar) holds that same revision while the pod lives. A ref
+that moves later (a new fetch) never changes what a running pod loads or holds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, Final
+
+from inferfleet.api import InferenceService, Plan, TierSpec, labels
+from inferfleet.caching.precache import volumes
+from inferfleet.caching.precache.layout import DEFAULT_REF, SourceRef, credentials_key, parse_source, ref_name
+from inferfleet.catalog import placement
+from inferfleet.config import OperatorSettings
+
+COMPONENT_CACHE: Final = "cache"
+LABEL_CACHE_REVISION: Final = f"{labels.GROUP}/cache-revision"
+CACHE_VOLUME: Final = "model-cache"
+# The serving pod's first init container; its --revision says what the pod loads
+# (reconcile.rollout reads it back to hold a rollout until the new revision is cached).
+VERIFY_CONTAINER: Final = "cache-verify"
+CACHE_MOUNT_PATH: Final = "/var/cache/inferfleet"
+# A pod-local directory (emptyDir) holding one link per cached model to the revision the
+# pod's verify container resolved: what vLLM loads and the hold sidecar pins.
+PINS_VOLUME: Final = "pinned-revisions"
+PINS_PATH: Final = "/run/inferfleet/pinned"
+TMP_VOLUME: Final = "tmp"
+SOURCES_ROOT: Final = "/mnt/sources"
+CREDENTIALS_MOUNT: Final = "/var/run/secrets/inferfleet/source"
+CREDENTIALS_VOLUME: Final = "source-credentials"
+# How long a serving pod waits in its init container for the node's cache before the
+# container fails (and restarts with backoff, saying why in its log and termination message).
+VERIFY_WAIT_S: Final = 1800
+READINESS_PERIOD_S: Final = 20
+GC_INTERVAL_S: Final = 300
+JOB_BACKOFF_LIMIT: Final = 6
+_NAME_MAX: Final = 63
+_LABEL_VALUE = re.compile(r"[^A-Za-z0-9._-]")
+
+
+@dataclass(frozen=True)
+class CachedModel:
+    """One thing to cache: the base model or a LoRA adapter."""
+
+    role: str  # "model" or "adapter-<name>"
+    source: SourceRef
+    revision: str
+    # The credentials Secret (name, key) it is read with, part of its directory's name.
+    secret: tuple[str, str] | None = None
+
+    @property
+    def key(self) -> str:
+        return credentials_key(self.source, self.secret)
+
+    def dest(self, root: str = CACHE_MOUNT_PATH) -> str:
+        return f"{root}/{self.key}"
+
+    def ref_path(self, root: str = CACHE_MOUNT_PATH) -> str:
+        """The ref symlink inside the cache (what the pin resolves once)."""
+        return f"{self.dest(root)}/refs/{ref_name(self.revision)}"
+
+    @property
+    def pin(self) -> str:
+        """What vLLM loads: the link the pod's verify container made to one revision."""
+        return f"{PINS_PATH}/{self.role}"
+
+
+def _bounded(name: str, limit: int = _NAME_MAX) -> str:
+    if len(name) <= limit:
+        return name
+    digest = hashlib.sha256(name.encode()).hexdigest()[:8]
+    return f"{name[: limit - 9].rstrip('-')}-{digest}"
+
+
+def label_value(text: str) -> str:
+    """A label value (<= 63 chars of [A-Za-z0-9._-]) that still identifies `text`."""
+    safe = _LABEL_VALUE.sub("_", text).strip("_.-") or "x"
+    if safe != text or len(safe) > _NAME_MAX:
+        digest = hashlib.sha256(text.encode()).hexdigest()[:8]
+        safe = f"{safe[: _NAME_MAX - 9].rstrip('_.-')}-{digest}"
+    return safe
+
+
+def cache_mode(service: InferenceService) -> str:
+    cache = service.spec.cache
+    return cache.mode if cache is not None else "nvme"
+
+
+def models(service: InferenceService) -> list[CachedModel]:
+    """The base model and its adapters, in spec order. file:// sources are already local."""
+    spec = service.spec.model
+    ref = spec.credentials_secret_ref
+    secret = (ref.name, ref.key) if ref is not None else None
+    base = parse_source(spec.source or f"hf://{spec.name}")
+    found: list[CachedModel] = []
+    if base.scheme != "file":
+        found.append(CachedModel("model", base, spec.revision or DEFAULT_REF, secret))
+    for adapter in spec.adapters or []:
+        source = parse_source(adapter.source)
+        if source.scheme != "file":
+            # Adapters are fetched with the model's credentials (the pre-cache mounts one Secret).
+            found.append(CachedModel(f"adapter-{adapter.name}", source, DEFAULT_REF, secret))
+    return found
+
+
+def is_cached(service: InferenceService) -> bool:
+    """Whether serving pods read weights from the pre-cache."""
+    return cache_mode(service) in {"nvme", "pvc"} and any(m.role == "model" for m in models(service))
+
+
+def node_path(service: InferenceService, settings: OperatorSettings) -> str:
+    cache = service.spec.cache
+    return (cache.node_path if cache is not None and cache.node_path else None) or settings.cache_node_path
+
+
+def budget_gib(service: InferenceService, settings: OperatorSettings) -> float:
+    """The eviction budget of the namespace's tree on a node (render.checks refuses a spec
+    asking for more than the operator's own budget)."""
+    cache = service.spec.cache
+    eviction = cache.eviction if cache is not None else None
+    return (eviction.budget_gib if eviction is not None else None) or settings.cache_budget_gib
+
+
+def node_cache_volume(
+    service: InferenceService, settings: OperatorSettings, namespace_uid: str | None = None
+) -> volumes.NodeCacheVolume:
+    """The namespace's claim and volume of the node cache root this service uses."""
+    return volumes.NodeCacheVolume(
+        namespace=service.namespace,
+        namespace_uid=namespace_uid,
+        node_path=node_path(service, settings),
+        default_node_path=settings.cache_node_path,
+        capacity_gib=settings.cache_budget_gib,
+    )
+
+
+def needs_node_volume(service: InferenceService) -> bool:
+    """Whether the service's pods mount the namespace's node-cache claim (cache.mode nvme)."""
+    return is_cached(service) and cache_mode(service) == "nvme"
+
+
+def _metadata(service: InferenceService, name: str, tier: str | None, **extra: Any) -> dict[str, Any]:
+    """Object metadata; the owner reference only once the InferenceService has a uid."""
+    meta: dict[str, Any] = {
+        "name": name,
+        "namespace": service.namespace,
+        "labels": _labels(service, tier),
+        **extra,
+    }
+    owner = _owner(service)
+    if owner:
+        meta["ownerReferences"] = owner
+    return meta
+
+
+def _owner(service: InferenceService) -> list[dict[str, Any]]:
+    if not service.metadata.uid:
+        return []
+    return [
+        {
+            "apiVersion": labels.API_VERSION,
+            "kind": labels.KIND,
+            "name": service.name,
+            "uid": service.metadata.uid,
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+    ]
+
+
+def _labels(service: InferenceService, tier: str | None) -> dict[str, str]:
+    out = {
+        labels.LABEL_MANAGED_BY: labels.MANAGED_BY_VALUE,
+        labels.LABEL_NAME: "inferfleet-cache",
+        labels.LABEL_INSTANCE: service.name,
+        labels.LABEL_SERVICE: service.name,
+        labels.LABEL_COMPONENT: COMPONENT_CACHE,
+    }
+    if tier is not None:
+        out[labels.LABEL_TIER] = tier
+    return out
+
+
+def daemonset_name(service: str, tier: str) -> str:
+    return _bounded(f"{service}-{tier}-cache")
+
+
+def revision_label(service: InferenceService) -> str:
+    """What pre-cache pods are labelled with: which revisions they fetch (for CacheReady)."""
+    wanted = "|".join(f"{m.key}@{m.revision}" for m in models(service))
+    return label_value(hashlib.sha256(wanted.encode()).hexdigest()[:16])
+
+
+# --- serving pods ---------------------------------------------------------------------
+
+
+def claim_of(service: InferenceService, settings: OperatorSettings) -> str | None:
+    """The claim holding the cache: the namespace's node-cache claim (nvme) or the spec's
+    own (pvc)."""
+    if cache_mode(service) == "pvc":
+        cache = service.spec.cache
+        return cache.pvc_name if cache is not None else None
+    return node_cache_volume(service, settings).claim
+
+
+def cache_volume(
+    service: InferenceService, settings: OperatorSettings, *, read_only: bool = False
+) -> dict[str, Any]:
+    """The claim as a pod volume: never a hostPath, which Pod Security `baseline` refuses
+    and which would reach every owner's tree on the node."""
+    claim: dict[str, Any] = {"claimName": claim_of(service, settings)}
+    if read_only:
+        claim["readOnly"] = True
+    return {"name": CACHE_VOLUME, "persistentVolumeClaim": claim}
+
+
+def model_mounts(cached: list[CachedModel]) -> list[dict[str, Any]]:
+    """Read-only mounts of exactly these models' directories (subPath): a serving pod
+    sees nothing else of the cache, not even other models of its own namespace."""
+    return [
+        {"name": CACHE_VOLUME, "mountPath": model.dest(), "subPath": model.key, "readOnly": True}
+        for model in cached
+    ]
+
+
+@dataclass(frozen=True)
+class ServingCache:
+    """What a serving pod needs to load from the cache."""
+
+    model_path: str
+    adapter_paths: dict[str, str]
+    volumes: tuple[dict[str, Any], ...]
+    mounts: tuple[dict[str, Any], ...]
+    env: tuple[tuple[str, str], ...]
+
+
+def serving(service: InferenceService, settings: OperatorSettings) -> ServingCache | None:
+    """Pinned model and adapter paths, read-only mounts and offline env; None without a cache."""
+    if not is_cached(service):
+        return None
+    cached = models(service)
+    base = next(m for m in cached if m.role == "model")
+    adapters = {m.role.removeprefix("adapter-"): m.pin for m in cached if m.role != "model"}
+    pins_mount = {"name": PINS_VOLUME, "mountPath": PINS_PATH, "readOnly": True}
+    return ServingCache(
+        model_path=base.pin,
+        adapter_paths=adapters,
+        volumes=(cache_volume(service, settings, read_only=True), {"name": PINS_VOLUME, "emptyDir": {}}),
+        mounts=(*model_mounts(cached), pins_mount),
+        # Offline: if the cache were somehow incomplete, vLLM fails instead of pulling
+        # hundreds of GB from the hub behind everyone's back.
+        env=(("HF_HUB_OFFLINE", "1"), ("TRANSFORMERS_OFFLINE", "1")),
+    )
+
+
+def _restricted(read_only_root: bool = True) -> dict[str, Any]:
+    return {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": read_only_root,
+        "capabilities": {"drop": ["ALL"]},
+    }
+
+
+def init_containers(service: InferenceService, tier: str, settings: OperatorSettings) -> list[dict[str, Any]]:
+    """Verify-and-wait init containers, then the pin sidecar, for a serving pod."""
+    if not is_cached(service):
+        return []
+    cached = models(service)
+    if cache_mode(service) == "pvc":
+        fetcher = f"Job {job_name(service)}"
+    else:
+        fetcher = f"DaemonSet {daemonset_name(service.name, tier)}"
+    hint = (
+        f"fetched by {fetcher}; kubectl -n {service.namespace} describe {fetcher.replace(' ', '/').lower()}"
+    )
+    small = {"requests": {"cpu": "10m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}}
+    out: list[dict[str, Any]] = []
+    pins_writable = {"name": PINS_VOLUME, "mountPath": PINS_PATH}
+    for index, model in enumerate(cached):
+        out.append(
+            {
+                "name": _bounded(VERIFY_CONTAINER if index == 0 else f"{VERIFY_CONTAINER}-{model.role}"),
+                "image": settings.operator_image,
+                "command": ["inferfleet", "cache", "verify"],
+                "args": [
+                    "--dest",
+                    model.dest(),
+                    "--revision",
+                    model.revision,
+                    "--wait-s",
+                    str(VERIFY_WAIT_S),
+                    "--hint",
+                    hint,
+                    "--pin",
+                    model.pin,
+                ],
+                "volumeMounts": [*model_mounts([model]), pins_writable],
+                "resources": small,
+                "securityContext": _restricted(),
+                "terminationMessagePolicy": "FallbackToLogsOnError",
+            }
+        )
+    hold_args: list[str] = []
+    for model in cached:
+        hold_args += ["--pinned", model.pin]
+    out.append(
+        {
+            # A native sidecar (restartPolicy Always in initContainers): starts after the
+            # verification, lives as long as the pod, and its shared lock is what tells
+            # the node's garbage collector this revision is in use.
+            "name": "cache-hold",
+            "image": settings.operator_image,
+            "command": ["inferfleet", "cache", "hold"],
+            "args": hold_args,
+            "restartPolicy": "Always",
+            "volumeMounts": [*model_mounts(cached), {**pins_writable, "readOnly": True}],
+            "resources": small,
+            "securityContext": _restricted(),
+        }
+    )
+    return out
+
+
+# --- pre-cache pods -------------------------------------------------------------------
+
+
+def _credentials(service: InferenceService, model: CachedModel) -> tuple[list[Any], list[str], list[Any]]:
+    """env, extra fetch args and volumes carrying the source credentials.
+
+    Secrets reach the fetcher as files (a mounted Secret), never as environment values:
+    the hub token as `--token-file`, object-store keys as `--credentials-dir` (one file
+    per AWS_* key), a GCS service-account key through GOOGLE_APPLICATION_CREDENTIALS."""
+    ref = service.spec.model.credentials_secret_ref
+    env: list[dict[str, Any]] = [{"name": "HF_HOME", "value": "/tmp/hf-home"}]
+    args: list[str] = []
+    volumes: list[dict[str, Any]] = []
+    if model.source.scheme == "pvc":
+        env.append({"name": "INFERFLEET_PVC_ROOT", "value": SOURCES_ROOT})
+    if ref is None:
+        return env, args, volumes
+    volumes.append({"name": CREDENTIALS_VOLUME, "secret": {"secretName": ref.name}})
+    if model.source.scheme == "hf":
+        args += ["--token-file", f"{CREDENTIALS_MOUNT}/{ref.key}"]
+    elif model.source.scheme == "s3":
+        # The secret's keys are the AWS variable names (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
+        # optionally AWS_SESSION_TOKEN, AWS_REGION, AWS_ENDPOINT_URL_S3).
+        args += ["--credentials-dir", CREDENTIALS_MOUNT]
+    elif model.source.scheme == "gs":
+        env.append({"name": "GOOGLE_APPLICATION_CREDENTIALS", "value": f"{CREDENTIALS_MOUNT}/{ref.key}"})
+    return env, args, volumes
+
+
+def _source_claims(cached: list[CachedModel]) -> list[str]:
+    return sorted({m.source.location for m in cached if m.source.scheme == "pvc"})
+
+
+def _fetch_container(
+    service: InferenceService,
+    model: CachedModel,
+    settings: OperatorSettings,
+    *,
+    hold: bool,
+    budget: float | None,
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    env, credential_args, volumes = _credentials(service, model)
+    args = ["--source", model.source.uri, "--dest", model.dest(), "--revision", model.revision]
+    args += credential_args
+    if budget is not None:
+        args += ["--budget-gib", f"{budget:g}", "--node-root", CACHE_MOUNT_PATH]
+    if hold:
+        args += ["--hold", "--gc-interval-s", str(GC_INTERVAL_S)]
+    mounts: list[dict[str, Any]] = [
+        {"name": CACHE_VOLUME, "mountPath": CACHE_MOUNT_PATH},
+        {"name": TMP_VOLUME, "mountPath": "/tmp"},
+    ]
+    if model.source.scheme == "pvc":
+        claim = model.source.location
+        mounts.append(
+            {"name": _claim_volume(claim), "mountPath": f"{SOURCES_ROOT}/{claim}", "readOnly": True}
+        )
+    if volumes:
+        mounts.append({"name": CREDENTIALS_VOLUME, "mountPath": CREDENTIALS_MOUNT, "readOnly": True})
+    container: dict[str, Any] = {
+        "name": _bounded(f"fetch-{model.role}"),
+        "image": settings.operator_image,
+        "command": ["inferfleet", "cache", "fetch"],
+        "args": args,
+        "env": env,
+        "volumeMounts": mounts,
+        "resources": {"requests": {"cpu": "500m", "memory": "512Mi"}, "limits": {"memory": "2Gi"}},
+        # Non-root; writes only the cache directory the cache-owner container gave it.
+        "securityContext": _fetcher_security(),
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+    }
+    if hold:
+        container["readinessProbe"] = {
+            "exec": {
+                "command": [
+                    "inferfleet",
+                    "cache",
+                    "verify",
+                    "--dest",
+                    model.dest(),
+                    "--revision",
+                    model.revision,
+                ]
+            },
+            "periodSeconds": READINESS_PERIOD_S,
+            "timeoutSeconds": 15,
+            "failureThreshold": 1,
+        }
+    return container, volumes
+
+
+def _claim_volume(claim: str) -> str:
+    return _bounded(f"source-{claim}")
+
+
+def _pod_volumes(
+    service: InferenceService, settings: OperatorSettings, extra: list[dict[str, Any]]
+) -> list[Any]:
+    volumes: list[dict[str, Any]] = [cache_volume(service, settings), {"name": TMP_VOLUME, "emptyDir": {}}]
+    for claim in _source_claims(models(service)):
+        volumes.append(
+            {"name": _claim_volume(claim), "persistentVolumeClaim": {"claimName": claim, "readOnly": True}}
+        )
+    seen = {v["name"] for v in volumes}
+    for volume in extra:
+        if volume["name"] not in seen:
+            volumes.append(volume)
+            seen.add(volume["name"])
+    return volumes
+
+
+def _tier_placement(tier: TierSpec, settings: OperatorSettings) -> dict[str, Any]:
+    """Exactly the nodes the tier's serving pods may use (catalog.placement): the same node
+    selector, required node affinity (GPU type, spot, the tier's own) and tolerations, without
+    the serving pods' pod (anti-)affinity. So a DaemonSet pod never lands on a CPU node or
+    another GPU type, and every node a replica can be scheduled on gets the weights."""
+    gpu = placement.tier_gpu(tier, settings.catalogs())
+    return placement.tier_placement(tier, gpu).node_only().pod_fields()
+
+
+# The fetcher runs as the operator image's own non-root user (hack/Dockerfile) with every
+# capability dropped, no privilege escalation, a read-only root filesystem and the
+# runtime's seccomp profile; files it writes are 0644/0755, readable by the serving pods'
+# UID. The kubelet creates the namespace's tree (a hostPath PersistentVolume, see
+# caching.precache.volumes) as root:root 0755 and applies no fsGroup to it, so one init container
+# hands the tree to that user: root with CAP_CHOWN alone (no DAC override: it reads
+# directories through their 0755 mode), `chown -h` (never follows a symlink), nothing else.
+FETCHER_UID: Final = 65532
+OWNER_CONTAINER: Final = "cache-owner"
+POD_SECURITY: Final = {
+    "seccompProfile": {"type": "RuntimeDefault"},
+    "runAsUser": FETCHER_UID,
+    "runAsGroup": FETCHER_UID,
+    # Owns the emptyDir /tmp and the credentials volume; on a cache.mode pvc claim that
+    # supports ownership management it makes the claim writable for the fetcher.
+    "fsGroup": FETCHER_UID,
+    "fsGroupChangePolicy": "OnRootMismatch",
+}
+CHECKOV_SKIPS: Final = {
+    "checkov.io/skip1": "CKV_K8S_23=only the cache-owner init container runs as root, to chown the cache",
+    "checkov.io/skip2": "CKV_K8S_40=only the cache-owner init container runs as UID 0, to chown the cache",
+    "checkov.io/skip3": "CKV_K8S_8=a download runs for hours; read timeouts and retries catch a stalled one",
+    "checkov.io/skip4": "CKV_K8S_25=the cache-owner init container adds CAP_CHOWN and nothing else",
+}
+
+
+def _fetcher_security() -> dict[str, Any]:
+    return {**_restricted(), "runAsNonRoot": True, "runAsUser": FETCHER_UID, "runAsGroup": FETCHER_UID}
+
+
+def _owner_container(settings: OperatorSettings) -> dict[str, Any]:
+    """Root with CAP_CHOWN only: gives the node's cache directory to the fetcher's UID."""
+    owner = f"{FETCHER_UID}:{FETCHER_UID}"
+    return {
+        "name": OWNER_CONTAINER,
+        "image": settings.operator_image,
+        "command": ["chown", "-R", "-h", owner, CACHE_MOUNT_PATH],
+        "volumeMounts": [{"name": CACHE_VOLUME, "mountPath": CACHE_MOUNT_PATH}],
+        "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "64Mi"}},
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "runAsNonRoot": False,
+            "runAsUser": 0,
+            "runAsGroup": 0,
+            "capabilities": {"drop": ["ALL"], "add": ["CHOWN"]},
+        },
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+    }
+
+
+def daemonset(service: InferenceService, tier: TierSpec, settings: OperatorSettings) -> dict[str, Any]:
+    cached = models(service)
+    containers: list[dict[str, Any]] = []
+    extra: list[dict[str, Any]] = []
+    budget = budget_gib(service, settings)
+    for model in cached:
+        container, volumes = _fetch_container(service, model, settings, hold=True, budget=budget)
+        containers.append(container)
+        extra += volumes
+    selector = {
+        labels.LABEL_SERVICE: service.name,
+        labels.LABEL_TIER: tier.name,
+        labels.LABEL_COMPONENT: COMPONENT_CACHE,
+    }
+    pod_labels = {**_labels(service, tier.name), LABEL_CACHE_REVISION: revision_label(service)}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": _metadata(
+            service,
+            daemonset_name(service.name, tier.name),
+            tier.name,
+            annotations={
+                f"{labels.GROUP}/cache-models": json.dumps(
+                    [f"{m.source.uri}@{m.revision}" for m in cached], separators=(",", ":")
+                ),
+                **CHECKOV_SKIPS,
+            },
+        ),
+        "spec": {
+            "selector": {"matchLabels": selector},
+            # Pre-cache pods serve nothing: on a revision change every node fetches at once.
+            "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "100%"}},
+            "template": {
+                "metadata": {"labels": pod_labels},
+                "spec": {
+                    **_tier_placement(tier, settings),
+                    "automountServiceAccountToken": False,
+                    "securityContext": dict(POD_SECURITY),
+                    "terminationGracePeriodSeconds": 30,
+                    "initContainers": [_owner_container(settings)],
+                    "containers": containers,
+                    "volumes": _pod_volumes(service, settings, extra),
+                },
+            },
+        },
+    }
+
+
+def job_name(service: InferenceService) -> str:
+    return _bounded(f"{service.name}-cache-{revision_label(service)[:10]}")
+
+
+def job(service: InferenceService, settings: OperatorSettings) -> dict[str, Any]:
+    """cache.mode pvc: fetch once into the shared claim."""
+    cached = models(service)
+    containers: list[dict[str, Any]] = []
+    extra: list[dict[str, Any]] = []
+    for model in cached:
+        container, volumes = _fetch_container(service, model, settings, hold=False, budget=None)
+        containers.append(container)
+        extra += volumes
+    pod_labels = {**_labels(service, None), LABEL_CACHE_REVISION: revision_label(service)}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": _metadata(service, job_name(service), None, annotations=dict(CHECKOV_SKIPS)),
+        "spec": {
+            "backoffLimit": JOB_BACKOFF_LIMIT,
+            "template": {
+                "metadata": {"labels": pod_labels},
+                "spec": {
+                    "restartPolicy": "OnFailure",
+                    "automountServiceAccountToken": False,
+                    "securityContext": dict(POD_SECURITY),
+                    "containers": containers,
+                    "volumes": _pod_volumes(service, settings, extra),
+                },
+            },
+        },
+    }
+
+
+def precache_objects(
+    service: InferenceService, plan: Plan, settings: OperatorSettings
+) -> list[dict[str, Any]]:
+    """Pre-cache objects of an InferenceService: a DaemonSet per feasible tier (nvme), one
+    Job (pvc), nothing when caching is off or the weights are already a local path."""
+    if not is_cached(service):
+        return []
+    if cache_mode(service) == "pvc":
+        return [job(service, settings)]
+    tiers = {tier.name: tier for tier in service.spec.tiers}
+    return [daemonset(service, tiers[t.name], settings) for t in plan.feasible_tiers if t.name in tiers]
