@@ -173,20 +173,71 @@ def _moe(config: Mapping[str, Any], intermediate: int) -> MoeDims | None:
     )
 
 
-def _max_positions(config: Mapping[str, Any]) -> int:
-    positions = _int(
+def _config_positions(config: Mapping[str, Any]) -> int:
+    return _int(
         config, "max_position_embeddings", "n_positions", "max_sequence_length", "seq_length", default=4096
     )
+
+
+def _rope_scaling(config: Mapping[str, Any]) -> tuple[str, float]:
+    """(rope type, factor > 1 or 1.0) of the config's `rope_scaling`."""
     scaling = config.get("rope_scaling")
-    if isinstance(scaling, Mapping):
-        # vLLM stretches the derived length for RoPE scalings that extend context
-        # (yarn, dynamic, linear); llama3/longrope already state the long length.
-        kind = str(scaling.get("rope_type", scaling.get("type", ""))).lower()
-        factor = scaling.get("factor")
-        if kind in ("yarn", "dynamic", "linear") and isinstance(factor, int | float) and factor > 1:
-            base = _int(scaling, "original_max_position_embeddings", default=positions)
-            positions = max(positions, int(base * factor))
+    if not isinstance(scaling, Mapping):
+        return ("default", 1.0)
+    kind = str(scaling.get("rope_type", scaling.get("type", "default"))).lower()
+    factor = scaling.get("factor")
+    if isinstance(factor, bool) or not isinstance(factor, int | float) or factor <= 1:
+        return (kind, 1.0)
+    return (kind, float(factor))
+
+
+def _max_positions(config: Mapping[str, Any]) -> int:
+    positions = _config_positions(config)
+    kind, factor = _rope_scaling(config)
+    # vLLM stretches the derived length for RoPE scalings that extend context
+    # (yarn, dynamic, linear); llama3/longrope already state the long length, and so
+    # does Gemma 3, whose linear factor vLLM does not apply again (vllm/config/model.py
+    # `_get_and_verify_max_len`: `"gemma3" not in hf_config.model_type`).
+    if (
+        kind in ("yarn", "dynamic", "linear")
+        and factor > 1
+        and "gemma3" not in str(config.get("model_type", ""))
+    ):
+        scaling = config.get("rope_scaling")
+        base = (
+            _int(scaling, "original_max_position_embeddings", default=positions)
+            if isinstance(scaling, Mapping)
+            else positions
+        )
+        positions = max(positions, int(base * factor))
     return positions
+
+
+def _rope_cache_elements(config: Mapping[str, Any], *, rotary_dim: int, local_rope: bool) -> int:
+    """Values in the cos/sin caches of the model's rotary embeddings, as vLLM builds them
+    (vllm/model_executor/layers/rotary_embedding: `RotaryEmbeddingBase.__init__` registers
+    `cos_sin_cache`, `length × rotary_dim`, in the model dtype; `get_rope` shares one per
+    distinct RoPE). The length is `max_position`, times the factor for linear and dynamic
+    scaling, `original_max_position × factor` for YaRN. `local_rope`: Gemma 3's sliding
+    layers build a second, unscaled RoPE (`rope_local_base_freq`, vllm/model_executor/
+    models/gemma3.py)."""
+    positions = _config_positions(config)
+    kind, factor = _rope_scaling(config)
+    length = positions
+    if factor > 1 and kind in ("linear", "dynamic"):
+        length = int(positions * factor)
+    elif factor > 1 and kind in ("yarn", "deepseek_yarn"):
+        scaling = config.get("rope_scaling")
+        base = (
+            _int(scaling, "original_max_position_embeddings", default=positions)
+            if isinstance(scaling, Mapping)
+            else positions
+        )
+        length = int(base * factor)
+    elements = length * rotary_dim
+    if local_rope:
+        elements += positions * rotary_dim
+    return elements
 
 
 def parse_hf_config(config: Mapping[str, Any], name: str, parameters_billion: float) -> ModelArch:
@@ -230,6 +281,12 @@ def parse_hf_config(config: Mapping[str, Any], name: str, parameters_billion: fl
             v_head_dim=_int(config, "v_head_dim", default=128),
         )
     kinds, window = _layer_kinds(config, num_layers)
+    model_type = str(config.get("model_type", ""))
+    rope = _rope_cache_elements(
+        config,
+        rotary_dim=mla.qk_rope_head_dim if mla is not None else head_dim,
+        local_rope=model_type.startswith("gemma3") and "sliding" in kinds,
+    )
     dtype = str(_first(config, "torch_dtype", "dtype") or "bfloat16").replace("torch.", "")
     if dtype not in ("bfloat16", "float16", "float32"):
         dtype = "bfloat16"
@@ -258,7 +315,8 @@ def parse_hf_config(config: Mapping[str, Any], name: str, parameters_billion: fl
         unquantized_attention=skip_attention,
         unquantized_mlp_layers=skip_mlp_layers,
         weight_block=_weight_block(quantization_config),
-        model_type=str(config.get("model_type", "")),
+        model_type=model_type,
+        rope_cache_elements=rope,
     )
 
 

@@ -70,6 +70,10 @@ class ModelArch:
     # and Qwen FP8 checkpoints: each rank's slice of a weight must hold whole blocks.
     weight_block: tuple[int, int] | None = None
     model_type: str = ""
+    # Elements of the RoPE cos/sin caches vLLM keeps on every GPU (one cache per distinct
+    # rotary embedding, `length × rotary_dim` values in the model dtype): loaded with the
+    # model, so part of what "Model loading took" reports (hf_config._rope_cache_elements).
+    rope_cache_elements: int = 0
 
     @property
     def attention_sinks(self) -> bool:

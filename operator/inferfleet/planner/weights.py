@@ -187,9 +187,12 @@ def weight_layout(
     stage_bytes, stage_expert_bytes = _stage_bytes(
         arch, weight_format=weight_format, dtype_bytes=dtype_bytes, tp=tp, pp=pp, family=family, scale=scale
     )
+    # Every GPU also holds the rotary embeddings' cos/sin caches, created with the model
+    # (so counted in "Model loading took"), never read from the checkpoint.
+    rope_bytes = float(arch.rope_cache_elements * dtype_bytes)
     return WeightLayout(
         stage_layers=pipeline_partition(arch.num_layers, pp),
-        stage_bytes_per_gpu=stage_bytes,
+        stage_bytes_per_gpu=tuple(stage + rope_bytes for stage in stage_bytes),
         stage_expert_bytes_per_gpu=stage_expert_bytes,
         checkpoint_bytes=checkpoint_bytes(arch, dtype_bytes, scale),
     )

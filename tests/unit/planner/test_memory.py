@@ -58,7 +58,11 @@ def test_weights_split_over_tp_with_embeddings_and_stage_imbalance() -> None:
     llama8 = _arch("meta-llama/Llama-3.1-8B-Instruct")
     scale = body_scale(llama8)
     one = weight_layout(llama8, weight_format="none", dtype_bytes=2, tp=1, pp=1, family="hopper", scale=scale)
-    assert abs(one.max_bytes_per_gpu - 8.03e9 * 2) / 16.06e9 < 0.001
+    # the parameters plus the RoPE cos/sin cache (131072 positions × 128, 16-bit)
+    rope = 131072 * 128 * 2
+    assert llama8.rope_cache_elements * 2 == rope
+    assert abs(one.max_bytes_per_gpu - (8.03e9 * 2 + rope)) / 16.06e9 < 0.001
+    assert abs(one.checkpoint_bytes - 8.03e9 * 2) / 16.06e9 < 0.001  # never read from storage
     two = weight_layout(llama8, weight_format="none", dtype_bytes=2, tp=2, pp=1, family="hopper", scale=scale)
     assert abs(two.max_bytes_per_gpu * 2 - one.max_bytes_per_gpu) / one.max_bytes_per_gpu < 0.01
     fp8 = weight_layout(llama8, weight_format="fp8", dtype_bytes=2, tp=1, pp=1, family="hopper", scale=scale)
@@ -69,6 +73,20 @@ def test_weights_split_over_tp_with_embeddings_and_stage_imbalance() -> None:
         llama8, weight_format="none", dtype_bytes=2, tp=1, pp=2, family="hopper", scale=scale
     )
     assert staged.stage_layers == (16, 16) and len(staged.stage_bytes_per_gpu) == 2
+
+
+def test_gemma3_rope_caches_are_loaded_with_the_model() -> None:
+    """vLLM keeps one cos/sin cache per distinct RoPE on every GPU: Gemma 3's global
+    layers stretch theirs by the linear factor (8 × 131072 positions), its sliding
+    layers add an unscaled one; 0.5625 GiB for a head size of 256 (vLLM 0.23.0 on an
+    MI300X logged 8.58 GiB for gemma-3-4b-it's 8.01 GiB checkpoint)."""
+    gemma = _arch("google/gemma-3-12b-it")
+    assert gemma.rope_cache_elements == (8 * 131072 + 131072) * 256
+    assert gemma.max_position_embeddings == 131072  # vLLM does not stretch Gemma 3 again
+    layout = weight_layout(
+        gemma, weight_format="none", dtype_bytes=2, tp=2, pp=1, family="hopper", scale=body_scale(gemma)
+    )
+    assert layout.max_bytes_per_gpu - layout.checkpoint_bytes / 2 > 0.56 * 2**30  # replicated, not split
 
 
 def test_mxfp4_quantizes_experts_only_and_pads_on_marlin() -> None:

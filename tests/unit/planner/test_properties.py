@@ -28,11 +28,13 @@ SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[Healt
 # layout kept so far by the 10 % margin, so with TP=1 fitting TP=4 won against TP=1
 # while losing to TP=2; it must now beat every narrower layout that serves, and the
 # example stays as a regression. The second is the margin's own edge: TP=2 serves
-# 61.89 req/s per GPU against TP=1's 56.26 (10.01 % more, so TP=2), and one layer more
-# makes it 9.99 % (so TP=1): a threshold on a continuous ratio has a boundary, and both
-# plans fit and are sized for their TP. Kept as an xfail example: it fails the suite the
-# day it passes.
-NEAR_TIE = "the wider-TP margin's edge: 10.01 % vs 9.99 % more per GPU flips the choice"
+# 61.55 req/s per GPU against TP=1's 55.96 (just over 10 % more, so TP=2), and one layer
+# more makes it just under 10 % (so TP=1): a threshold on a continuous ratio has a
+# boundary, and both plans fit and are sized for their TP. Kept as an xfail example: it
+# fails the suite the day it passes. (The draw was 9.0765 B parameters; counting the
+# RoPE cos/sin cache in the weights moved the edge, the smallest flipping size is now
+# 9.127 B.)
+NEAR_TIE = "the wider-TP margin's edge: just over vs just under 10 % more per GPU flips the choice"
 
 
 @st.composite
@@ -148,7 +150,7 @@ def dense_configs(draw: st.DrawFn) -> tuple[dict[str, Any], float]:
             "vocab_size": 128000,
             "max_position_embeddings": 131072,
         },
-        9.076473856,
+        9.127,
     ),
     more_layers=1,
     gpu="H100-SXM-80GB",

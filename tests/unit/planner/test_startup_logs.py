@@ -4,9 +4,10 @@ The same evaluation as hack/bench/planner_accuracy.py. Issue 30's targets (stric
 ≥ 90% of the held-out V1-era runs, no plan promising a start vLLM refused, the newest
 family's held-out median within ±2%) are reported by the benchmark; they are not all met
 (docs/benchmarks/planner-accuracy.md). What is held here: every weight figure within ±5%,
-no run that started planned as refused, and every held-out run outside ±10%, every
+no run that started planned as refused, every held-out run outside ±10%, every
 over-promise and every failed start the plan lets through is one of the documented
-misses below, so a new miss fails.
+misses below, so a new miss fails; and on dedicated GPUs (rows without an environment
+class) the held-out V1-era share stays at or above the 90% target.
 """
 
 from __future__ import annotations
@@ -43,6 +44,19 @@ HASH_SPLIT_SOURCES = {
     ENGINRECT_OPT,
     "https://github.com/kubesimplify/website/blob/00b7452215ee797ddc20c5ed57144396d7cc301b/"
     "content/blog/running-a-big-llm-across-multiple-gpus-with-vllm.md",
+    # issue 30, third round: logs committed to their authors' repositories
+    "https://github.com/Logicrithm/orbit-ai/blob/09b4c1945e5d39c15167c959dac9247376149d3f/evidence/vllm.log",
+    "https://github.com/abinavChandar/demo_env_l4/blob/097d5ab2cbe19e49c91325bbca531f50d76b419e/vllm.log",
+    "https://github.com/faradawn/bench3/blob/446e08ca8bba29ccab26de8ec8a8986643b0a975/logs/vllm_server.log",
+    "https://github.com/eslam-ahmed43/llm-lab/blob/0f01b470480ca624a0347b642d7d53897e085f31/logs/vllm_server.log",
+}
+# Environment classes a row may name (`environment` column), with why the planner, which
+# plans dedicated cluster GPUs, is scored a second time without them.
+ENVIRONMENT_CLASSES = {
+    # vLLM charges every change of the device's non-torch memory since the worker started
+    # to its own non-torch figure (vllm/utils/mem_utils.py, MemorySnapshot/memory_profiling);
+    # a GPU that also drives a Windows desktop through WDDM, or serves a second vLLM, moves it
+    "wsl2-shared-gpu",
 }
 # Held-out misses, reported in docs/benchmarks/planner-accuracy.md and not tuned away.
 # vLLM 0.14.1 ran out of memory for gpt-oss-120b on one H100 at 0.97 with one sequence
@@ -50,9 +64,10 @@ HASH_SPLIT_SOURCES = {
 KNOWN_HELD_OUT_MISSES = {("https://github.com/vllm-project/vllm/issues/33155", "0.14.1")}
 # Held-out KV figures outside ±10% (source, release, model): 0.10.2 on 8 PCIe L40S logged
 # 0.21 GiB of non-torch memory where the TP 8 figure fitted to NVLink H100s plans 2.0
-# (under-promise); three runs of 0.27.1 on one WSL2 RTX 4090 counted 0.9-1.8 GiB more
-# non-KV memory than the release's accounting and the same machine's other runs show
-# (over-promise; run-to-run: the same AWQ model logged 1 GiB apart at 0.90 and 0.85).
+# (under-promise, dedicated GPUs); three runs of 0.27.1 on one WSL2 RTX 4090 (environment
+# class wsl2-shared-gpu) counted 0.9-1.8 GiB more non-KV memory than the release's
+# accounting and the same machine's other runs show (over-promise; run-to-run: the same
+# AWQ model logged 1 GiB apart at 0.90 and 0.85; the 1.5B ran beside a second server).
 KNOWN_HELD_OUT_KV_MISSES = {
     (TIM_235B, "0.10.2", "Qwen/Qwen3-235B-A22B-Instruct-2507-FP8"),
     (ENGINRECT_06 + "serving-bottlenecks-and-optimization.md", "0.27.1", "Qwen/Qwen2.5-7B-Instruct"),
@@ -79,6 +94,9 @@ def test_every_row_is_a_sourced_real_log() -> None:
         assert row["source_url"].startswith("https://"), row
         assert row["split"] in ("calibration", "holdout")
         assert row["start_failed"] in ("true", "false"), row
+        assert row["environment"] in ENVIRONMENT_CLASSES | {""}, row
+        # the WSL2 lab machine is one environment, whatever its rows' errors
+        assert (row["environment"] == "wsl2-shared-gpu") == ("enginrect/llmso" in row["source_url"]), row
         # a figure to compare, or only whether the plan lets it start (a run that started),
         # or refuses it (a failed start whose quoted failure the notes give)
         figures = any(row[key] for key in ("kv_cache_gib", "kv_cache_tokens", "weights_gib"))
@@ -99,7 +117,7 @@ def test_new_sources_split_by_url_hash() -> None:
 def test_held_out_runs_meet_the_targets(report: dict[str, Any]) -> None:
     aggregate = report["aggregate"]
     v1_era = aggregate["heldOutV1Era"]
-    assert v1_era["kv"]["rows"] >= 19
+    assert v1_era["kv"]["rows"] >= 22
     overall = aggregate["overall"]
     assert overall["weights"]["withinTarget"] == overall["weights"]["rows"]
     assert overall["started"]["refused"] == 0
@@ -136,10 +154,28 @@ def test_held_out_runs_meet_the_targets(report: dict[str, Any]) -> None:
     assert results["promisedRefusedStarts"]["value"] == len(missed)
 
 
+def test_dedicated_gpus_are_scored_without_the_environment_class(report: dict[str, Any]) -> None:
+    """The same targets without the wsl2-shared-gpu rows: the held-out V1-era share is at
+    the target there (the one miss left is the PCIe L40S TP 8 run), and it must stay."""
+    aggregate = report["aggregate"]
+    dedicated = aggregate["dedicatedGpuTargetResults"]
+    assert set(dedicated) == set(aggregate["targets"])
+    assert dedicated["holdoutV1EraKvShare"]["rows"] >= 11
+    assert dedicated["holdoutV1EraKvShare"]["met"]
+    assert dedicated["weights"]["met"] and dedicated["startedRefused"]["met"]
+    # vllm#33155 is on a dedicated H100: not explained by the environment
+    assert dedicated["promisedRefusedStarts"]["value"] == len(KNOWN_HELD_OUT_MISSES)
+    assert aggregate["dedicatedGpuTargetsMet"] == all(t["met"] for t in dedicated.values())
+    environments = aggregate["byEnvironment"]
+    assert set(environments) == {"dedicated"} | ENVIRONMENT_CLASSES
+    rows = sum(summary["rows"] for summary in environments.values())
+    assert rows == aggregate["overall"]["rows"]
+
+
 def test_the_newest_family_has_held_out_rows(report: dict[str, Any]) -> None:
     newest = report["aggregate"]["targetResults"]["newestFamilyMedian"]
     assert newest["family"] == "v1-graph-reserve"
-    assert newest["rows"] >= 10
+    assert newest["rows"] >= 13
     # ±2% is the target (not met: docs/benchmarks/planner-accuracy.md); this bounds a regression
     assert abs(newest["value"]) <= 0.08
 
