@@ -11,10 +11,12 @@ Sizing, per replica:
 
 - the replica's share of its nodes' host memory: the node's memory per GPU (the tier's
   `hostMemoryGiB` / GPUs per node, else the catalog's usual node) × the replica's GPUs;
-- the tier gets at most `HOST_SHARE` of that share, less what the pods already need on
-  the host (their memory limit: a base, a per-GPU share and one host copy of their
-  weights while loading; planner.host_memory); the rest stays with the node's kernel,
-  its page cache (the node weight cache is read through it), the kubelet and DaemonSets;
+- the tier gets at most `HOST_SHARE` of what that share leaves once the pods' own memory
+  requests are counted (a base and a per-GPU share; planner.host_memory): the rest stays
+  with the node's kernel, its page cache (the node weight cache is read through it), the
+  kubelet and DaemonSets. Requests are what the scheduler fits on a node; the pods'
+  limits also cover the weights' transient host copy while they load, which is freed
+  before vLLM allocates its CPU KV cache;
 - a size the spec gives (`serving.hostKvCache.sizeGiB`) is kept within that budget.
 
 When it pays (mode `auto`; mode `on` plans it anyway and says whether it pays):
@@ -48,7 +50,7 @@ from inferfleet.api.spec import InferenceServiceSpec, TierSpec
 from inferfleet.catalog.gpus import GpuSpec
 from inferfleet.catalog.models import ModelArch
 from inferfleet.catalog.vllm_releases import ReleaseFacts
-from inferfleet.planner.host_memory import memory_limit_gib
+from inferfleet.planner.host_memory import memory_request_gib
 from inferfleet.planner.units import GIB
 
 Mode = Literal["off", "auto", "on"]
@@ -109,14 +111,20 @@ def host_share_gib(tier: TierSpec, gpu: GpuSpec, plan: TierPlan) -> float | None
     return None if per_gpu is None else per_gpu * plan.gpus_per_replica
 
 
+def pods_request_gib(plan: TierPlan) -> int:
+    """What the replica's pods ask for besides a host KV tier."""
+    return memory_request_gib(plan.model_copy(update={"host_kv_cache_gi_b": 0.0})) * max(
+        1, plan.nodes_per_replica
+    )
+
+
 def budget_gib(tier: TierSpec, gpu: GpuSpec, plan: TierPlan) -> float | None:
-    """The most the tier may take per replica: HOST_SHARE of the replica's slice, less the
-    pods' own memory limits."""
+    """The most the tier may take per replica: HOST_SHARE of the replica's slice of node
+    memory once its pods' own requests are counted."""
     share = host_share_gib(tier, gpu, plan)
     if share is None:
         return None
-    pods = max(1, plan.nodes_per_replica)
-    return HOST_SHARE * share - memory_limit_gib(plan) * pods
+    return HOST_SHARE * (share - pods_request_gib(plan))
 
 
 def _pays(spec: InferenceServiceSpec, gpu: GpuSpec, plan: TierPlan, per_token: float) -> tuple[bool, str]:
@@ -216,17 +224,17 @@ def plan_host_kv(
     asked = spec.serving.host_kv_cache.size_gib if spec.serving and spec.serving.host_kv_cache else None
     size = math.floor(min(asked, budget) if asked is not None else budget)
     if size < MIN_GIB:
-        pods_gib = memory_limit_gib(plan) * max(1, plan.nodes_per_replica)
         return _without(
             mode,
-            f"{HOST_SHARE:.0%} of this replica's {host_share_gib(tier, gpu, plan):.0f} GiB of node memory, "
-            f"less its pods' {pods_gib} GiB, leaves {max(0.0, budget):.0f} GiB (at least {MIN_GIB:g} GiB)",
+            f"{HOST_SHARE:.0%} of what this replica's {host_share_gib(tier, gpu, plan):.0f} GiB of node "
+            f"memory leaves beside its pods' {pods_request_gib(plan)} GiB is {max(0.0, budget):.0f} GiB "
+            f"(at least {MIN_GIB:g} GiB)",
         )
     tokens = int(size * GIB / per_token)
     where = "asked for" if asked is not None and asked <= budget else "planned"
     reason = (
         f"{LABEL}: {size:g} GiB per replica {where} ({tokens:,} tokens beside {plan.kv_cache_tokens:,} "
-        f"in GPU memory; at most {HOST_SHARE:.0%} of its nodes' memory less its pods' own); "
+        f"in GPU memory; at most {HOST_SHARE:.0%} of what its nodes' memory leaves beside its pods'); "
         + ("pays: " if pays else "on as asked, though it may not pay: ")
         + numbers
     )
