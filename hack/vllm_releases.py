@@ -715,7 +715,11 @@ def kv_offload(sources: dict[str, str]) -> dict[str, Any]:
     connector_path = "vllm/distributed/kv_transfer/kv_connector/v1/offloading_connector.py"
     size_flag = _search(sources, ("vllm/engine/arg_utils.py",), r"[\"']--kv-offloading-size[\"']")
     connector = _search(sources, (connector_path,), r"^class OffloadingConnector\(([^)]*)\)", re.MULTILINE)
-    sized_by = _search(sources, ("vllm/v1/kv_offload/cpu.py",), r"extra_config\.get\(\s*[\"'](num_cpu_blocks|cpu_bytes_to_use)[\"']")
+    sized_by = _search(
+        sources,
+        ("vllm/v1/kv_offload/cpu.py",),
+        r"extra_config\.get\(\s*[\"'](num_cpu_blocks|cpu_bytes_to_use)[\"']",
+    )
     return {
         "sizeFlag": _fact(True, size_flag[1], size_flag[2]) if size_flag else None,
         "connector": _fact(True, connector[1], connector[2]) if connector else None,
