@@ -24,6 +24,11 @@ Facts per release:
   window, chunked local, MLA), how layers are grouped (the smaller count, or the larger
   when within a ratio) and how many tokens a sliding-window request holds.
 - `blockSize`: the CUDA platform's default KV block.
+- `kvOffload`: the CPU KV-cache tier: whether `--kv-offloading-size` exists (GiB, summed
+  over the TP ranks), whether the OffloadingConnector exists for `--kv-transfer-config`
+  and what its CPU spec is sized by (`num_cpu_blocks` per worker, or `cpu_bytes_to_use`),
+  and whether the connector keeps the hybrid KV-cache manager on (`SupportsHMA`; without
+  it, vLLM turns that manager off and sliding-window layers hold full-length KV).
 - `modelRunnerV2`: which models Model Runner V2 (vllm/v1/worker/gpu/) runs by default
   (every model, dense models plus a list, or only a list of architectures), whether its
   `profile_cudagraph_memory` estimates the graph pool before KV sizing or returns 0, and
@@ -85,6 +90,8 @@ WANTED = (
     "vllm/v1/kv_cache_interface.py",
     "vllm/v1/sample/sampler.py",
     "vllm/platforms/cuda.py",
+    "vllm/distributed/kv_transfer/kv_connector/v1/offloading_connector.py",
+    "vllm/v1/kv_offload/cpu.py",
 )
 
 # Representative devices for the batch defaults: (class, device name as CUDA/ROCm report
@@ -703,6 +710,26 @@ def block_size(sources: dict[str, str]) -> dict[str, Any] | None:
     return _fact(16, found[1], found[2]) if found else None
 
 
+def kv_offload(sources: dict[str, str]) -> dict[str, Any]:
+    """The CPU KV-cache tier a release offers (see the module docstring)."""
+    connector_path = "vllm/distributed/kv_transfer/kv_connector/v1/offloading_connector.py"
+    size_flag = _search(sources, ("vllm/engine/arg_utils.py",), r"[\"']--kv-offloading-size[\"']")
+    connector = _search(sources, (connector_path,), r"^class OffloadingConnector\(([^)]*)\)", re.MULTILINE)
+    sized_by = _search(
+        sources,
+        ("vllm/v1/kv_offload/cpu.py",),
+        r"extra_config\.get\(\s*[\"'](num_cpu_blocks|cpu_bytes_to_use)[\"']",
+    )
+    return {
+        "sizeFlag": _fact(True, size_flag[1], size_flag[2]) if size_flag else None,
+        "connector": _fact(True, connector[1], connector[2]) if connector else None,
+        "connectorSizedBy": _fact(sized_by[0].group(1), sized_by[1], sized_by[2]) if sized_by else None,
+        "keepsHybridKv": _fact("SupportsHMA" in connector[0].group(1), connector[1], connector[2])
+        if connector
+        else None,
+    }
+
+
 def facts(version: str, sources: dict[str, str], artifact: str) -> dict[str, Any]:
     return {
         "release": version,
@@ -716,6 +743,7 @@ def facts(version: str, sources: dict[str, str], artifact: str) -> dict[str, Any
         "hybridKv": hybrid_kv(sources),
         "blockSize": block_size(sources),
         "modelRunnerV2": model_runner_v2(sources),
+        "kvOffload": kv_offload(sources),
     }
 
 

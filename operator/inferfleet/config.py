@@ -254,6 +254,14 @@ class OperatorSettings(BaseModel):
     catalog_file: str | None = Field(
         default=None, description="YAML file with extra GPUs for the hardware catalog."
     )
+    host_kv_cache: Literal["off", "auto", "on"] = Field(
+        default="off",
+        description=(
+            "A KV-cache tier in the serving pods' host memory (vLLM's CPU offloading) for specs "
+            "that do not choose: off; auto where the planner finds it pays; on wherever the "
+            "tier's vLLM release has it. spec.serving.hostKvCache.mode overrides."
+        ),
+    )
     fetch_model_config: bool = Field(
         default=True,
         description=(

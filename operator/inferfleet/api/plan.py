@@ -104,6 +104,17 @@ class TierPlan(ApiModel):
     measured_kv: MeasuredKv | None = Field(
         default=None, description="KV capacity measured from the running engine, once pods are up."
     )
+    host_kv_cache_gi_b: float = Field(
+        default=0.0,
+        alias="hostKvCacheGiB",
+        description="Host memory per replica holding KV blocks GPU memory evicted (vLLM's CPU "
+        "offloading); 0: no host tier. Reachable by a reload over the host link, not decoded from.",
+    )
+    host_kv_cache_tokens: int = Field(
+        default=0,
+        description="Tokens of KV the host tier holds per replica, beside kvCacheTokens: prefixes a "
+        "request reloads instead of prefilling. maxConcurrency counts GPU memory only.",
+    )
     reasons: list[str] = Field(description="Why each choice was made, in words.")
 
     @property

@@ -426,6 +426,14 @@ class TierSpec(ApiModel):
         description="vLLM image for this tier; wins over serving.image and the operator's default "
         "image for the GPU's vendor (CUDA build for NVIDIA, ROCm build for AMD).",
     )
+    host_memory_gib: float | None = Field(
+        default=None,
+        gt=0,
+        le=65_536,
+        alias="hostMemoryGiB",
+        description="Host memory of this tier's nodes (GiB); defaults to the catalog's usual node. "
+        "Sizes a host-memory KV-cache tier (serving.hostKvCache).",
+    )
 
     @field_validator("gpu", mode="before")
     @classmethod
@@ -748,6 +756,31 @@ class ResourceRequirements(ApiModel):
     limits: dict[str, str] | None = None
 
 
+HostKvCacheMode = Literal["off", "auto", "on"]
+
+
+class HostKvCache(ApiModel):
+    """A KV-cache tier in the serving pods' host memory: vLLM's CPU offloading keeps the KV
+    blocks that fall out of GPU memory, so a later request with the same prefix reloads
+    them over the GPU's host link instead of prefilling them again."""
+
+    mode: HostKvCacheMode | None = Field(
+        default=None,
+        description="off: none. auto: on the tiers where the planner finds it pays (prefixes reused, "
+        "reloading a prompt's KV faster than prefilling it, a GPU KV cache the reused prefixes "
+        "outgrow). on: on every tier whose vLLM release has it. Empty: the operator's default "
+        "(Helm serving.hostKvCache).",
+    )
+    size_gib: float | None = Field(
+        default=None,
+        gt=0,
+        le=16_384,
+        alias="sizeGiB",
+        description="Host memory per replica (GiB, over all its GPUs); empty: the planner sizes it "
+        "from the nodes' memory. Never more than the planner's budget for the node.",
+    )
+
+
 class ServingSpec(ApiModel):
     """How vLLM is run."""
 
@@ -777,6 +810,9 @@ class ServingSpec(ApiModel):
     resources: ResourceRequirements | None = None
     max_input_tokens: int | None = Field(
         default=None, ge=1, le=10_000_000, description="Reject prompts longer than this (guardrail)."
+    )
+    host_kv_cache: HostKvCache | None = Field(
+        default=None, description="A KV-cache tier in host memory (vLLM's CPU offloading)."
     )
 
 

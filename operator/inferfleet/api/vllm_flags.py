@@ -44,6 +44,8 @@ PLANNED_FLAGS: dict[str, str] = {
     "--revision": "spec.model.revision",
     "--download-dir": "spec.cache",
     "--load-format": "spec.model.source and spec.cache",
+    "--kv-offloading-size": "spec.serving.hostKvCache",
+    "--kv-offloading-backend": "spec.serving.hostKvCache",
     "--port": _FIXED + "every probe, Service and PodMonitor uses port 8000",
     "--distributed-executor-backend": _FIXED + "the operator runs multi-node replicas on ray",
 }

@@ -51,6 +51,11 @@ class GpuSpec(BaseModel):
     interconnect: Literal["nvlink", "pcie", "infinity-fabric", "none"] = "pcie"
     nvlink_domain: int = Field(default=1, ge=1)
     gpus_per_node: int = Field(default=8, ge=1)
+    # Host memory of the usual node, per GPU (GiB), and the GPU's link to it (GB/s per
+    # direction): what a KV-cache tier in host memory is sized and reloaded by. None:
+    # unknown (a tier then gives its nodes' hostMemoryGiB).
+    host_memory_gib_per_gpu: float | None = Field(default=None, gt=0, alias="hostMemoryGiBPerGpu")
+    host_link_g_bs: float | None = Field(default=None, gt=0, alias="hostLinkGBs")
     resource_name: str = "nvidia.com/gpu"
     # Each key is one way clusters label nodes with this GPU (api.node_labels); any matching
     # key places a pod there (catalog.placement).

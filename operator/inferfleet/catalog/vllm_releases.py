@@ -94,6 +94,14 @@ class ReleaseFacts:
     v2_default_architectures: tuple[str, ...] = ()
     v2_graph_estimate: bool = False
     v2_penalty_state_bytes_per_logit: float = 0.0
+    # The CPU KV-cache tier: `--kv-offloading-size` (GiB over the TP ranks), the
+    # OffloadingConnector behind `--kv-transfer-config` and its CPU spec's size key
+    # (`num_cpu_blocks` or `cpu_bytes_to_use`), and whether that connector keeps the
+    # hybrid KV-cache manager on (else vLLM turns it off).
+    kv_offload_size_flag: bool = False
+    kv_offload_connector: bool = False
+    kv_offload_sized_by: str | None = None
+    kv_offload_keeps_hybrid: bool = False
 
     def batch_default(self, device: str, entry_point: EntryPoint) -> BatchDefault | None:
         for label, entry, value in self.batch_by_device:
@@ -165,6 +173,7 @@ def _parse(name: str, entry: dict[str, Any], *, exact: bool) -> ReleaseFacts:
     by_device, seqs = _batch(entry)
     estimate_on = graphs.get("estimateDefaultOn")
     runner_v2 = entry.get("modelRunnerV2") or {}
+    offload = entry.get("kvOffload") or {}
     v2_default = _value(runner_v2.get("defaultFor")) or {}
     return ReleaseFacts(
         release=name,
@@ -192,6 +201,10 @@ def _parse(name: str, entry: dict[str, Any], *, exact: bool) -> ReleaseFacts:
         v2_default_architectures=tuple(v2_default.get("architectures") or ()),
         v2_graph_estimate=bool(_value(runner_v2.get("graphEstimate"))),
         v2_penalty_state_bytes_per_logit=float(_value(runner_v2.get("penaltyStateBytesPerLogit")) or 0.0),
+        kv_offload_size_flag=bool(_value(offload.get("sizeFlag"))),
+        kv_offload_connector=bool(_value(offload.get("connector"))),
+        kv_offload_sized_by=_value(offload.get("connectorSizedBy")),
+        kv_offload_keeps_hybrid=bool(_value(offload.get("keepsHybridKv"))),
     )
 
 

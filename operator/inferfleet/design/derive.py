@@ -256,6 +256,7 @@ def _plan(
                 release=tier.release,
                 fetched=model.fetched,
                 fetch_problem=model.problem,
+                host_kv_default=settings.host_kv_cache,
             )
             for tier in tiers
         ]

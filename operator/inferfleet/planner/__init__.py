@@ -23,6 +23,7 @@ from inferfleet.api.resource import InferenceService
 from inferfleet.api.spec import InferenceServiceSpec, ModelSpec, TierSpec
 from inferfleet.catalog import Catalogs, ConfigInvalid, ModelArch, default_catalogs, parse_hf_config
 from inferfleet.catalog.gpus import GpuSpec, gpu_from_inline
+from inferfleet.planner import host_kv
 from inferfleet.planner.load import extras_for
 from inferfleet.planner.observed import (
     MeasuredColdStart,
@@ -114,7 +115,10 @@ def plan_tier(
     release: Release | None = None,
     fetched: FetchedModel | None = None,
     fetch_problem: str | None = None,
+    host_kv_default: host_kv.Mode = "off",
 ) -> TierPlan:
+    """One tier planned for `release` (else the default image's); `host_kv_default`: the
+    operator's host KV cache mode for specs that do not choose (planner.host_kv)."""
     release = release or tier_release(spec, tier, DEFAULT_VLLM_IMAGE, {})
     gpu, gpu_problem = resolve_gpu(tier, catalogs)
     if gpu is None or gpu_problem:
@@ -138,7 +142,20 @@ def plan_tier(
         extras=extras_for(spec, arch, draft),
         pre_quantized=pre_quantized,
     )
-    return build_tier_plan(spec, tier, inputs)
+    planned = build_tier_plan(spec, tier, inputs)
+    host = host_kv.plan_host_kv(
+        spec, tier, planned, gpu=gpu, arch=arch, release=release.facts, default=host_kv_default
+    )
+    if host == host_kv.NONE:
+        return planned
+    return planned.model_copy(
+        update={
+            "host_kv_cache_gi_b": host.gib,
+            "host_kv_cache_tokens": host.tokens,
+            "reasons": [*planned.reasons, *host.reasons],
+            "warnings": [*planned.warnings, *host.warnings],
+        }
+    )
 
 
 def plan(

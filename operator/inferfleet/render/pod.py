@@ -18,6 +18,7 @@ from inferfleet.api.spec import NO_ACCELERATOR
 from inferfleet.catalog import placement
 from inferfleet.catalog.gpus import GpuSpec
 from inferfleet.config import OperatorSettings
+from inferfleet.planner.host_memory import CPU_PER_GPU, gpus_per_pod, memory_limit_gib, memory_request_gib
 from inferfleet.render import lifecycle, runtime, templating
 from inferfleet.render.model_source import ModelSource
 from inferfleet.render.vllm_args import HTTP_PORT, served_model_name, vllm_args
@@ -42,9 +43,6 @@ SECRET_FILE_MODE = 0o440
 RESERVED_ENV = vllm_flags.RESERVED_ENV
 # Host-side resources per GPU: tokenisation, the API server and weight loading need a
 # few cores and some RAM per GPU worker; /dev/shm carries NCCL and Ray object traffic.
-CPU_PER_GPU = 4
-MEMORY_BASE_GIB = 16
-MEMORY_PER_GPU_GIB = 8
 SHM_PER_GPU_GIB = 4
 SHM_MIN_GIB = 2
 SHM_MAX_GIB = 64
@@ -101,25 +99,6 @@ def extend_in_place(pod: dict[str, Any], additions: PodAdditions) -> dict[str, A
     if additions.env:
         container["env"] = [*container.get("env", []), *clone_json(additions.env)]
     return pod
-
-
-def gpus_per_pod(plan: TierPlan) -> int:
-    return max(1, plan.gpus_per_replica // max(1, plan.nodes_per_replica))
-
-
-def memory_request_gib(plan: TierPlan) -> int:
-    return MEMORY_BASE_GIB + MEMORY_PER_GPU_GIB * gpus_per_pod(plan)
-
-
-def memory_limit_gib(plan: TierPlan) -> int:
-    """Default memory limit: the request plus one host-side copy of this pod's weights.
-
-    Loading streams each worker's shard through host memory (and online quantization,
-    e.g. fp8 from a bf16 checkpoint, holds the unquantized tensors there first), so the
-    pod's share of the weights on top of the steady-state request bounds the peak.
-    """
-    weights_gib = plan.memory_gi_b.weights * gpus_per_pod(plan)
-    return memory_request_gib(plan) + math.ceil(weights_gib)
 
 
 _BINARY_SUFFIXES = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}

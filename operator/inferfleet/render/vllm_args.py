@@ -128,6 +128,10 @@ def vllm_args(service: InferenceService, tier: TierPlan, source: ModelSource) ->
         args.append("--enforce-eager")
     if tier.nodes_per_replica > 1:
         args += ["--distributed-executor-backend", "ray"]
+    if tier.host_kv_cache_gi_b > 0:
+        # The host KV tier (planner.host_kv): GiB over the replica's TP ranks, vLLM's own
+        # CPU offloading.
+        args += ["--kv-offloading-size", f"{tier.host_kv_cache_gi_b:g}", "--kv-offloading-backend", "native"]
     args += _lora_args(service, source) + _speculative_args(service)
     if serving is not None and serving.extra_args:
         args += list(serving.extra_args)

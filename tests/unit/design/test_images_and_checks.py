@@ -327,6 +327,19 @@ def test_every_flag_the_renderer_sets_is_refused_in_extra_args() -> None:
             serving={"prefixCaching": False, "speculativeDecoding": {"method": "ngram"}},
         )
     )
+    # A host KV tier the planner sizes (its flags are the renderer's too).
+    services.append(
+        plans.service(
+            workload={
+                "archetype": "rag",
+                "inputTokens": {"p50": 6000, "p95": 12000, "p99": 16000},
+                "outputTokens": {"p50": 200, "p95": 500, "p99": 800},
+                "peakRequestsPerSecond": 4,
+                "slo": {"ttftP99Ms": 4000},
+            },
+            serving={"hostKvCache": {"mode": "on"}},
+        )
+    )
     seen: set[str] = set()
     for service in services:
         plan = planner.plan_service(service)
@@ -340,3 +353,4 @@ def test_every_flag_the_renderer_sets_is_refused_in_extra_args() -> None:
                 args = template["spec"]["containers"][0].get("args", [])
                 seen |= {arg for arg in args if arg.startswith("--")}
     assert seen and seen <= set(PLANNED_FLAGS), seen - set(PLANNED_FLAGS)
+    assert "--kv-offloading-size" in seen
