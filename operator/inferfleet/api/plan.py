@@ -125,11 +125,28 @@ class TierPlan(ApiModel):
         return self.reasons[0] if self.reasons else "infeasible"
 
 
+class DisaggregationPlan(ApiModel):
+    """Prefill on one tier, decode on another (planner.disaggregation): the pools, the P:D
+    ratio in GPUs and the KV transfer a request pays; `enabled` false says why not."""
+
+    enabled: bool
+    prefill_tier: str | None = None
+    decode_tier: str | None = None
+    prefill_replicas: int = 0
+    decode_replicas: int = 0
+    ratio: str | None = Field(default=None, description="Prefill GPUs : decode GPUs, at the peak.")
+    transfer_ms: float | None = Field(default=None, description="A mean prompt's KV over the network (ms).")
+    reasons: list[str] = Field(default_factory=list)
+
+
 class Plan(ApiModel):
     """A whole InferenceService's plan: one entry per tier, in spec order."""
 
     name: str
     tiers: list[TierPlan]
+    disaggregation: DisaggregationPlan | None = Field(
+        default=None, description="Prefill/decode pools, when the spec asks whether they pay."
+    )
 
     def tier(self, name: str) -> TierPlan:
         for tier_plan in self.tiers:

@@ -781,6 +781,24 @@ class HostKvCache(ApiModel):
     )
 
 
+class Disaggregation(ApiModel):
+    """Prefill on one tier, decode on another (vLLM's NixlConnector moves each request's KV
+    cache between them)."""
+
+    mode: Literal["off", "auto", "on"] = Field(
+        default="off",
+        description="off: every tier serves both phases. auto: the planner splits them where it pays "
+        "(long prompts, a cheaper fleet, a transfer the TTFT SLO absorbs) and says why or why not. "
+        "on: split on the best pair even where it does not pay.",
+    )
+    prefill_tiers: list[TierName] | None = Field(
+        default=None, max_length=16, description="Tiers that may serve prefill; empty: any."
+    )
+    decode_tiers: list[TierName] | None = Field(
+        default=None, max_length=16, description="Tiers that may serve decode; empty: any."
+    )
+
+
 class ServingSpec(ApiModel):
     """How vLLM is run."""
 
@@ -813,6 +831,9 @@ class ServingSpec(ApiModel):
     )
     host_kv_cache: HostKvCache | None = Field(
         default=None, description="A KV-cache tier in host memory (vLLM's CPU offloading)."
+    )
+    disaggregation: Disaggregation | None = Field(
+        default=None, description="Prefill and decode on separate pools of (possibly different) tiers."
     )
 
 

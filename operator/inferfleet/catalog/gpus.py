@@ -56,6 +56,9 @@ class GpuSpec(BaseModel):
     # unknown (a tier then gives its nodes' hostMemoryGiB).
     host_memory_gib_per_gpu: float | None = Field(default=None, gt=0, alias="hostMemoryGiBPerGpu")
     host_link_g_bs: float | None = Field(default=None, gt=0, alias="hostLinkGBs")
+    # The usual node's network for GPU-to-GPU traffic across nodes (RDMA / GPUDirect), per
+    # GPU (GB/s): what a disaggregated KV transfer crosses. None: unknown.
+    network_g_bs: float | None = Field(default=None, gt=0, alias="networkGBsPerGpu")
     resource_name: str = "nvidia.com/gpu"
     # Each key is one way clusters label nodes with this GPU (api.node_labels); any matching
     # key places a pod there (catalog.placement).

@@ -75,7 +75,10 @@ def _for_observed(
 
 def plan_document(plan: Plan) -> dict[str, Any]:
     """The JSON contract of one service's plan."""
-    return {"name": plan.name, "tiers": [tier.to_wire() for tier in plan.tiers]}
+    document: dict[str, Any] = {"name": plan.name, "tiers": [tier.to_wire() for tier in plan.tiers]}
+    if plan.disaggregation is not None:
+        document["disaggregation"] = plan.disaggregation.to_wire()
+    return document
 
 
 def _rows(tier: TierPlan) -> list[tuple[str, str]]:

@@ -285,6 +285,22 @@ def front_door_problems(service: InferenceService, settings: OperatorSettings) -
     return []
 
 
+def disaggregation_problems(service: InferenceService) -> list[Problem]:
+    """`mode: on` asks for prefill and decode pools, which nothing renders yet: refused
+    rather than deployed colocated in silence (`auto` plans the split as advice)."""
+    serving = service.spec.serving
+    wanted = serving.disaggregation if serving is not None else None
+    if wanted is None or wanted.mode != "on":
+        return []
+    return [
+        Problem(
+            "spec.serving.disaggregation.mode",
+            "on asks for separate prefill and decode pools, which the operator does not deploy yet; use auto "
+            "to see the split the planner would choose (inferfleet plan, status.plan), or off",
+        )
+    ]
+
+
 def refusals(service: InferenceService, settings: OperatorSettings, plan: Plan | None) -> list[Problem]:
     """Why the operator will not deploy this spec, each with its field path: the one verdict
     the webhook, `inferfleet validate` and the reconciler share.
@@ -293,7 +309,11 @@ def refusals(service: InferenceService, settings: OperatorSettings, plan: Plan |
     (`awaiting_source`). The tiers' own render problems count for the tiers the plan
     finds feasible (only those are rendered), for none without a plan."""
     feasible = set() if plan is None else {tier.name for tier in plan.feasible_tiers}
-    return [*catalog_problems(service, settings), *render_problems(service, settings, feasible)]
+    return [
+        *catalog_problems(service, settings),
+        *render_problems(service, settings, feasible),
+        *disaggregation_problems(service),
+    ]
 
 
 def deferred(service: InferenceService, settings: OperatorSettings) -> list[Problem]:

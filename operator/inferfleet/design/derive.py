@@ -269,7 +269,8 @@ def _plan(
     except Exception as error:  # a value validation let through, or a bug
         failed = Problem("spec", f"the planner failed on this spec ({type(error).__name__}: {error})")
         return None, PlanFailure("internal", internal_error_message("plan", error), (failed,), error)
-    return Plan(name=service.name, tiers=planned), None
+    # The prefill/decode split is a decision over every tier's plan.
+    return planner.with_roles(service.spec, Plan(name=service.name, tiers=planned), settings.catalogs()), None
 
 
 def _verdict(

@@ -24,6 +24,7 @@ from inferfleet.api.spec import InferenceServiceSpec, ModelSpec, TierSpec
 from inferfleet.catalog import Catalogs, ConfigInvalid, ModelArch, default_catalogs, parse_hf_config
 from inferfleet.catalog.gpus import GpuSpec, gpu_from_inline
 from inferfleet.planner import host_kv
+from inferfleet.planner.disaggregation import plan_disaggregation
 from inferfleet.planner.load import extras_for
 from inferfleet.planner.observed import (
     MeasuredColdStart,
@@ -158,6 +159,13 @@ def plan_tier(
     )
 
 
+def with_roles(spec: InferenceServiceSpec, planned: Plan, catalogs: Catalogs) -> Plan:
+    """The plan with its prefill/decode split (planner.disaggregation), where the spec asks."""
+    gpus = {tier.name: gpu for tier in spec.tiers if (gpu := resolve_gpu(tier, catalogs)[0]) is not None}
+    split = plan_disaggregation(spec, planned.tiers, gpus)
+    return planned if split is None else planned.model_copy(update={"disaggregation": split})
+
+
 def plan(
     spec: InferenceServiceSpec,
     catalogs: Catalogs,
@@ -191,6 +199,7 @@ def plan(
             for tier in spec.tiers
         ],
     )
+    planned = with_roles(spec, planned, catalogs)
     planned = observe_kv_capacity(planned, spec, measured_kv or {})
     return observe_cold_starts(planned, observed or {})
 
@@ -232,4 +241,5 @@ __all__ = [
     "resolve_gpu",
     "resolve_model",
     "tier_release",
+    "with_roles",
 ]
