@@ -784,7 +784,8 @@ def load_formats(sources: dict[str, str]) -> dict[str, Any] | None:
         r"class LoadFormat\([^)]*\):\s*\n((?:[ \t]+.*\n|\s*\n)+)",
     )
     if enum:
-        names = sorted(set(re.findall(r"^\s+[A-Z_0-9]+\s*=\s*[\"'](\w+)[\"']", enum[0].group(1), re.MULTILINE)))
+        member = r"^\s+[A-Z_0-9]+\s*=\s*[\"'](\w+)[\"']"
+        names = sorted(set(re.findall(member, enum[0].group(1), re.MULTILINE)))
         return _fact(names, enum[1], enum[2], "values of the LoadFormat enum")
     return None
 
