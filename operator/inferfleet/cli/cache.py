@@ -421,7 +421,7 @@ def gc_command(
     if dry_run:
         from inferfleet.caching.precache.gc import plan_gc
 
-        plan = plan_gc(store.scan(root), budget_bytes)
+        plan = plan_gc(store.scan_all(root), budget_bytes)
         for victim in plan.evict:
             typer.echo(
                 f"would evict {victim.model_key}@{victim.revision_id} ({victim.size_bytes / GIB:.2f} GiB)"
