@@ -53,11 +53,11 @@ def public_hub(monkeypatch: pytest.MonkeyPatch) -> Iterator[HubServer]:
 
 
 class _Health(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+    def do_GET(self) -> None:
         self.send_response(200 if self.path == "/health" else 404)
         self.end_headers()
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's name
+    def log_message(self, format: str, *args: Any) -> None:
         return
 
 
@@ -114,9 +114,10 @@ def _state(pod: Pod) -> Path:
     return Path(pod.translate(pod.container(compile_cache.HOLD_CONTAINER), compile_cache.STATE_PATH))
 
 
-def _wait(predicate: Any, what: str, timeout_s: float = 60.0) -> None:
+def _wait_ready(pod: Pod, what: str, timeout_s: float = 60.0) -> None:
+    """Until the hold sidecar's readiness file appears."""
     deadline = time.monotonic() + timeout_s
-    while not predicate():
+    while not (_state(pod) / compile_cache.READY_FILE).exists():
         assert time.monotonic() < deadline, what
         time.sleep(0.1)
 
@@ -160,7 +161,7 @@ def test_a_first_start_publishes_and_the_next_one_on_the_node_restores_it(
     _compiled_by_vllm(first)
     hold = _hold(first, engine, tmp_path / "first-termination")
     try:
-        _wait(lambda: (_state(first) / compile_cache.READY_FILE).exists(), "the sidecar never said ready")
+        _wait_ready(first, "the sidecar never said ready")
         entry = key / revision
         assert (entry / "vllm/torch_compile_cache/0123456789/rank_0_0/backbone/artifact.bin").is_file()
         assert (entry / "triton/ABCDEF/kernel.cubin").read_bytes() == b"\x7fELF kernel"
@@ -205,7 +206,7 @@ def test_another_team_with_the_same_model_and_flags_reaches_only_its_own_tree(
     _compiled_by_vllm(first)
     hold = _hold(first, engine, tmp_path / "a-termination")
     try:
-        _wait(lambda: (_state(first) / compile_cache.READY_FILE).exists(), "no publish")
+        _wait_ready(first, "no publish")
     finally:
         _stop(hold)
     victim_files = visible_files([_key_dir(node, "team-a")])
@@ -244,9 +245,7 @@ def test_a_failed_publish_exits_once_saying_why_and_is_not_retried(
     assert not (_state(first) / compile_cache.READY_FILE).exists()
     again = _hold(first, engine, log)  # the kubelet restarts the sidecar
     try:
-        _wait(
-            lambda: (_state(first) / compile_cache.READY_FILE).exists(), "the restarted sidecar is not ready"
-        )
+        _wait_ready(first, "the restarted sidecar is not ready")
         assert not list(_key_dir(node, "team-a").glob("[0-9a-f]*")), "it published after all"
     finally:
         _stop(again)
@@ -264,7 +263,7 @@ def test_a_compile_cache_is_collected_with_its_revision_and_an_orphan_whatever_t
     _compiled_by_vllm(first)
     hold = _hold(first, engine, tmp_path / "termination")
     try:
-        _wait(lambda: (_state(first) / compile_cache.READY_FILE).exists(), "no publish")
+        _wait_ready(first, "no publish")
     finally:
         _stop(hold)
     key = _key_dir(node, "team-a")
@@ -280,13 +279,19 @@ def test_a_compile_cache_is_collected_with_its_revision_and_an_orphan_whatever_t
     )
     assert dry.returncode == 0 and f"{'f' * 40}" in dry.stdout and revision not in dry.stdout, dry.stdout
     roomy = subprocess.run(
-        [_cli(), "cache", "gc", "--root", str(root), "--budget-gib", "1000"], capture_output=True, text=True
+        [_cli(), "cache", "gc", "--root", str(root), "--budget-gib", "1000"],
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert roomy.returncode == 0, roomy.stderr
     assert not orphan.exists() and (key / revision).is_dir()
     # Nothing holds the revision now: a zero budget takes the weights and their compile cache.
     empty = subprocess.run(
-        [_cli(), "cache", "gc", "--root", str(root), "--budget-gib", "0"], capture_output=True, text=True
+        [_cli(), "cache", "gc", "--root", str(root), "--budget-gib", "0"],
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert empty.returncode == 0, empty.stderr
     assert not (key / revision).exists()
