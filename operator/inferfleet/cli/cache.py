@@ -210,6 +210,7 @@ class CompilePublisher:
         elif attempted.exists():
             _log("compile cache: an earlier publish failed (see the last termination message); not retried")
         self._ready()
+        self.touch(revision_id)
         return compile_store.pin(self.store_dir, revision_id)
 
     def touch(self, revision_id: str) -> None:

@@ -17,9 +17,12 @@ The steps, in order:
    the plan the cluster shows deployed when the caller is the autoscaler;
 4. the verdict (design.checks): what refuses the spec, what waits for the model's
    architecture;
-5. the plan as reported (measured KV capacity and cold starts folded in), the front
-   door's topology (design.topology; holds lengthened by measured cold starts) and the
-   scaling policy (design.policy_config).
+5. which nodes hold each tier's compile cache (caching.precache.compile_cache, from the
+   pods observed and the evidence status kept), the plan as reported (measured KV
+   capacity and cold starts folded in, per case; the warm-cache start where every
+   eligible node has the cache), the front door's topology (design.topology; holds from
+   the cold start of the case in force, lengthened by measured ones) and the scaling
+   policy (design.policy_config).
 
 `Observations` is what the cluster showed, as data: design() reads nothing itself.
 """

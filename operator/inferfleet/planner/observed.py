@@ -17,8 +17,13 @@ should not get any), and a termination message only exists once a container exit
 which a holding pre-cache pod never does. And with a pre-cache in place the fetch rate
 is not on the cold-start path at all: the load is.
 
-Pure: `observe_cold_starts(plan, measured)` returns the plan with the measured tiers'
-`coldStartSeconds` and reason replaced; tiers without a measurement keep the estimate.
+Two cases are measured apart: a start whose engine compiled (the first on its node, or no
+compile cache kept) and one that restored its node's compile cache (the pod's compile-cache
+container says which, caching/precache/compile_cache.py). Pure: `observe_cold_starts(plan,
+first, warm, warm_nodes)` returns the plan with each case's figure and reason replaced
+(`firstStartSeconds`, `warmStartSeconds`), and `coldStartSeconds`, what the hold and the
+lead time count on, the warm one only for the tiers every eligible node of which has shown
+its compile cache; tiers without a measurement keep the estimates.
 `observe_kv_capacity` does the same for the KV cache, from the block count each running
 engine reports in `vllm:cache_config_info` (read from Prometheus by the operator).
 """
