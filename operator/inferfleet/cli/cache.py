@@ -195,7 +195,7 @@ class CompilePublisher:
     def run(self, revision_id: str, stop: threading.Event) -> int | None:
         """Publish (a first start) or find (a warm one) the entry; its pin fd, if any."""
         attempted = self.state_dir / "attempted"
-        if compile_store.read_entry(self.store_dir, revision_id) is None and not attempted.exists():
+        if compile_store.entry_state(self.store_dir, revision_id) != "intact" and not attempted.exists():
             if not self._engine_up(stop):
                 return None
             attempted.touch()

@@ -30,7 +30,9 @@ from typing import Any
 
 import pytest
 
+from inferfleet.caching.fetcher import compile_store
 from inferfleet.caching.precache import compile_cache
+from inferfleet.caching.precache.fetch_errors import UnsafeSource
 from tests.integration.fetcher.conftest import _cli, free_port
 from tests.integration.fetcher.hub_server import FakeRepo, HubServer, tiny_model_files
 from tests.integration.fetcher.kubelet import Node, Pod, visible_files, wipe
@@ -192,7 +194,23 @@ def test_a_first_start_publishes_and_the_next_one_on_the_node_restores_it(
     (key / revision / "triton" / "planted.py").write_text("import os; os.system('id')")
     _, third = _serving(svc, node, tmp_path / "third")
     assert _restore(third)["compileCache"] == "first"
+    # ... and that pod's first start replaces it with what its own engine compiled.
+    _compiled_by_vllm(third)
+    hold = _hold(third, engine, tmp_path / "third-termination")
+    try:
+        _wait_ready(third, "the third pod's sidecar never said ready")
+    finally:
+        _stop(hold)
+    assert not (key / revision / "triton" / "planted.py").exists()
+    assert compile_store.entry_state(key, revision) == "intact"
+    # An engine that wrote more than a compile cache ever is does not fill the node.
+    with pytest.raises(UnsafeSource, match="more than"):
+        compile_store.publish(key, "b" * 40, home_of(third), ["vllm", "triton"], print, max_bytes=10)
     wipe(tree(node, "team-a"))
+
+
+def home_of(pod: Pod) -> Path:
+    return Path(pod.translate(pod.container("vllm"), "/home/vllm/.cache"))
 
 
 def test_another_team_with_the_same_model_and_flags_reaches_only_its_own_tree(

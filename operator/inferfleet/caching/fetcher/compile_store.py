@@ -42,6 +42,9 @@ _COPY_BYTES: Final = 8 * 1024 * 1024
 MARKER_DIR, MARKER_NAME = COMPILE_MARKER.split("/")
 # The model directory and config key of an entry, as the garbage collector names it.
 ENTRY_PREFIX: Final = f"{COMPILE_DIR}/"
+# The most one publish copies onto the node (what vLLM, Inductor and Triton write for one
+# model is hundreds of MiB to a few GiB).
+MAX_PUBLISH_BYTES: Final = 32 * 2**30
 
 
 def split_key(key: str) -> tuple[str, str]:
@@ -182,16 +185,26 @@ class Restored:
 
 def restore(store: Path, revision_id: str, into: Path, dirs: Sequence[str]) -> Restored:
     """Copy the key's entry for `revision_id` (its `dirs`) into `into`; cold when there is
-    none or it is not intact (the engine then compiles, and the pod publishes anew only
-    where no entry exists)."""
+    none or it is not intact (the engine then compiles, and the pod publishes it anew), or
+    when it goes while being copied (what was copied is removed again)."""
     try:
         entry = read_entry(store, revision_id)
     except (UnsafeSource, OSError, ValueError) as error:
         return Restored(False, 0, 0, f"not used: {error}")
     if entry is None:
         return Restored(False, 0, 0, "none for this key and revision on this node")
-    files = size = 0
     into.mkdir(parents=True, exist_ok=True)
+    try:
+        files, size = _copy_entry(store, revision_id, into, dirs)
+    except (UnsafeSource, OSError) as error:
+        for name in dirs:
+            shutil.rmtree(into / name, ignore_errors=True)
+        return Restored(False, 0, 0, f"not used: it changed while being copied ({error})")
+    return Restored(True, files, size, f"{files} files, {size / 2**20:.1f} MiB")
+
+
+def _copy_entry(store: Path, revision_id: str, into: Path, dirs: Sequence[str]) -> tuple[int, int]:
+    files = size = 0
     with (
         safefs.model_dir(store, create=False) as key_fd,
         safefs.subdir(key_fd, revision_id, create=False, where=store) as entry_fd,
@@ -208,7 +221,15 @@ def restore(store: Path, revision_id: str, into: Path, dirs: Sequence[str]) -> R
             ):
                 more_files, more_bytes = _copy_tree(src, dst, fsync=False)
             files, size = files + more_files, size + more_bytes
-    return Restored(True, files, size, f"{files} files, {size / 2**20:.1f} MiB")
+    return files, size
+
+
+def entry_state(store: Path, revision_id: str) -> str:
+    """`intact`, `absent`, or `broken` (there, but not what a publisher leaves)."""
+    try:
+        return "absent" if read_entry(store, revision_id) is None else "intact"
+    except (UnsafeSource, OSError, ValueError):
+        return "broken"
 
 
 # --- publish (a serving pod's hold sidecar, the tree owner's UID) -----------------------
@@ -263,16 +284,45 @@ def _write_marker(tmp_fd: int, files: dict[str, int], revision_id: str) -> None:
             os.fsync(handle.fileno())
 
 
-def publish(store: Path, revision_id: str, source: Path, dirs: Sequence[str], log: Log) -> Published:
+def _source_bytes(source: Path, dirs: Sequence[str]) -> int:
+    total = 0
+    with safefs.model_dir(source, create=False) as source_fd:
+        for name in dirs:
+            if safefs.is_plain_dir(source_fd, name):
+                with safefs.subdir(source_fd, name, create=False) as top:
+                    total += sum(info.st_size for _rel, info in _walk(top) if stat.S_ISREG(info.st_mode))
+    return total
+
+
+def publish(
+    store: Path,
+    revision_id: str,
+    source: Path,
+    dirs: Sequence[str],
+    log: Log,
+    *,
+    max_bytes: int = MAX_PUBLISH_BYTES,
+) -> Published:
     """Copy what the engine wrote (`source`/`dirs`) into the key as `revision_id`'s entry:
-    into `.partial/`, sealed, then renamed in; nothing when the entry exists already."""
+    into `.partial/`, sealed, then renamed in; nothing when an intact entry exists already
+    (one that is not intact is deleted and replaced). More than `max_bytes` is refused: a
+    compile cache is hundreds of MiB, and an engine that wrote more fills no node."""
     safe_revision_id(revision_id)
+    size_bytes = _source_bytes(source, dirs)
+    if size_bytes > max_bytes:
+        raise UnsafeSource(
+            f"the engine wrote {size_bytes / 2**30:.1f} GiB, more than {max_bytes / 2**30:.0f} GiB"
+        )
     with key_lock(store, wait_s=120.0) as locked:
         if not locked:
             return Published(False, 0, 0, "another publisher held the key for 120 s")
+        state = entry_state(store, revision_id)
+        if state == "intact":
+            return Published(False, 0, 0, "already on this node")
         with safefs.model_dir(store, create=False) as key_fd:
-            if safefs.lstat(key_fd, revision_id) is not None:
-                return Published(False, 0, 0, "already on this node")
+            if state == "broken" or safefs.lstat(key_fd, revision_id) is not None:
+                _set_aside(store, key_fd, revision_id)
+                log(f"replaced {revision_id}: it was not what a publisher leaves")
             tmp_name = f"{revision_id}.{uuid.uuid4().hex[:8]}"
             with safefs.subdir(key_fd, f"{PARTIAL_DIR}/{tmp_name}", create=True, where=store) as tmp_fd:
                 files = size = 0
@@ -297,6 +347,18 @@ def publish(store: Path, revision_id: str, source: Path, dirs: Sequence[str], lo
                 os.fchmod(entry_fd, 0o555)
             os.fsync(key_fd)
     return Published(True, files, size, f"{files} files, {size / 2**20:.1f} MiB")
+
+
+def _set_aside(store: Path, key_fd: int, revision_id: str) -> None:
+    """Move an entry (or whatever stands at its name) to the trash and delete it."""
+    with safefs.subdir(key_fd, TRASH_DIR, create=True, where=store) as trash_fd:
+        gone = f"{revision_id}.{uuid.uuid4().hex[:8]}"
+        info = safefs.lstat(key_fd, revision_id)
+        if info is not None and stat.S_ISDIR(info.st_mode):
+            with safefs.subdir(key_fd, revision_id, create=False, where=store) as entry_fd:
+                os.fchmod(entry_fd, 0o755)
+        os.rename(revision_id, gone, src_dir_fd=key_fd, dst_dir_fd=trash_fd)
+        _delete(trash_fd, gone)
 
 
 def pin(store: Path, revision_id: str) -> int | None:
@@ -390,15 +452,8 @@ def evict(node_root: Path, victim: CachedRevision) -> bool:
         with key_lock(store, wait_s=0.0) as locked:
             if not locked or _in_use(store / victim.revision_id / COMPILE_MARKER):
                 return False
-            with (
-                safefs.model_dir(store, create=False) as key_fd,
-                safefs.subdir(key_fd, TRASH_DIR, create=True, where=store) as trash_fd,
-            ):
-                gone = f"{victim.revision_id}.{uuid.uuid4().hex[:8]}"
-                with safefs.subdir(key_fd, victim.revision_id, create=False, where=store) as entry_fd:
-                    os.fchmod(entry_fd, 0o755)
-                os.rename(victim.revision_id, gone, src_dir_fd=key_fd, dst_dir_fd=trash_fd)
-                _delete(trash_fd, gone)
+            with safefs.model_dir(store, create=False) as key_fd:
+                _set_aside(store, key_fd, victim.revision_id)
     except (OSError, UnsafeSource) as error:
         return getattr(error, "errno", None) == errno.ENOENT
     return True
