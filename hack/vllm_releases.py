@@ -29,6 +29,13 @@ Facts per release:
   and what its CPU spec is sized by (`num_cpu_blocks` per worker, or `cpu_bytes_to_use`),
   and whether the connector keeps the hybrid KV-cache manager on (`SupportsHMA`; without
   it, vLLM turns that manager off and sliding-window layers hold full-length KV).
+- `compileCache`: where the engine keeps what it compiles: the `VLLM_CACHE_ROOT` variable,
+  the `torch_compile_cache` directory under it (torch.compile's Inductor artifacts, absent
+  before vLLM-compile existed), whether the release keeps a Triton cache directory the
+  caller set (`TRITON_CACHE_DIR`; older releases point it into the compile directory
+  themselves) and the switch that turns the cache off (`VLLM_DISABLE_COMPILE_CACHE`).
+- `loadFormats`: the `--load-format` values the release's model loader registry accepts
+  (`_LOAD_FORMAT_TO_MODEL_LOADER`, or the older `LoadFormat` enum).
 - `modelRunnerV2`: which models Model Runner V2 (vllm/v1/worker/gpu/) runs by default
   (every model, dense models plus a list, or only a list of architectures), whether its
   `profile_cudagraph_memory` estimates the graph pool before KV sizing or returns 0, and
@@ -92,6 +99,9 @@ WANTED = (
     "vllm/platforms/cuda.py",
     "vllm/distributed/kv_transfer/kv_connector/v1/offloading_connector.py",
     "vllm/v1/kv_offload/cpu.py",
+    "vllm/compilation/backends.py",
+    "vllm/compilation/compiler_interface.py",
+    "vllm/model_executor/model_loader/__init__.py",
 )
 
 # Representative devices for the batch defaults: (class, device name as CUDA/ROCm report
@@ -730,6 +740,56 @@ def kv_offload(sources: dict[str, str]) -> dict[str, Any]:
     }
 
 
+def compile_cache(sources: dict[str, str]) -> dict[str, Any]:
+    """Where the engine keeps its compile artifacts (see the module docstring)."""
+    root = _search(sources, ("vllm/envs.py",), r"[\"']VLLM_CACHE_ROOT[\"']\s*:")
+    compile_dir = _search(
+        sources,
+        ("vllm/compilation/backends.py", "vllm/compilation/decorators.py"),
+        r"[\"']torch_compile_cache[\"']",
+    )
+    interface = ("vllm/compilation/compiler_interface.py", "vllm/compilation/backends.py")
+    keeps = _search(sources, interface, r"os\.environ\.get\(\s*[\"']TRITON_CACHE_DIR[\"']\s*\)")
+    sets = _search(sources, interface, r"os\.environ\[\s*[\"']TRITON_CACHE_DIR[\"']\s*\]\s*=")
+    disable = _search(sources, ("vllm/envs.py",), r"[\"']VLLM_DISABLE_COMPILE_CACHE[\"']\s*:")
+    triton: dict[str, Any] | None = None
+    if keeps:
+        triton = _fact(True, keeps[1], keeps[2], "a TRITON_CACHE_DIR the caller set is kept")
+    elif sets:
+        triton = _fact(False, sets[1], sets[2], "TRITON_CACHE_DIR is pointed into the compile directory")
+    return {
+        "cacheRootEnv": _fact("VLLM_CACHE_ROOT", root[1], root[2]) if root else None,
+        "torchCompileDir": _fact("torch_compile_cache", compile_dir[1], compile_dir[2])
+        if compile_dir
+        else None,
+        "keepsCallerTritonDir": triton,
+        "disableEnv": _fact("VLLM_DISABLE_COMPILE_CACHE", disable[1], disable[2]) if disable else None,
+    }
+
+
+def load_formats(sources: dict[str, str]) -> dict[str, Any] | None:
+    """The `--load-format` values the release accepts (see the module docstring)."""
+    registry = _search(
+        sources,
+        ("vllm/model_executor/model_loader/__init__.py",),
+        r"_LOAD_FORMAT_TO_MODEL_LOADER[^=]*=\s*\{([^}]*)\}",
+        re.DOTALL,
+    )
+    if registry:
+        names = sorted(set(re.findall(r"[\"'](\w+)[\"']\s*:", registry[0].group(1))))
+        return _fact(names, registry[1], registry[2], "keys of _LOAD_FORMAT_TO_MODEL_LOADER")
+    enum = _search(
+        sources,
+        ("vllm/config/load.py", "vllm/config/__init__.py", "vllm/config.py"),
+        r"class LoadFormat\([^)]*\):\s*\n((?:[ \t]+.*\n|\s*\n)+)",
+    )
+    if enum:
+        member = r"^\s+[A-Z_0-9]+\s*=\s*[\"'](\w+)[\"']"
+        names = sorted(set(re.findall(member, enum[0].group(1), re.MULTILINE)))
+        return _fact(names, enum[1], enum[2], "values of the LoadFormat enum")
+    return None
+
+
 def facts(version: str, sources: dict[str, str], artifact: str) -> dict[str, Any]:
     return {
         "release": version,
@@ -744,6 +804,8 @@ def facts(version: str, sources: dict[str, str], artifact: str) -> dict[str, Any
         "blockSize": block_size(sources),
         "modelRunnerV2": model_runner_v2(sources),
         "kvOffload": kv_offload(sources),
+        "compileCache": compile_cache(sources),
+        "loadFormats": load_formats(sources),
     }
 
 

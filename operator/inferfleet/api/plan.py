@@ -83,7 +83,27 @@ class TierPlan(ApiModel):
     )
     usable_rps: float = Field(description="Requests/s one replica serves within the SLO.")
     replicas_for_peak: int = Field(description="Replicas for the workload's peak RPS with safety factor.")
-    cold_start_seconds: float = Field(description="Pod start to Ready, estimated.")
+    cold_start_seconds: float = Field(
+        description="Pod start to Ready of the next replica, what the front door's hold and the "
+        "autoscaler's lead time count on: firstStartSeconds, or warmStartSeconds once every eligible node "
+        "holds the tier's compile cache (status only; compileCacheWarm says which). Estimated; measured "
+        "once pods have shown it."
+    )
+    first_start_seconds: float | None = Field(
+        default=None,
+        description="Pod start to Ready of a replica that compiles (the first on its node, or no compile "
+        "cache kept); estimated, or the median measured on such pods.",
+    )
+    warm_start_seconds: float | None = Field(
+        default=None,
+        description="Pod start to Ready of a replica whose node holds the tier's compile cache; null where "
+        "the node cache keeps none for the tier. Estimated, or the median measured on such pods.",
+    )
+    compile_cache_warm: bool = Field(
+        default=False,
+        description="Every eligible node of the tier has shown it holds the tier's compile cache, so "
+        "coldStartSeconds is the warm-start figure (status only).",
+    )
     cost_per_million_tokens_usd: float | None = Field(
         default=None, description="GPU cost per million served tokens at usable RPS."
     )

@@ -48,6 +48,14 @@ class TierReplicas(ApiModel):
     )
 
 
+class CompileNode(ApiModel):
+    """A node that has shown the tier's compile cache: a serving pod restored or published it
+    there (the pod's verify container started at `since`)."""
+
+    node: str = Field(max_length=253)
+    since: str = Field(max_length=64, description="RFC 3339.")
+
+
 class TierCache(ApiModel):
     """Weight pre-cache progress of one tier."""
 
@@ -59,6 +67,21 @@ class TierCache(ApiModel):
         default=None,
         description="Set while no node matches the tier's placement: the node labels its pods look "
         "for, as a kubectl label selector (alternatives joined by OR).",
+    )
+    compile_key: str | None = Field(
+        default=None,
+        max_length=400,
+        description="The tier's compile-cache key on the node cache (<model-dir>/<config-key>); unset "
+        "where the node cache keeps none for the tier.",
+    )
+    nodes_compile_warm: int = Field(
+        default=0, description="Eligible nodes that have shown they hold the tier's compile cache."
+    )
+    compile_nodes: list[CompileNode] | None = Field(
+        default=None,
+        max_length=100,
+        description="Those nodes, with when each showed it (kept between passes; evidence stands while "
+        "the node's pre-cache pod that was Ready before it stays Ready).",
     )
 
 

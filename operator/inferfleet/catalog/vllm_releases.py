@@ -102,6 +102,13 @@ class ReleaseFacts:
     kv_offload_connector: bool = False
     kv_offload_sized_by: str | None = None
     kv_offload_keeps_hybrid: bool = False
+    # Where the engine keeps what it compiles: vLLM-compile's `torch_compile_cache` under
+    # VLLM_CACHE_ROOT (absent before vLLM-compile existed), whether a TRITON_CACHE_DIR the
+    # caller set is kept (older releases point it into the compile directory), and the
+    # `--load-format` values the model loader registry accepts.
+    torch_compile_cache: bool = False
+    keeps_caller_triton_dir: bool = False
+    load_formats: tuple[str, ...] = ()
 
     def batch_default(self, device: str, entry_point: EntryPoint) -> BatchDefault | None:
         for label, entry, value in self.batch_by_device:
@@ -175,6 +182,7 @@ def _parse(name: str, entry: dict[str, Any], *, exact: bool) -> ReleaseFacts:
     runner_v2 = entry.get("modelRunnerV2") or {}
     offload = entry.get("kvOffload") or {}
     v2_default = _value(runner_v2.get("defaultFor")) or {}
+    compiled = entry.get("compileCache") or {}
     return ReleaseFacts(
         release=name,
         exact=exact,
@@ -205,6 +213,9 @@ def _parse(name: str, entry: dict[str, Any], *, exact: bool) -> ReleaseFacts:
         kv_offload_connector=bool(_value(offload.get("connector"))),
         kv_offload_sized_by=_value(offload.get("connectorSizedBy")),
         kv_offload_keeps_hybrid=bool(_value(offload.get("keepsHybridKv"))),
+        torch_compile_cache=_value(compiled.get("torchCompileDir")) is not None,
+        keeps_caller_triton_dir=bool(_value(compiled.get("keepsCallerTritonDir"))),
+        load_formats=tuple(_value(entry.get("loadFormats")) or ()),
     )
 
 

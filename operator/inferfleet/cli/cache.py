@@ -20,16 +20,18 @@ import signal
 import sys
 import threading
 import time
+from contextlib import suppress
 from pathlib import Path
 from types import FrameType
 from typing import Annotated, Any, NoReturn
 
 import typer
 
-from inferfleet.caching.fetcher import store
+from inferfleet.caching.fetcher import compile_store, store
 from inferfleet.caching.fetcher.fetch import FetchOptions, FetchResult, RetryPolicy, fetch
+from inferfleet.caching.precache import compile_cache
 from inferfleet.caching.precache import probe as probe_result
-from inferfleet.caching.precache.fetch_errors import CacheError, CacheMissing, SourceInvalid
+from inferfleet.caching.precache.fetch_errors import CacheError, CacheMissing, SourceInvalid, WriteFailed
 from inferfleet.caching.precache.layout import DEFAULT_REF
 from inferfleet.caching.precache.manifest import DEFAULT_ALLOW_PATTERNS, Manifest
 from inferfleet.cli.app import EXIT_USAGE, OutputFormat, app, fail
@@ -130,23 +132,90 @@ class _Stop:
         self.event.set()
 
 
-def _hold(pins: list[tuple[Path, str]], budget_bytes: int | None, gc_interval_s: float) -> None:
-    """Keep the shared locks of revisions until asked to stop; collect garbage meanwhile."""
+def _hold(
+    pins: list[tuple[Path, str]],
+    budget_bytes: int | None,
+    gc_interval_s: float,
+    publisher: CompilePublisher | None = None,
+) -> None:
+    """Keep the shared locks of revisions until asked to stop; collect garbage meanwhile.
+    `publisher`: a serving pod's compile cache, published once after a first start."""
     stop = _Stop()
     fds = [store.pin_revision(dest, revision_id) for dest, revision_id in pins]
     names = ", ".join(f"{dest.name}@{revision_id}" for dest, revision_id in pins)
     _log(f"holding {names} (in use: the garbage collector will not remove it)")
     protect = frozenset((dest.name, revision_id) for dest, revision_id in pins)
     try:
+        if publisher is not None and pins:
+            compiled = publisher.run(pins[0][1], stop.event)
+            if compiled is not None:
+                fds.append(compiled)
         while not stop.event.wait(gc_interval_s if budget_bytes is not None else 3600.0):
             for dest, revision_id in pins:
                 store.touch(dest, revision_id)
+            if publisher is not None and pins:
+                publisher.touch(pins[0][1])
             if budget_bytes is not None:
                 store.collect_garbage(pins[0][0].parent, budget_bytes, _log, protect=protect)
     finally:
         for fd in fds:
             os.close(fd)
     _log("released")
+
+
+class CompilePublisher:
+    """The hold sidecar's part in the compile cache (caching/precache/compile_cache.py):
+    after a first start, once the engine answers, publish what it compiled; say ready
+    (a file the sidecar's readiness probe looks for) only then."""
+
+    def __init__(
+        self, store_dir: Path, source: Path, dirs: list[str], engine_url: str, state_dir: Path
+    ) -> None:
+        self.store_dir, self.source, self.dirs = store_dir, source, dirs
+        self.engine_url, self.state_dir = engine_url, state_dir
+
+    def _ready(self) -> None:
+        (self.state_dir / compile_cache.READY_FILE).touch()
+
+    def _engine_up(self, stop: threading.Event) -> bool:
+        """Wait for the engine's /health to answer 200; False when asked to stop first."""
+        import urllib.error
+        import urllib.request
+
+        while not stop.is_set():
+            try:
+                with urllib.request.urlopen(self.engine_url, timeout=2.0) as response:
+                    if response.status == 200:
+                        return True
+            except (urllib.error.URLError, OSError, ValueError):
+                pass
+            stop.wait(2.0)
+        return False
+
+    def run(self, revision_id: str, stop: threading.Event) -> int | None:
+        """Publish (a first start) or find (a warm one) the entry; its pin fd, if any."""
+        attempted = self.state_dir / "attempted"
+        if compile_store.entry_state(self.store_dir, revision_id) != "intact" and not attempted.exists():
+            if not self._engine_up(stop):
+                return None
+            attempted.touch()
+            try:
+                result = compile_store.publish(self.store_dir, revision_id, self.source, self.dirs, _log)
+            except Exception as error:
+                line = f"CompilePublishFailed: {type(error).__name__}: {error}"
+                _termination_log(line)
+                _log(f"{line}; the next start on this node compiles again")
+                raise typer.Exit(EXIT_FAILED) from None
+            _log(f"compile cache {revision_id}: {'published' if result.published else 'kept'} ({result.why})")
+        elif attempted.exists():
+            _log("compile cache: an earlier publish failed (see the last termination message); not retried")
+        self._ready()
+        self.touch(revision_id)
+        return compile_store.pin(self.store_dir, revision_id)
+
+    def touch(self, revision_id: str) -> None:
+        with suppress(OSError):
+            os.utime(self.store_dir / revision_id / compile_cache.COMPILE_MARKER, follow_symlinks=False)
 
 
 @cache_app.command("fetch")
@@ -193,6 +262,14 @@ def fetch_command(
         typer.Option("--hold", help="Afterwards keep the revision pinned until SIGTERM (pre-cache pods)."),
     ] = False,
     gc_interval_s: Annotated[float, typer.Option("--gc-interval-s", min=1.0)] = 600.0,
+    compile_key: Annotated[
+        str | None,
+        typer.Option(
+            "--compile-key",
+            help="<model-dir>/<config-key>: create that compile-cache key directory under the node root "
+            "first (pre-cache pods, before serving pods mount it).",
+        ),
+    ] = None,
     retry_base_s: Annotated[float, typer.Option("--retry-base-s", min=0.0, hidden=True)] = 1.0,
     retries: Annotated[int, typer.Option("--retries", min=1, help="Attempts per transient failure.")] = 6,
     progress_interval_s: Annotated[float, typer.Option("--progress-interval-s", min=0.0)] = 5.0,
@@ -217,6 +294,13 @@ def fetch_command(
         node_root=node_root,
         progress_interval_s=progress_interval_s,
     )
+    if compile_key is not None:
+        try:
+            compile_store.ensure_key_dir(node_root or dest.absolute().parent, compile_key)
+        except CacheError as error:
+            _failed(error)
+        except OSError as error:
+            _failed(WriteFailed(f"compile-cache key {compile_key}: {error.strerror}"))
     try:
         result: FetchResult = fetch(source, dest, options, log=_log)
     except CacheError as error:
@@ -338,7 +422,7 @@ def gc_command(
     if dry_run:
         from inferfleet.caching.precache.gc import plan_gc
 
-        plan = plan_gc(store.scan(root), budget_bytes)
+        plan = plan_gc(store.scan_all(root), budget_bytes)
         for victim in plan.evict:
             typer.echo(
                 f"would evict {victim.model_key}@{victim.revision_id} ({victim.size_bytes / GIB:.2f} GiB)"
@@ -467,6 +551,7 @@ def probe_command(
 
 @cache_app.command("hold")
 def hold_command(
+    *,
     dest: Annotated[
         list[Path] | None,
         typer.Option("--dest", help="A model's cache directory (repeatable; may be read-only)."),
@@ -483,8 +568,33 @@ def hold_command(
             "wherever the ref points now (serving pods).",
         ),
     ] = None,
+    compile_store_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--compile-store",
+            help="The tier's compile-cache key directory: after a first start, publish the engine's "
+            "caches there for the first --pinned revision.",
+        ),
+    ] = None,
+    compile_from: Annotated[
+        Path | None, typer.Option("--compile-from", help="The engine's cache home (what it compiled into).")
+    ] = None,
+    compile_dir: Annotated[
+        list[str] | None,
+        typer.Option("--compile-dir", help="A directory of --compile-from to keep (repeatable)."),
+    ] = None,
+    engine_url: Annotated[
+        str, typer.Option("--engine-url", help="Publish once this answers 200 (the engine's /health).")
+    ] = "http://127.0.0.1:8000/health",
+    state_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--state-dir", help="Pod-local directory: the readiness file, and whether a publish ran."
+        ),
+    ] = None,
 ) -> None:
-    """Pin cached revisions while this process runs (sidecar of serving pods)."""
+    """Pin cached revisions while this process runs (sidecar of serving pods); with
+    --compile-store, publish a first start's compile caches before saying ready."""
     dests = list(dest or [])
     revisions = list(revision or [])
     if revisions and len(revisions) != len(dests):
@@ -503,10 +613,43 @@ def hold_command(
         if revision_id is None:
             _failed(CacheMissing(f"{path}: revision {ref!r} is not cached on this node"))
         pins.append((path.absolute(), revision_id))
+    publisher = None
+    if compile_store_dir is not None:
+        if compile_from is None or state_dir is None or not pins:
+            fail("--compile-store needs --compile-from, --state-dir and a --pinned revision")
+        publisher = CompilePublisher(
+            compile_store_dir, compile_from, list(compile_dir or []), engine_url, state_dir
+        )
     try:
-        _hold(pins, None, 3600.0)
+        _hold(pins, None, 3600.0, publisher)
     except CacheError as error:
         _failed(error)
+
+
+@cache_app.command("compile-restore")
+def compile_restore_command(
+    *,
+    pinned: Annotated[
+        Path, typer.Option("--pinned", help="The model's pin link (what `verify --pin` made).")
+    ],
+    store_dir: Annotated[Path, typer.Option("--store", help="The tier's compile-cache key directory.")],
+    key: Annotated[str, typer.Option("--key", help="<model-dir>/<config-key>, reported back.")],
+    into: Annotated[Path, typer.Option("--into", help="The engine's cache home (pod-local).")],
+    dirs: Annotated[list[str], typer.Option("--dir", help="A directory of the entry to copy (repeatable).")],
+) -> None:
+    """Copy the node's compile cache for the pinned revision into the engine's cache home;
+    print (and write as the termination message) whether it was warm or a first start."""
+    try:
+        _model_dir, revision_id = store.read_pin(pinned)
+    except CacheError as error:
+        _failed(error)
+    restored = compile_store.restore(store_dir, revision_id, into, dirs)
+    line = compile_cache.encode_restore(
+        compile_cache.Restore(restored.warm, key, revision_id, restored.size_bytes)
+    )
+    _log(f"compile cache {key}@{revision_id}: {'warm' if restored.warm else 'first start'} ({restored.why})")
+    _termination_log(line)
+    typer.echo(line)
 
 
 @cache_app.command("volumes")

@@ -154,6 +154,9 @@ class Reconciler:
             invalid = str(error)
         observed = self.observe(namespace, name, str(metadata["uid"]))
         serving_pods = self._serving_pods(service) if service is not None else []
+        starts = coldstart.classified_cold_starts(
+            serving_pods, container=render_pod.CONTAINER_NAME, tier_label=labels.LABEL_TIER
+        )
         snapshot = compute.Snapshot(
             settings=self.settings,
             generation=metadata.get("generation"),
@@ -164,7 +167,8 @@ class Reconciler:
             observed=observed,
             cache_pods=self._cache_pods(service) if service is not None else [],
             serving_pods=serving_pods,
-            measured_cold_starts=self._measured_cold_starts(serving_pods),
+            measured_cold_starts=starts.first,
+            measured_warm_starts=starts.warm,
             measured_kv=self._measured_kv(service) if service is not None else {},
             node_cache=self._node_cache(service) if service is not None else None,
             gateway_routes=self._gateway_routes(service),
@@ -214,13 +218,6 @@ class Reconciler:
             access.POD.kind,
             service.namespace,
             {labels.LABEL_SERVICE: service.name, labels.LABEL_COMPONENT: render_names.COMPONENT_SERVER},
-        )
-
-    @staticmethod
-    def _measured_cold_starts(pods: list[dict[str, Any]]) -> dict[str, planner.MeasuredColdStart]:
-        """Per tier, the start-to-Ready of its serving pods (planner.observed says why)."""
-        return coldstart.measured_cold_starts(
-            pods, container=render_pod.CONTAINER_NAME, tier_label=labels.LABEL_TIER
         )
 
     def _gateway_routes(self, service: InferenceService | None) -> list[Observed]:

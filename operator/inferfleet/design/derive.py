@@ -17,21 +17,26 @@ The steps, in order:
    the plan the cluster shows deployed when the caller is the autoscaler;
 4. the verdict (design.checks): what refuses the spec, what waits for the model's
    architecture;
-5. the plan as reported (measured KV capacity and cold starts folded in), the front
-   door's topology (design.topology; holds lengthened by measured cold starts) and the
-   scaling policy (design.policy_config).
+5. which nodes hold each tier's compile cache (caching.precache.compile_cache, from the
+   pods observed and the evidence status kept), the plan as reported (measured KV
+   capacity and cold starts folded in, per case; the warm-cache start where every
+   eligible node has the cache), the front door's topology (design.topology; holds from
+   the cold start of the case in force, lengthened by measured ones) and the scaling
+   policy (design.policy_config).
 
 `Observations` is what the cluster showed, as data: design() reads nothing itself.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from inferfleet import planner
-from inferfleet.api import InferenceService, Plan, Problem, SpecInvalid, TierPlan, TierSpec
+from inferfleet.api import InferenceService, Plan, Problem, SpecInvalid, TierPlan, TierSpec, labels
+from inferfleet.caching.precache import compile_cache
+from inferfleet.caching.precache import workloads as cache_objects
 from inferfleet.catalog.gpus import GpuSpec
 from inferfleet.config import OperatorSettings
 from inferfleet.design import checks, images, replan, topology
@@ -70,6 +75,14 @@ class Observations:
     cold_starts: Mapping[str, planner.MeasuredColdStart] = field(default_factory=dict)
     kv_capacity: Mapping[str, planner.MeasuredKvCapacity] = field(default_factory=dict)
     deployed_plan: Plan | None = None
+    # Starts that restored their node's compile cache (cold_starts: the ones that compiled).
+    warm_starts: Mapping[str, planner.MeasuredColdStart] = field(default_factory=dict)
+    # Which nodes hold each tier's compile cache (caching.precache.compile_cache.observe):
+    # the pre-cache pods (current revision), the serving pods, and per tier the eligible
+    # nodes the pre-cache DaemonSet counted (absent while it has not counted them).
+    cache_pods: Sequence[Mapping[str, Any]] = ()
+    serving_pods: Sequence[Mapping[str, Any]] = ()
+    eligible_nodes: Mapping[str, int] = field(default_factory=dict)
 
 
 NOTHING_OBSERVED = Observations()
@@ -135,6 +148,8 @@ class Design:
     front_door: topology.FrontDoor | None
     policy: PolicyConfig
     measured_cold_starts: Mapping[str, planner.MeasuredColdStart] = field(default_factory=dict)
+    # Per tier whose node cache keeps compile caches: its key and the nodes that have it.
+    compile_caches: Mapping[str, compile_cache.TierCompileState] = field(default_factory=dict)
 
     @property
     def deployable_plan(self) -> Plan | None:
@@ -180,9 +195,11 @@ def design(
         tiers = tuple(TierDesign(t.spec, t.image, t.release, t.gpu, by_name.get(t.name)) for t in tiers)
     refused, deferred, awaiting = _verdict(service, settings, observed.model, plan, failure)
     spec_refused = tuple(checks.refusals(service, settings, None))
-    reported = _reported(service, plan, observed)
+    compiled = _compile_caches(service, tiers, observed)
+    warm = {name: state.eligible for name, state in compiled.items() if state.warm}
+    reported = _reported(service, plan, observed, warm)
     front = (
-        topology.resolve(service, plan, settings, _seconds(observed.cold_starts))
+        topology.resolve(service, plan, settings, *_hold_figures(plan, observed, warm))
         if plan is not None
         else None
     )
@@ -202,6 +219,7 @@ def design(
         front_door=front,
         policy=resolve_policy(settings, service.spec),
         measured_cold_starts=dict(observed.cold_starts),
+        compile_caches=compiled,
     )
 
 
@@ -293,12 +311,77 @@ def _verdict(
     return refused, deferred, awaiting
 
 
-def _reported(service: InferenceService, plan: Plan | None, observed: Observations) -> Plan | None:
-    """Step 5a: the plan status shows, with the measured KV capacity and cold starts."""
+def _reported(
+    service: InferenceService, plan: Plan | None, observed: Observations, warm: Mapping[str, int]
+) -> Plan | None:
+    """Step 5a: the plan status shows, with the measured KV capacity and cold starts (the
+    warm-cache start where every eligible node has the tier's compile cache)."""
     if plan is None or observed.deployed_plan is not None:
         return plan
     with_kv = planner.observe_kv_capacity(plan, service.spec, dict(observed.kv_capacity))
-    return planner.observe_cold_starts(with_kv, dict(observed.cold_starts))
+    return planner.observe_cold_starts(with_kv, dict(observed.cold_starts), dict(observed.warm_starts), warm)
+
+
+def _compile_caches(
+    service: InferenceService, tiers: tuple[TierDesign, ...], observed: Observations
+) -> dict[str, compile_cache.TierCompileState]:
+    """Step 5b: per tier the node cache keeps compile caches for, its key and which of its
+    eligible nodes have shown it (status keeps the evidence between passes)."""
+    if observed.deployed_plan is not None:
+        return {}
+    revision = cache_objects.revision_label(service) if cache_objects.is_cached(service) else None
+    previous = {
+        str(entry.get("tier")): entry
+        for entry in (observed.status.get("cache") or [])
+        if isinstance(entry, Mapping)
+    }
+    found: dict[str, compile_cache.TierCompileState] = {}
+    for tier in tiers:
+        ref = cache_objects.compile_cache_ref(service, tier.plan, tier.image) if tier.plan else None
+        if ref is None:
+            continue
+        kept = previous.get(tier.name) or {}
+        evidence = kept.get("compileNodes") if kept.get("compileKey") == ref.key else None
+        found[tier.name] = compile_cache.observe(
+            ref.key,
+            [e for e in evidence or [] if isinstance(e, Mapping)],
+            _of_tier(observed.cache_pods, tier.name, revision),
+            _of_tier(observed.serving_pods, tier.name, None),
+            observed.eligible_nodes.get(tier.name, 0),
+        )
+    return found
+
+
+def _of_tier(pods: Sequence[Mapping[str, Any]], tier: str, revision: str | None) -> list[Mapping[str, Any]]:
+    """The pods of one tier (and, given, of one pre-cache revision)."""
+    out = []
+    for pod in pods:
+        pod_labels = (pod.get("metadata") or {}).get("labels") or {}
+        if pod_labels.get(labels.LABEL_TIER) != tier:
+            continue
+        if revision is not None and pod_labels.get(cache_objects.LABEL_CACHE_REVISION) != revision:
+            continue
+        out.append(pod)
+    return out
+
+
+def _hold_figures(
+    plan: Plan, observed: Observations, warm: Mapping[str, int]
+) -> tuple[dict[str, float], dict[str, float]]:
+    """Step 5c: per tier, the measured start and the estimate of the case in force for the
+    front door's hold: the warm-cache start where every eligible node has the tier's
+    compile cache, else the first start."""
+    measured: dict[str, float] = {}
+    estimated: dict[str, float] = {}
+    for tier in plan.tiers:
+        if tier.name in warm and tier.warm_start_seconds is not None:
+            estimated[tier.name] = tier.warm_start_seconds
+            found = observed.warm_starts.get(tier.name)
+        else:
+            found = observed.cold_starts.get(tier.name)
+        if found is not None:
+            measured[tier.name] = found.seconds
+    return measured, estimated
 
 
 def _seconds(cold_starts: Mapping[str, planner.MeasuredColdStart]) -> dict[str, float]:

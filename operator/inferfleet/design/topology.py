@@ -89,15 +89,22 @@ def hold_seconds(
     settings: OperatorSettings,
     tiers: Sequence[TierPlan],
     measured_cold_start_s: Mapping[str, float],
+    estimated_cold_start_s: Mapping[str, float] | None = None,
 ) -> int:
     """How long a picker holds a request: the slowest of `tiers` to start (measured when the
     cluster has shown it, never below the estimate) plus the cold-start margin, in whole
-    steps; `frontDoor.holdSeconds` wins."""
+    steps; `frontDoor.holdSeconds` wins. `estimated_cold_start_s` replaces a tier's
+    `coldStartSeconds` as the estimate: the warm-cache start where every eligible node
+    holds the tier's compile cache (design.derive), else the first start."""
     front = service.spec.front_door
     if front is not None and front.hold_seconds is not None:
         return front.hold_seconds
+    estimated = estimated_cold_start_s or {}
     slowest_s = max(
-        (max(tier.cold_start_seconds, measured_cold_start_s.get(tier.name, 0.0)) for tier in tiers),
+        (
+            max(estimated.get(tier.name, tier.cold_start_seconds), measured_cold_start_s.get(tier.name, 0.0))
+            for tier in tiers
+        ),
         default=0.0,
     )
     return HOLD_STEP_S * math.ceil((slowest_s + settings.cold_start_margin_s) / HOLD_STEP_S)
@@ -133,9 +140,12 @@ def resolve(
     plan: Plan,
     settings: OperatorSettings,
     measured_cold_start_s: Mapping[str, float] | None = None,
+    estimated_cold_start_s: Mapping[str, float] | None = None,
 ) -> FrontDoor:
-    """The front door the spec, plan and settings ask for."""
+    """The front door the spec, plan and settings ask for; the two mappings as in
+    `hold_seconds` (per tier: the measured start and the estimate of the case in force)."""
     measured = measured_cold_start_s or {}
+    estimated = estimated_cold_start_s or {}
     gateway = gateway_of(service, settings)
     picker = service.spec.front_door.endpoint_picker if service.spec.front_door else None
     feasible = plan.feasible_tiers
@@ -145,7 +155,7 @@ def resolve(
         # One pool over every serving pod of the service. With no tier feasible it stays,
         # routing to the workloads an infeasible spec leaves running.
         members = feasible or plan.tiers
-        hold = hold_seconds(service, settings, _zero_able(service, members), measured)
+        hold = hold_seconds(service, settings, _zero_able(service, members), measured, estimated)
         limit = queue_limit(service, members)
         pool = Pool(service.name, tuple(t.name for t in members), (), None, hold, limit)
         return FrontDoor("gateway", gateway, (pool,), picker)
@@ -154,7 +164,7 @@ def resolve(
     for tier in feasible:
         overflow = tuple(t.name for t in feasible if t.max_model_len > tier.max_model_len)
         weight = round(tier_share(service.spec, specs[tier.name]) * WEIGHT_SCALE)
-        hold = hold_seconds(service, settings, [tier], measured)
+        hold = hold_seconds(service, settings, [tier], measured, estimated)
         name = names.bounded(f"{service.name}-{tier.name}")
         pools.append(Pool(name, (tier.name,), overflow, weight, hold, queue_limit(service, [tier])))
     return FrontDoor("gateway", gateway, tuple(pools), picker)

@@ -13,11 +13,15 @@ from inferfleet.planner.units import GB
 STORAGE_GBPS = {"nvme": 12.5, "pvc": 1.1, "none": 0.75}
 STORAGE_NAMES = {"nvme": "node-local NVMe", "pvc": "a network volume", "none": "object storage / the Hub"}
 # Fixed start-up work around the weight load: container start, Python and CUDA init,
-# memory profiling (about 30 s together); CUDA-graph capture and torch.compile unless
-# eager (about 30 s); multi-node replicas add worker rendezvous (about 20 s). These are
-# our estimates of typical vLLM start-up logs, not measured figures.
+# memory profiling (about 30 s together); torch.compile and CUDA-graph capture unless
+# eager (about 30 s: ~20 s compiling, Dynamo 4.6-15 s plus Inductor ~15-70 s the first
+# time, and ~10 s capturing, 10-60 s in public logs); multi-node replicas add worker
+# rendezvous (about 20 s). These are our estimates of typical vLLM start-up logs, not
+# measured figures. With a warm compile cache the compile part shrinks (planner.startup).
 INIT_S = 30.0
-GRAPH_CAPTURE_S = 30.0
+COMPILE_S = 20.0
+CUDA_GRAPHS_S = 10.0
+GRAPH_CAPTURE_S = COMPILE_S + CUDA_GRAPHS_S
 MULTI_NODE_S = 20.0
 # Default safety factor over peak when spec.scaling.headroom is unset: 20 %, for peaks
 # that exceed their estimate, rolling restarts and longer prompts than planned. It is

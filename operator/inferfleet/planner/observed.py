@@ -17,8 +17,13 @@ should not get any), and a termination message only exists once a container exit
 which a holding pre-cache pod never does. And with a pre-cache in place the fetch rate
 is not on the cold-start path at all: the load is.
 
-Pure: `observe_cold_starts(plan, measured)` returns the plan with the measured tiers'
-`coldStartSeconds` and reason replaced; tiers without a measurement keep the estimate.
+Two cases are measured apart: a start whose engine compiled (the first on its node, or no
+compile cache kept) and one that restored its node's compile cache (the pod's compile-cache
+container says which, caching/precache/compile_cache.py). Pure: `observe_cold_starts(plan,
+first, warm, warm_nodes)` returns the plan with each case's figure and reason replaced
+(`firstStartSeconds`, `warmStartSeconds`), and `coldStartSeconds`, what the hold and the
+lead time count on, the warm one only for the tiers every eligible node of which has shown
+its compile cache; tiers without a measurement keep the estimates.
 `observe_kv_capacity` does the same for the KV cache, from the block count each running
 engine reports in `vllm:cache_config_info` (read from Prometheus by the operator).
 """
@@ -34,11 +39,13 @@ from inferfleet.api.plan import MeasuredKv, Plan, TierPlan
 from inferfleet.api.spec import InferenceServiceSpec
 from inferfleet.planner.fleet import DEFAULT_HEADROOM, replicas_for_peak
 from inferfleet.planner.performance import Roofline
+from inferfleet.planner.startup import WARM_PREFIX
 from inferfleet.planner.workload import derive
 
 # Fewer samples than this still replace the estimate (one real start beats a guess),
 # and the reason says how many there were.
 COLD_START_PREFIX = "cold start ~"
+NEXT_START_PREFIX = "next replica: "
 
 
 @dataclass(frozen=True)
@@ -56,28 +63,81 @@ class MeasuredColdStart:
         return cls(seconds=float(statistics.median(valid)), samples=len(valid))
 
 
-def observe_cold_starts(plan: Plan, measured: Mapping[str, MeasuredColdStart]) -> Plan:
-    """`plan` with each measured feasible tier's cold start taken from the cluster."""
-    if not measured:
+def observe_cold_starts(
+    plan: Plan,
+    measured: Mapping[str, MeasuredColdStart],
+    warm: Mapping[str, MeasuredColdStart] | None = None,
+    warm_nodes: Mapping[str, int] | None = None,
+) -> Plan:
+    """`plan` with each feasible tier's starts taken from the cluster, per case.
+
+    `measured`: first starts (pods that compiled), replacing `firstStartSeconds`; `warm`:
+    starts that restored their node's compile cache, replacing `warmStartSeconds`;
+    `warm_nodes`: the tiers every eligible node of which holds their compile cache (how
+    many nodes). `coldStartSeconds`, what the hold and the lead time count on, is then the
+    warm figure for those tiers and the first-start figure for the others."""
+    warm = warm or {}
+    warm_nodes = warm_nodes or {}
+    if not measured and not warm and not warm_nodes:
         return plan
-    tiers = []
-    for tier in plan.tiers:
-        found = measured.get(tier.name)
-        if found is None or not tier.feasible:
-            tiers.append(tier)
-            continue
-        reason = (
-            f"{COLD_START_PREFIX}{found.seconds:.0f} s measured: median start-to-Ready of "
-            f"{found.samples} serving pod(s) (container start to Ready: weight load from the "
-            f"node plus engine start-up); the estimate was ~{tier.cold_start_seconds:.0f} s"
-        )
-        reasons = [reason if r.startswith(COLD_START_PREFIX) else r for r in tier.reasons]
-        if reason not in reasons:
-            reasons.append(reason)
-        tiers.append(
-            tier.model_copy(update={"cold_start_seconds": round(found.seconds, 1), "reasons": reasons})
-        )
+    tiers = [
+        _observed_tier(t, measured.get(t.name), warm.get(t.name), warm_nodes.get(t.name)) for t in plan.tiers
+    ]
     return plan.model_copy(update={"tiers": tiers})
+
+
+def _replace(reasons: list[str], prefix: str, reason: str) -> list[str]:
+    """`reasons` with the one starting with `prefix` replaced by `reason` (appended if none)."""
+    out = [reason if r.startswith(prefix) else r for r in reasons]
+    return out if reason in out else [*out, reason]
+
+
+def _observed_tier(
+    tier: TierPlan, first: MeasuredColdStart | None, warm: MeasuredColdStart | None, nodes: int | None
+) -> TierPlan:
+    if not tier.feasible:
+        return tier
+    first_s = tier.first_start_seconds if tier.first_start_seconds is not None else tier.cold_start_seconds
+    warm_s = tier.warm_start_seconds
+    reasons = list(tier.reasons)
+    if first is not None:
+        reasons = _replace(
+            reasons,
+            COLD_START_PREFIX,
+            f"{COLD_START_PREFIX}{first.seconds:.0f} s measured: median start-to-Ready of "
+            f"{first.samples} serving pod(s) that compiled (container start to Ready: weight load from the "
+            f"node plus engine start-up); the estimate was ~{first_s:.0f} s",
+        )
+        first_s = round(first.seconds, 1)
+    if warm is not None and warm_s is not None:
+        reasons = _replace(
+            reasons,
+            WARM_PREFIX,
+            f"{WARM_PREFIX}{warm.seconds:.0f} s measured: median start-to-Ready of {warm.samples} serving "
+            f"pod(s) that restored their node's compile cache (its copy included); the estimate was "
+            f"~{warm_s:.0f} s",
+        )
+        warm_s = round(warm.seconds, 1)
+    covered = nodes is not None and warm_s is not None
+    if covered:
+        reasons = _replace(
+            reasons,
+            NEXT_START_PREFIX,
+            f"{NEXT_START_PREFIX}a warm start: all {nodes} eligible node(s) have shown the tier's compile "
+            "cache, so the front door's hold and the autoscaler's lead time count on it",
+        )
+    else:
+        reasons = [r for r in reasons if not r.startswith(NEXT_START_PREFIX)]
+    effective = warm_s if covered and warm_s is not None else first_s
+    return tier.model_copy(
+        update={
+            "cold_start_seconds": effective,
+            "first_start_seconds": first_s,
+            "warm_start_seconds": warm_s,
+            "compile_cache_warm": covered,
+            "reasons": reasons,
+        }
+    )
 
 
 # --- measured KV capacity: from vLLM's own `vllm:cache_config_info` --------------------

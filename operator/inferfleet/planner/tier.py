@@ -20,6 +20,7 @@ from inferfleet.api.vllm_flags import flag_name
 from inferfleet.catalog.gpus import GpuSpec
 from inferfleet.catalog.models import ModelArch
 from inferfleet.planner import engine_settings, fleet
+from inferfleet.planner import startup as startup_figures
 from inferfleet.planner.accounting import WARMUP_MARGIN_GIB, Accounting, model_accounting
 from inferfleet.planner.batching import ITL_HEADROOM, Batching, deployed_batching
 from inferfleet.planner.kv import kv_dtype_bytes, kv_pool
@@ -29,7 +30,7 @@ from inferfleet.planner.parallel import tp_options, valid_tensor_parallel
 from inferfleet.planner.performance import Roofline, roofline
 from inferfleet.planner.quantization import FORMAT_NAMES, QuantChoice, choices
 from inferfleet.planner.releases import Release
-from inferfleet.planner.units import GIB, to_gib
+from inferfleet.planner.units import GB, GIB, to_gib
 from inferfleet.planner.weights import WeightLayout, body_scale, weight_layout
 from inferfleet.planner.workload import TierWorkload, derive
 
@@ -692,6 +693,9 @@ class Sizing:
     storage_text: str
     tokens_per_request: float
     cost_per_million_tokens: float | None
+    # The start with a warm compile cache, and how the weights load (planner.startup).
+    startup: startup_figures.Startup | None = None
+    loader_reason: str = ""
 
 
 def choose_layout(
@@ -713,9 +717,11 @@ def choose_layout(
     return Choice(level, chosen, slo_note)
 
 
-def size_fleet(spec: InferenceServiceSpec, tier: TierSpec, choice: Choice, workload: TierWorkload) -> Sizing:
+def size_fleet(
+    spec: InferenceServiceSpec, tier: TierSpec, choice: Choice, workload: TierWorkload, release: Release
+) -> Sizing:
     """Capacity at the SLO (with the prefill rate the chosen chunk leaves), replicas for
-    the peak, cold start and cost."""
+    the peak, cold start (first, and with a warm compile cache) and cost."""
     chosen = choice.candidate
     headroom = (
         spec.scaling.headroom
@@ -730,6 +736,15 @@ def size_fleet(spec: InferenceServiceSpec, tier: TierSpec, choice: Choice, workl
     cold_start = fleet.cold_start_seconds(
         chosen.layout.checkpoint_bytes, chosen.nodes, bandwidth, chosen.settings.enforce_eager
     )
+    starts = startup_figures.startup(
+        spec,
+        release,
+        first_s=cold_start,
+        nodes_per_replica=chosen.nodes,
+        pipeline_parallel=chosen.pp,
+        enforce_eager=chosen.settings.enforce_eager,
+    )
+    load_s = chosen.layout.checkpoint_bytes / max(1, chosen.nodes) / (bandwidth * GB)
     tokens_per_request = workload.mean_input_tokens + workload.mean_output_tokens
     cost = fleet.cost_per_million_tokens(tier.cost_per_gpu_hour, chosen.gpus, usable_rps, tokens_per_request)
     return Sizing(
@@ -742,6 +757,8 @@ def size_fleet(spec: InferenceServiceSpec, tier: TierSpec, choice: Choice, workl
         storage_text=storage_text,
         tokens_per_request=tokens_per_request,
         cost_per_million_tokens=cost,
+        startup=starts,
+        loader_reason=startup_figures.load_format_reason(release, load_s, cold_start, spec),
     )
 
 
@@ -850,6 +867,10 @@ def capacity_reasons(  # noqa: PLR0917 - the tier's figures, passed through from
         + (f" split over {chosen.nodes} nodes" if chosen.nodes > 1 else "")
         + " plus engine start-up"
     )
+    if sizing.startup is not None:
+        reasons.append(sizing.startup.warm_reason)
+    if sizing.loader_reason:
+        reasons.append(sizing.loader_reason)
     cost = sizing.cost_per_million_tokens
     if cost is not None:
         reasons.append(
@@ -908,6 +929,10 @@ def assemble_tier_plan(
         usable_rps=round(sizing.usable_rps, 3),
         replicas_for_peak=sizing.replicas,
         cold_start_seconds=round(sizing.cold_start_s, 1),
+        first_start_seconds=round(sizing.cold_start_s, 1),
+        warm_start_seconds=round(sizing.startup.warm_s, 1)
+        if sizing.startup is not None and sizing.startup.warm_s is not None
+        else None,
         cost_per_million_tokens_usd=round(cost, 4) if cost is not None else None,
         performance=Performance(
             prefill_tokens_per_second=round(roof.prefill_tokens_per_second, 1),
@@ -957,7 +982,7 @@ def build_tier_plan(spec: InferenceServiceSpec, tier: TierSpec, inputs: TierInpu
         expert_parallel=expert_parallel_requested(spec),
     )
     choice = choose_layout(spec, tier, ev, overrides)
-    sizing = size_fleet(spec, tier, choice, workload)
+    sizing = size_fleet(spec, tier, choice, workload, inputs.release)
     reasons = setup_reasons(spec, tier, inputs, ev=ev, choice=choice, notes=notes)
     more_reasons, warnings = capacity_reasons(spec, tier, choice, sizing, workload, inputs.gpu)
     return assemble_tier_plan(

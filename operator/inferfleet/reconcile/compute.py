@@ -27,6 +27,7 @@ from typing import Any, Protocol
 from inferfleet import planner
 from inferfleet.api import InferenceService, Plan, labels, safe_text
 from inferfleet.api.status import worst_condition
+from inferfleet.caching.precache import compile_cache
 from inferfleet.caching.precache import readiness as cache_readiness
 from inferfleet.caching.precache import workloads as cache_objects
 from inferfleet.config import OperatorSettings
@@ -63,6 +64,8 @@ class Snapshot:
     serving_pods: Sequence[Mapping[str, Any]] = ()  # vLLM server pods (front door, cold start)
     measured_cold_starts: Mapping[str, planner.MeasuredColdStart] = field(default_factory=dict)
     measured_kv: Mapping[str, planner.MeasuredKvCapacity] = field(default_factory=dict)
+    # Starts that restored their node's compile cache (measured_cold_starts: those that compiled).
+    measured_warm_starts: Mapping[str, planner.MeasuredColdStart] = field(default_factory=dict)
     # The namespace's node-cache claim and volume (cache.mode nvme only).
     node_cache: volume_rules.ObservedVolume | None = None
     # Every HTTPRoute the operator can list (any namespace, any Gateway), as read: which of
@@ -160,6 +163,10 @@ def design_of(snapshot: Snapshot, service: InferenceService, probe: modelprobe.M
         model=reading,
         cold_starts=snapshot.measured_cold_starts,
         kv_capacity=snapshot.measured_kv,
+        warm_starts=snapshot.measured_warm_starts,
+        cache_pods=snapshot.cache_pods,
+        serving_pods=snapshot.serving_pods,
+        eligible_nodes=cache_readiness.eligible_nodes(service, snapshot.observed),
     )
     return design(service, snapshot.settings, observed)
 
@@ -266,7 +273,8 @@ def _cache_status(
     status: dict[str, Any], snapshot: Snapshot, intent: Intent, cache: cache_readiness.CacheCondition
 ) -> None:
     """status.cache and CacheReady (the node-cache volume's state first)."""
-    status["cache"] = [tier.to_wire() for tier in cache.tiers]
+    compiled = intent.design.compile_caches if intent.design is not None else {}
+    status["cache"] = [_with_compile_cache(tier.to_wire(), compiled.get(tier.tier)) for tier in cache.tiers]
     state, reason, message = cache.status, cache.reason, cache.message
     volume = intent.node_cache
     if volume is not None and not volume.ready:
@@ -282,6 +290,16 @@ def _cache_status(
         now=snapshot.now,
         generation=snapshot.generation,
     )
+
+
+def _with_compile_cache(
+    entry: dict[str, Any], state: compile_cache.TierCompileState | None
+) -> dict[str, Any]:
+    """A status.cache entry with its tier's compile-cache key and the nodes that have it."""
+    if state is None:
+        return entry
+    nodes = [{"node": e.node, "since": e.since} for e in state.nodes]
+    return {**entry, "compileKey": state.key, "nodesCompileWarm": len(nodes), "compileNodes": nodes}
 
 
 def build_status(snapshot: Snapshot, intent: Intent, executed: Executed) -> dict[str, Any]:

@@ -24,7 +24,7 @@ from inferfleet.caching.precache import workloads as cache_objects
 from inferfleet.config import OperatorSettings
 from inferfleet.design.derive import Design
 from inferfleet.render import frontdoor, model_source
-from inferfleet.render.pod import PodAdditions, TierRenderContext, extend
+from inferfleet.render.pod import HOME_PATH, HOME_VOLUME, PodAdditions, TierRenderContext, extend
 from inferfleet.render.service_objects import (
     PodContributor,
     content_hash,
@@ -36,13 +36,22 @@ from inferfleet.render.service_objects import (
     workload,
 )
 
-ObjectContributor = Callable[[InferenceService, Plan, OperatorSettings], list[dict[str, Any]]]
+ObjectContributor = Callable[
+    [InferenceService, Plan, OperatorSettings, Mapping[str, str]], list[dict[str, Any]]
+]
+# The pod's writable home (render.pod) holds the engine's caches (VLLM_CACHE_ROOT,
+# TRITON_CACHE_DIR): what the node's compile cache is restored into and published from.
+ENGINE_HOME = cache_objects.EngineHome(HOME_VOLUME, HOME_PATH, f"{HOME_PATH}/.cache")
 
 
 def _weight_cache(ctx: TierRenderContext) -> PodAdditions:
-    """Serving pods wait for, and pin, the node's pre-cached weights (issue 5)."""
-    init = cache_objects.init_containers(ctx.service, ctx.tier.name, ctx.settings)
-    return PodAdditions(init_containers=tuple(init))
+    """Serving pods wait for, and pin, the node's pre-cached weights (issue 5), and start
+    from the node's compile cache for their tier's key where it keeps one (issue 33)."""
+    ref = cache_objects.compile_cache_ref(ctx.service, ctx.plan, ctx.image)
+    compiled = (ref, ENGINE_HOME) if ref is not None else None
+    init = cache_objects.init_containers(ctx.service, ctx.tier.name, ctx.settings, compiled)
+    volumes = cache_objects.compile_volumes(ctx.service, ctx.settings) if ref is not None else []
+    return PodAdditions(init_containers=tuple(init), volumes=tuple(volumes))
 
 
 def _secret_env_note(ctx: TierRenderContext) -> PodAdditions:
@@ -125,7 +134,7 @@ def render(design: Design, workload_revisions: Mapping[str, str] | None = None) 
         objects.append(disruption_budget(service, tier.name))
     objects.extend(frontdoor.objects(service, front, settings, owner_reference(service)))
     for contribute in OBJECT_CONTRIBUTORS:
-        objects.extend(contribute(service, plan, settings))
+        objects.extend(contribute(service, plan, settings, design.tier_images))
     return sorted(objects, key=sort_key)
 
 

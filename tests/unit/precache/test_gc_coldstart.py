@@ -108,13 +108,13 @@ def test_the_plan_takes_the_measured_cold_start_and_says_so() -> None:
     estimated = plan_service(svc)
     measured = plan_service(svc, observed={"l4": MeasuredColdStart(seconds=42.4, samples=3)})
     l4, burst = measured.tiers
-    assert l4.cold_start_seconds == 42.4
+    assert l4.cold_start_seconds == l4.first_start_seconds == 42.4
+    assert not l4.compile_cache_warm  # no node has shown a warm compile cache: the first start
     reason = next(r for r in l4.reasons if r.startswith("cold start"))
     assert "measured" in reason and "3 serving pod(s)" in reason
     assert f"estimate was ~{estimated.tiers[0].cold_start_seconds:.0f} s" in reason
     assert sum(r.startswith("cold start") for r in l4.reasons) == 1
     # A tier nobody has measured keeps the estimate; nothing else in the plan moves.
     assert burst == estimated.tiers[1]
-    assert l4.model_copy(update={"cold_start_seconds": 0, "reasons": []}) == estimated.tiers[0].model_copy(
-        update={"cold_start_seconds": 0, "reasons": []}
-    )
+    unmeasured = {"cold_start_seconds": 0, "first_start_seconds": 0, "reasons": []}
+    assert l4.model_copy(update=unmeasured) == estimated.tiers[0].model_copy(update=unmeasured)

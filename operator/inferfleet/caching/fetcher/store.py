@@ -29,7 +29,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import BinaryIO
 
-from inferfleet.caching.fetcher import safefs
+from inferfleet.caching.fetcher import compile_store, safefs
 from inferfleet.caching.precache.checksums import new_hasher
 from inferfleet.caching.precache.fetch_errors import CacheCorrupt, CacheMissing, LockTimeout, UnsafeSource
 from inferfleet.caching.precache.gc import CachedRevision, GcPlan, plan_gc
@@ -432,17 +432,35 @@ def collect_garbage(
     Each eviction takes the model lock (skipping a model a fetcher is working on) and the
     revision's marker lock exclusively, without waiting: a revision that became in use
     since the scan is skipped, never deleted under a pod. `locked_model` names the model
-    whose lock the caller already holds (a fetcher collecting after its download)."""
-    plan = plan_gc(scan(node_root), budget_bytes, protect, extra_needed_bytes)
+    whose lock the caller already holds (a fetcher collecting after its download).
+
+    Compile caches (fetcher.compile_store) count in the same budget: each goes with its
+    weights revision, or earlier when it is the least recently used."""
+    plan = plan_gc(scan_all(node_root), budget_bytes, protect, extra_needed_bytes)
     for victim in plan.evict:
-        model = node_root / victim.model_key
         name = f"{victim.model_key}@{victim.revision_id}"
-        if _evict(model, victim.revision_id, have_lock=victim.model_key == locked_model):
-            log(f"evicted {name} ({victim.size_bytes / 1024**3:.2f} GiB, least recently used)")
+        if victim.is_compile_cache:
+            evicted = compile_store.evict(node_root, victim)
+        else:
+            model = node_root / victim.model_key
+            evicted = _evict(model, victim.revision_id, have_lock=victim.model_key == locked_model)
+        if evicted:
+            why = (
+                "a compile cache: least recently used, or its revision is gone"
+                if victim.is_compile_cache
+                else "least recently used"
+            )
+            log(f"evicted {name} ({victim.size_bytes / 1024**3:.2f} GiB, {why})")
         else:
             log(f"kept {name}: it became in use, or a fetcher holds the model")
+    compile_store.clean_partials(node_root, log)
     log(plan.summary())
     return plan
+
+
+def scan_all(node_root: Path) -> list[CachedRevision]:
+    """The weights' revisions and the compile caches under a node root (one namespace's tree)."""
+    return scan(node_root) + compile_store.scan(node_root)
 
 
 def _to_trash(dest: Path, revision_id: str, suffix: str) -> None:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
 
+from inferfleet.caching.precache import compile_cache
 from inferfleet.planner.observed import MeasuredColdStart
 
 GB: Final = 1e9  # storage bandwidths are quoted in decimal GB/s
@@ -91,8 +92,11 @@ def _rfc3339_s(value: object) -> float | None:
 def pod_startup_s(pod: Mapping[str, Any], container: str) -> float | None:
     """Seconds from the serving container's start to the pod turning Ready, or None when
     the pod does not tell: not Ready, restarted (its Ready time would belong to a later
-    start), or missing timestamps."""
+    start), or missing timestamps. Where the pod restored its node's compile cache first
+    (compile_cache.RESTORE_CONTAINER), the start is that container's: the copy is part of
+    a warm start's work."""
     status = pod.get("status") or {}
+    restored_at = _rfc3339_s(compile_cache.restore_started_at(pod))
     ready_at = None
     for condition in status.get("conditions") or []:
         if condition.get("type") == "Ready" and condition.get("status") == "True":
@@ -101,6 +105,8 @@ def pod_startup_s(pod: Mapping[str, Any], container: str) -> float | None:
         if entry.get("name") != container or int(entry.get("restartCount") or 0) > 0:
             continue
         started_at = _rfc3339_s(((entry.get("state") or {}).get("running") or {}).get("startedAt"))
+        if started_at is not None and restored_at is not None:
+            started_at = min(started_at, restored_at)
         if ready_at is not None and started_at is not None and ready_at > started_at:
             return ready_at - started_at
     return None
@@ -109,12 +115,35 @@ def pod_startup_s(pod: Mapping[str, Any], container: str) -> float | None:
 def measured_cold_starts(
     pods: Sequence[Mapping[str, Any]], *, container: str, tier_label: str
 ) -> dict[str, MeasuredColdStart]:
-    """Per tier (the pods' `tier_label`), the median start-to-Ready of its serving pods."""
-    by_tier: dict[str, list[float]] = {}
+    """Per tier (the pods' `tier_label`), the median start-to-Ready of its serving pods
+    that compiled (first starts: every pod without a warm compile cache)."""
+    return classified_cold_starts(pods, container=container, tier_label=tier_label).first
+
+
+@dataclass(frozen=True)
+class ClassifiedColdStarts:
+    """Measured starts per tier, by case: `first` (the engine compiled: no warm compile
+    cache on its node, or none kept) and `warm` (it restored its node's compile cache,
+    as its compile-cache container's termination message says)."""
+
+    first: dict[str, MeasuredColdStart]
+    warm: dict[str, MeasuredColdStart]
+
+
+def classified_cold_starts(
+    pods: Sequence[Mapping[str, Any]], *, container: str, tier_label: str
+) -> ClassifiedColdStarts:
+    """Per tier, the median start-to-Ready of its first starts and of its warm starts."""
+    by_case: dict[bool, dict[str, list[float]]] = {False: {}, True: {}}
     for pod in pods:
         tier = ((pod.get("metadata") or {}).get("labels") or {}).get(tier_label)
         seconds = pod_startup_s(pod, container)
         if tier is not None and seconds is not None:
-            by_tier.setdefault(str(tier), []).append(seconds)
-    found = {tier: MeasuredColdStart.of(values) for tier, values in by_tier.items()}
-    return {tier: value for tier, value in sorted(found.items()) if value is not None}
+            by_case[compile_cache.started_warm(pod)].setdefault(str(tier), []).append(seconds)
+    found = {
+        warm: {tier: MeasuredColdStart.of(values) for tier, values in sorted(by_tier.items())}
+        for warm, by_tier in by_case.items()
+    }
+    first = {tier: value for tier, value in found[False].items() if value is not None}
+    warm = {tier: value for tier, value in found[True].items() if value is not None}
+    return ClassifiedColdStarts(first, warm)

@@ -274,3 +274,17 @@ def for_service(
             ]
             reports.append(tier_report(tier, revision, daemonset, tier_pods, nodes))
     return condition(reports, held=held)
+
+
+def eligible_nodes(service: InferenceService, observed: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    """Per tier, the eligible nodes its pre-cache DaemonSet counted for its current
+    template (a tier whose DaemonSet has not counted them yet is left out)."""
+    if not objects.needs_node_volume(service):
+        return {}
+    by_name = {(o.get("kind"), (o.get("metadata") or {}).get("name")): o for o in observed}
+    found: dict[str, int] = {}
+    for tier in service.spec.tiers:
+        daemonset = by_name.get(("DaemonSet", objects.daemonset_name(service.name, tier.name)))
+        if daemonset is not None and tier_report(tier.name, "", daemonset, []).counted:
+            found[tier.name] = int((daemonset.get("status") or {}).get("desiredNumberScheduled") or 0)
+    return found

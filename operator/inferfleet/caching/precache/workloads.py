@@ -43,14 +43,16 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from inferfleet.api import InferenceService, Plan, TierSpec, labels
-from inferfleet.caching.precache import volumes
+from inferfleet.api import InferenceService, Plan, TierPlan, TierSpec, labels
+from inferfleet.caching.precache import compile_cache, volumes
 from inferfleet.caching.precache.layout import DEFAULT_REF, SourceRef, credentials_key, parse_source, ref_name
 from inferfleet.catalog import placement
 from inferfleet.config import OperatorSettings
+from inferfleet.planner.startup import compile_cache_use
 
 COMPONENT_CACHE: Final = "cache"
 LABEL_CACHE_REVISION: Final = f"{labels.GROUP}/cache-revision"
@@ -59,6 +61,9 @@ CACHE_VOLUME: Final = "model-cache"
 # (reconcile.rollout reads it back to hold a rollout until the new revision is cached).
 VERIFY_CONTAINER: Final = "cache-verify"
 CACHE_MOUNT_PATH: Final = "/var/cache/inferfleet"
+# The engine's HTTP port and health path (render.vllm_args, render.lifecycle): the hold
+# sidecar publishes a first start's compile caches once vLLM answers here.
+ENGINE_HEALTH_URL: Final = "http://127.0.0.1:8000/health"
 # A pod-local directory (emptyDir) holding one link per cached model to the revision the
 # pod's verify container resolved: what vLLM loads and the hold sidecar pins.
 PINS_VOLUME: Final = "pinned-revisions"
@@ -292,6 +297,90 @@ def serving(service: InferenceService, settings: OperatorSettings) -> ServingCac
     )
 
 
+def compile_cache_ref(
+    service: InferenceService, tier: TierPlan, image: str | None
+) -> compile_cache.CompileCacheRef | None:
+    """The tier's compile cache on the node cache, or None where the node keeps none
+    (planner.startup.compile_cache_use says why in the plan's reasons)."""
+    if image is None or not tier.feasible or not needs_node_volume(service):
+        return None
+    if not compile_cache_use(service.spec, tier.nodes_per_replica).kept:
+        return None
+    base = next(m for m in models(service) if m.role == "model")
+    inputs = compile_cache.key_inputs(service, tier, image, base.key)
+    return compile_cache.CompileCacheRef(base.key, compile_cache.config_key(inputs))
+
+
+@dataclass(frozen=True)
+class EngineHome:
+    """The serving pod's writable home volume and where the engine's caches are in it
+    (render.pod), which the compile cache is restored into and published from."""
+
+    volume: str
+    path: str
+    cache_dir: str
+
+
+def compile_volumes(service: InferenceService, settings: OperatorSettings) -> list[dict[str, Any]]:
+    """The namespace's claim once more, writable (only the hold sidecar mounts it, at its
+    key), and the sidecar's pod-local state."""
+    claim = {"claimName": claim_of(service, settings)}
+    return [
+        {"name": compile_cache.STORE_VOLUME, "persistentVolumeClaim": claim},
+        {"name": compile_cache.STATE_VOLUME, "emptyDir": {"sizeLimit": "1Mi"}},
+    ]
+
+
+def _restore_container(
+    ref: compile_cache.CompileCacheRef, home: EngineHome, settings: OperatorSettings, small: dict[str, Any]
+) -> dict[str, Any]:
+    """Copies the node's compile cache for the pinned revision into the pod's own home
+    (the pod's UID; the key read-only) and says whether there was one."""
+    args = ["--pinned", f"{PINS_PATH}/model", "--store", compile_cache.STORE_MOUNT_PATH, "--key", ref.key]
+    args += ["--into", home.cache_dir]
+    for name in compile_cache.ENGINE_DIRS:
+        args += ["--dir", name]
+    return {
+        "name": compile_cache.RESTORE_CONTAINER,
+        "image": settings.operator_image,
+        "command": ["inferfleet", "cache", "compile-restore"],
+        "args": args,
+        "volumeMounts": [
+            {
+                "name": CACHE_VOLUME,
+                "mountPath": compile_cache.STORE_MOUNT_PATH,
+                "subPath": ref.subpath,
+                "readOnly": True,
+            },
+            {"name": PINS_VOLUME, "mountPath": PINS_PATH, "readOnly": True},
+            {"name": home.volume, "mountPath": home.path},
+        ],
+        "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}},
+        "securityContext": _restricted(),
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+    }
+
+
+def _publishing(
+    ref: compile_cache.CompileCacheRef, home: EngineHome
+) -> tuple[list[str], list[dict[str, Any]]]:
+    """The hold sidecar's extra arguments and mounts for publishing a first start."""
+    args = ["--compile-store", compile_cache.STORE_MOUNT_PATH, "--compile-from", home.cache_dir]
+    for name in compile_cache.ENGINE_DIRS:
+        args += ["--compile-dir", name]
+    args += ["--engine-url", ENGINE_HEALTH_URL, "--state-dir", compile_cache.STATE_PATH]
+    mounts: list[dict[str, Any]] = [
+        {
+            "name": compile_cache.STORE_VOLUME,
+            "mountPath": compile_cache.STORE_MOUNT_PATH,
+            "subPath": ref.subpath,
+        },
+        {"name": home.volume, "mountPath": home.path, "readOnly": True},
+        {"name": compile_cache.STATE_VOLUME, "mountPath": compile_cache.STATE_PATH},
+    ]
+    return args, mounts
+
+
 def _restricted(read_only_root: bool = True) -> dict[str, Any]:
     return {
         "allowPrivilegeEscalation": False,
@@ -300,8 +389,14 @@ def _restricted(read_only_root: bool = True) -> dict[str, Any]:
     }
 
 
-def init_containers(service: InferenceService, tier: str, settings: OperatorSettings) -> list[dict[str, Any]]:
-    """Verify-and-wait init containers, then the pin sidecar, for a serving pod."""
+def init_containers(
+    service: InferenceService,
+    tier: str,
+    settings: OperatorSettings,
+    compiled: tuple[compile_cache.CompileCacheRef, EngineHome] | None = None,
+) -> list[dict[str, Any]]:
+    """Verify-and-wait init containers, the compile cache's restore (`compiled`: the
+    tier's key and the pod's engine home), then the pin sidecar, for a serving pod."""
     if not is_cached(service):
         return []
     cached = models(service)
@@ -342,21 +437,37 @@ def init_containers(service: InferenceService, tier: str, settings: OperatorSett
     hold_args: list[str] = []
     for model in cached:
         hold_args += ["--pinned", model.pin]
-    out.append(
-        {
-            # A native sidecar (restartPolicy Always in initContainers): starts after the
-            # verification, lives as long as the pod, and its shared lock is what tells
-            # the node's garbage collector this revision is in use.
-            "name": "cache-hold",
-            "image": settings.operator_image,
-            "command": ["inferfleet", "cache", "hold"],
-            "args": hold_args,
-            "restartPolicy": "Always",
-            "volumeMounts": [*model_mounts(cached), {**pins_writable, "readOnly": True}],
-            "resources": small,
-            "securityContext": _restricted(),
+    hold: dict[str, Any] = {
+        # A native sidecar (restartPolicy Always in initContainers): starts after the
+        # verification, lives as long as the pod, and its shared lock is what tells
+        # the node's garbage collector this revision is in use.
+        "name": compile_cache.HOLD_CONTAINER,
+        "image": settings.operator_image,
+        "command": ["inferfleet", "cache", "hold"],
+        "args": hold_args,
+        "restartPolicy": "Always",
+        "volumeMounts": [*model_mounts(cached), {**pins_writable, "readOnly": True}],
+        "resources": small,
+        "securityContext": _restricted(),
+    }
+    if compiled is not None:
+        ref, home = compiled
+        out.append(_restore_container(ref, home, settings, small))
+        more_args, more_mounts = _publishing(ref, home)
+        hold["args"] = [*hold_args, *more_args]
+        hold["volumeMounts"] = [*hold["volumeMounts"], *more_mounts]
+        # The fetcher's UID, which owns the namespace's tree: what it publishes is sealed
+        # and out of reach of the pod's own UID, whose vLLM never mounts the key at all.
+        hold["securityContext"] = _fetcher_security()
+        # Ready once a first start's artifacts are published (or there was nothing to
+        # publish), so the pod takes no request before they are.
+        hold["readinessProbe"] = {
+            "exec": {"command": ["test", "-e", f"{compile_cache.STATE_PATH}/{compile_cache.READY_FILE}"]},
+            "periodSeconds": 2,
+            "failureThreshold": 1,
         }
-    )
+        hold["terminationMessagePolicy"] = "FallbackToLogsOnError"
+    out.append(hold)
     return out
 
 
@@ -400,12 +511,17 @@ def _fetch_container(
     *,
     hold: bool,
     budget: float | None,
+    compile_key: str | None = None,
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     env, credential_args, volumes = _credentials(service, model)
     args = ["--source", model.source.uri, "--dest", model.dest(), "--revision", model.revision]
     args += credential_args
     if budget is not None:
         args += ["--budget-gib", f"{budget:g}", "--node-root", CACHE_MOUNT_PATH]
+    if compile_key is not None:
+        # The tier's compile-cache key directory, made before the weights are fetched (so
+        # it exists, owned by the fetcher, before a serving pod can mount it).
+        args += ["--compile-key", compile_key]
     if hold:
         args += ["--hold", "--gc-interval-s", str(GC_INTERVAL_S)]
     mounts: list[dict[str, Any]] = [
@@ -531,13 +647,21 @@ def _owner_container(settings: OperatorSettings) -> dict[str, Any]:
     }
 
 
-def daemonset(service: InferenceService, tier: TierSpec, settings: OperatorSettings) -> dict[str, Any]:
+def daemonset(
+    service: InferenceService,
+    tier: TierSpec,
+    settings: OperatorSettings,
+    compiled: compile_cache.CompileCacheRef | None = None,
+) -> dict[str, Any]:
     cached = models(service)
     containers: list[dict[str, Any]] = []
     extra: list[dict[str, Any]] = []
     budget = budget_gib(service, settings)
     for model in cached:
-        container, volumes = _fetch_container(service, model, settings, hold=True, budget=budget)
+        key = compiled.key if compiled is not None and model.role == "model" else None
+        container, volumes = _fetch_container(
+            service, model, settings, hold=True, budget=budget, compile_key=key
+        )
         containers.append(container)
         extra += volumes
     selector = {
@@ -615,13 +739,22 @@ def job(service: InferenceService, settings: OperatorSettings) -> dict[str, Any]
 
 
 def precache_objects(
-    service: InferenceService, plan: Plan, settings: OperatorSettings
+    service: InferenceService,
+    plan: Plan,
+    settings: OperatorSettings,
+    images: Mapping[str, str] | None = None,
 ) -> list[dict[str, Any]]:
     """Pre-cache objects of an InferenceService: a DaemonSet per feasible tier (nvme), one
-    Job (pvc), nothing when caching is off or the weights are already a local path."""
+    Job (pvc), nothing when caching is off or the weights are already a local path.
+    `images`: each tier's vLLM image (part of its compile-cache key)."""
     if not is_cached(service):
         return []
     if cache_mode(service) == "pvc":
         return [job(service, settings)]
     tiers = {tier.name: tier for tier in service.spec.tiers}
-    return [daemonset(service, tiers[t.name], settings) for t in plan.feasible_tiers if t.name in tiers]
+    found = dict(images or {})
+    return [
+        daemonset(service, tiers[t.name], settings, compile_cache_ref(service, t, found.get(t.name)))
+        for t in plan.feasible_tiers
+        if t.name in tiers
+    ]
