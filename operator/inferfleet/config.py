@@ -223,6 +223,12 @@ class OperatorSettings(BaseModel):
         min_length=1,
         description="Endpoint picker image the operator runs per InferencePool (llm-d's router).",
     )
+    pd_sidecar_image: str = Field(
+        default="ghcr.io/llm-d/llm-d-router-disagg-sidecar:v0.10.0",
+        min_length=1,
+        description="Routing sidecar the decode pods of a prefill/decode split run (llm-d's): it "
+        "sends a request's prompt to the prefill pod the picker chose, then decodes locally.",
+    )
     epp_off_gpu_nodes: bool = Field(
         default=True,
         description="Endpoint pickers require a node without any GPU label the operator knows "

@@ -147,9 +147,12 @@ class TierPlan(ApiModel):
 
 class DisaggregationPlan(ApiModel):
     """Prefill on one tier, decode on another (planner.disaggregation): the pools, the P:D
-    ratio in GPUs and the KV transfer a request pays; `enabled` false says why not."""
+    ratio in GPUs and the KV transfer a request pays; `enabled` false says why not.
+    `deployed`: the operator runs the two pools (design.pd_split); `enabled` without
+    it is advice, and the last reason says what stops it."""
 
     enabled: bool
+    deployed: bool = Field(default=False, description="The operator runs the prefill and decode pools.")
     prefill_tier: str | None = None
     decode_tier: str | None = None
     prefill_replicas: int = 0

@@ -12,7 +12,7 @@ from pydantic import Field
 
 from inferfleet.api import labels
 from inferfleet.api.base import ApiModel
-from inferfleet.api.plan import TierPlan
+from inferfleet.api.plan import DisaggregationPlan, TierPlan
 from inferfleet.api.spec import TokenPercentiles
 
 
@@ -196,6 +196,11 @@ class InferenceServiceStatus(ApiModel):
     observed_generation: int | None = None
     plan_hash: str | None = None
     plan: list[TierPlan] | None = Field(default=None, description="Per-tier plan (the plan JSON contract).")
+    disaggregation: DisaggregationPlan | None = Field(
+        default=None,
+        description="The prefill/decode split of the plan (the plan JSON's `disaggregation`), where the "
+        "spec asks: the pools, the ratio, whether it is deployed and why.",
+    )
     replicas: list[TierReplicas] | None = None
     desired_replicas: int | None = Field(default=None, description="Sum over tiers.")
     ready_replicas: int | None = Field(default=None, description="Sum over tiers.")

@@ -135,6 +135,12 @@ def print_table(plan: Plan) -> None:
             shown = safe_text.escape(reason)  # reasons quote the spec's names and sources' errors
             line = f"  • {escape(shown) if style else shown}"
             stdout.print(f"[{style}]{line}[/]" if style else line, highlight=False, markup=bool(style))
+    split = plan.disaggregation
+    if split is not None:
+        state = "deployed" if split.deployed else "planned, not deployed" if split.enabled else "not split"
+        stdout.print(f"[bold]prefill/decode split[/] ({state}) — why:", highlight=False)
+        for reason in split.reasons:
+            stdout.print(f"  • {safe_text.escape(reason)}", highlight=False, markup=False)
     stdout.print()
 
 

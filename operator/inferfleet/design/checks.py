@@ -44,7 +44,7 @@ from inferfleet.catalog.placement import (
     tier_gpu,
 )
 from inferfleet.config import OperatorSettings
-from inferfleet.design import images, topology
+from inferfleet.design import images, pd_split, topology
 
 INLINE_HINT = (
     "give its architecture inline as spec.model.config (the keys of its config.json) plus "
@@ -285,22 +285,6 @@ def front_door_problems(service: InferenceService, settings: OperatorSettings) -
     return []
 
 
-def disaggregation_problems(service: InferenceService) -> list[Problem]:
-    """`mode: on` asks for prefill and decode pools, which nothing renders yet: refused
-    rather than deployed colocated in silence (`auto` plans the split as advice)."""
-    serving = service.spec.serving
-    wanted = serving.disaggregation if serving is not None else None
-    if wanted is None or wanted.mode != "on":
-        return []
-    return [
-        Problem(
-            "spec.serving.disaggregation.mode",
-            "on asks for separate prefill and decode pools, which the operator does not deploy yet; use auto "
-            "to see the split the planner would choose (inferfleet plan, status.plan), or off",
-        )
-    ]
-
-
 def refusals(service: InferenceService, settings: OperatorSettings, plan: Plan | None) -> list[Problem]:
     """Why the operator will not deploy this spec, each with its field path: the one verdict
     the webhook, `inferfleet validate` and the reconciler share.
@@ -312,7 +296,7 @@ def refusals(service: InferenceService, settings: OperatorSettings, plan: Plan |
     return [
         *catalog_problems(service, settings),
         *render_problems(service, settings, feasible),
-        *disaggregation_problems(service),
+        *pd_split.problems(service, settings, plan),
     ]
 
 

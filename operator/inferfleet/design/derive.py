@@ -13,8 +13,9 @@ The steps, in order:
 1. the workload to plan for (design.replan): the declared one, or with
    `replan: auto` the one the engines reported once it drifted;
 2. per tier, the vLLM image (design.images), the release it runs and its GPU record;
-3. the plan (planner.plan_tier per tier, with that release and the model as read), or
-   the plan the cluster shows deployed when the caller is the autoscaler;
+3. the plan (planner.plan_tier per tier, with that release and the model as read; the
+   prefill/decode split where the spec asks, and whether it runs: design.pd_split),
+   or the plan the cluster shows deployed when the caller is the autoscaler;
 4. the verdict (design.checks): what refuses the spec, what waits for the model's
    architecture;
 5. which nodes hold each tier's compile cache (caching.precache.compile_cache, from the
@@ -39,7 +40,7 @@ from inferfleet.caching.precache import compile_cache
 from inferfleet.caching.precache import workloads as cache_objects
 from inferfleet.catalog.gpus import GpuSpec
 from inferfleet.config import OperatorSettings
-from inferfleet.design import checks, images, replan, topology
+from inferfleet.design import checks, images, pd_split, replan, topology
 from inferfleet.design.policy_config import PolicyConfig, replan_mode, resolve_policy
 from inferfleet.planner.releases import Release
 
@@ -287,8 +288,10 @@ def _plan(
     except Exception as error:  # a value validation let through, or a bug
         failed = Problem("spec", f"the planner failed on this spec ({type(error).__name__}: {error})")
         return None, PlanFailure("internal", internal_error_message("plan", error), (failed,), error)
-    # The prefill/decode split is a decision over every tier's plan.
-    return planner.with_roles(service.spec, Plan(name=service.name, tiers=planned), settings.catalogs()), None
+    # The prefill/decode split is a decision over every tier's plan; whether the operator
+    # can run it, one over the front door and the tiers' releases (design.pd_split).
+    split = planner.with_roles(service.spec, Plan(name=service.name, tiers=planned), settings.catalogs())
+    return pd_split.resolve(service, settings, split), None
 
 
 def _verdict(

@@ -55,6 +55,8 @@ class FrontDoor:
     gateway: Gateway | None
     pools: tuple[Pool, ...]
     picker: EndpointPickerRef | None  # a picker the platform runs, else one per pool
+    # The pool's picker splits requests into prefill and decode (design.pd_split).
+    disaggregated: bool = False
 
     @property
     def holds_requests(self) -> bool:
@@ -158,7 +160,8 @@ def resolve(
         hold = hold_seconds(service, settings, _zero_able(service, members), measured, estimated)
         limit = queue_limit(service, members)
         pool = Pool(service.name, tuple(t.name for t in members), (), None, hold, limit)
-        return FrontDoor("gateway", gateway, (pool,), picker)
+        split = plan.disaggregation
+        return FrontDoor("gateway", gateway, (pool,), picker, split is not None and split.deployed)
     specs = {tier.name: tier for tier in service.spec.tiers}
     pools = []
     for tier in feasible:

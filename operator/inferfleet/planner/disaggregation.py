@@ -13,6 +13,8 @@ whose spec allows it (`spec.serving.disaggregation.mode`), from the tiers' own p
   within its sequence slots and its KV cache at the mean context); the P:D ratio is
   the pools' GPUs (peak × mean input / prefill throughput against peak × mean output /
   decode throughput, DistServe's two queues sized apart);
+- only pairs whose engines can pass KV between them (`incompatibility`: one vLLM release,
+  one KV-cache type, one TP size);
 - the KV-transfer tax: a mean prompt's KV bytes over the slower of the two GPUs' network
   links (catalog `networkGBsPerGpu`);
 - it pays when the cheapest pair costs at least `MIN_SAVING` less than the cheapest
@@ -25,9 +27,10 @@ whose spec allows it (`spec.serving.disaggregation.mode`), from the tiers' own p
 `mode: on` plans the cheapest pair even where it does not pay (and says so); `auto`
 only where it pays; every outcome is a reason, including why not.
 
-The split is advisory for now: the operator still deploys every tier colocated (the
-plan's last reason says so, and design.checks refuses `mode: on`, which would ask for
-pools nothing renders yet).
+A pool is a tier (one Deployment per tier), so the two pools are two different tiers;
+to split on one GPU type, declare it as two tiers. Whether the operator can run the
+split it chose (the front door, the tiers' releases and shapes) is design.pd_split's
+call, which adds the last reason: deployed, or why not.
 """
 
 from __future__ import annotations
@@ -52,7 +55,6 @@ MIN_MEAN_PROMPT = 500.0
 MIN_SAVING = 0.10
 # The KV transfer may take at most this share of the TTFT SLO.
 MAX_TRANSFER_SHARE = 0.10
-ADVISORY = "advisory: the operator deploys every tier colocated until it renders prefill and decode pools"
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +153,48 @@ def colocated_price(spec: InferenceServiceSpec, plan: TierPlan, prices: Mapping[
     return (replicas or math.inf) * plan.gpus_per_replica * _per_gpu_price(plan, prices)
 
 
+def _kv_type(plan: TierPlan) -> str:
+    """The KV cache's element type, `auto` resolved to the model's dtype where the plan
+    names it."""
+    if plan.kv_cache_dtype != "auto":
+        return plan.kv_cache_dtype
+    return {"bfloat16": "bf16", "float16": "fp16"}.get(plan.dtype, "the model's dtype")
+
+
+def incompatibility(prefill: TierPlan, decode: TierPlan) -> str | None:
+    """Why vLLM's NixlConnector could not move KV from one tier's engine to the other's:
+    its handshake compares a hash of the vLLM version, the model and the KV cache's type
+    (vllm/distributed/kv_transfer/kv_connector/v1/nixl/metadata.py), and a different TP
+    size needs a block-contiguous KV layout on the prefill side, which the operator does
+    not set; so: one release, one KV type, one TP size."""
+    if prefill.vllm_release != decode.vllm_release:
+        return f"they run different vLLM releases ({prefill.vllm_release} and {decode.vllm_release})"
+    if _kv_type(prefill) != _kv_type(decode):
+        return (
+            f"their KV caches differ in type ({_kv_type(prefill)} and {_kv_type(decode)}; spec.kvCacheDtype "
+            "or a tier's overrides.kvCacheDtype aligns them)"
+        )
+    if prefill.tensor_parallel_size != decode.tensor_parallel_size:
+        return (
+            f"their tensor-parallel sizes differ ({prefill.tensor_parallel_size} and "
+            f"{decode.tensor_parallel_size}; overrides.tensorParallelSize can align them)"
+        )
+    return None
+
+
+def _no_pair(
+    candidates: Sequence[tuple[TierPlan, TierPlan]], joinable: Sequence[tuple[TierPlan, TierPlan]]
+) -> str:
+    if not candidates:
+        return "no pair of two feasible tiers with prefill and decode rates (prefillTiers x decodeTiers)"
+    if joinable:
+        return "no pair of tiers has both a prefill rate and a decode batch within the ITL SLO"
+    why = "; ".join(
+        f"prefill on {p.name}, decode on {d.name}: {incompatibility(p, d)}" for p, d in candidates[:4]
+    )
+    return f"no pair of tiers can pass the KV cache between them ({why})"
+
+
 def _allowed(names: Sequence[str] | None, plan: TierPlan) -> bool:
     return names is None or plan.name in names
 
@@ -164,18 +208,17 @@ def plan_disaggregation(
         return None
     prices = {tier.name: tier.cost_per_gpu_hour for tier in spec.tiers}
     feasible = [tier for tier in tiers if tier.feasible and tier.performance is not None]
-    pairs = [
-        pair
+    candidates = [
+        (prefill, decode)
         for prefill in feasible
         if _allowed(wanted.prefill_tiers, prefill)
         for decode in feasible
-        if _allowed(wanted.decode_tiers, decode)
-        if (pair := _pair(spec, prefill, decode, gpus, prices)) is not None
+        if _allowed(wanted.decode_tiers, decode) and decode.name != prefill.name
     ]
+    joinable = [(p, d) for p, d in candidates if incompatibility(p, d) is None]
+    pairs = [pair for p, d in joinable if (pair := _pair(spec, p, d, gpus, prices)) is not None]
     if not pairs:
-        return DisaggregationPlan(
-            enabled=False, reasons=["no feasible tier pair has prefill and decode figures"]
-        )
+        return DisaggregationPlan(enabled=False, reasons=[_no_pair(candidates, joinable)])
     best = min(pairs, key=lambda pair: (pair.price, pair.transfer_ms))
     colocated = min(feasible, key=lambda tier: colocated_price(spec, tier, prices))
     pays, why = _verdict(spec, best, colocated, prices)
@@ -191,7 +234,6 @@ def plan_disaggregation(
         reasons=[
             _describe(spec, best),
             why if pays or not enabled else f"on as asked, though {why}",
-            ADVISORY,
         ],
     )
     return plan

@@ -228,6 +228,11 @@ def compute(previous: Mapping[str, Any], result: PassResult, *, now: str) -> dic
         # An invalid spec keeps the last good plan on display: it is what still runs.
         status["plan"] = [tier.to_wire() for tier in result.plan.tiers]
         status["planHash"] = result.plan_hash
+        split = result.plan.disaggregation
+        if split is not None:
+            status["disaggregation"] = split.to_wire()
+        else:
+            status.pop("disaggregation", None)
     replicas = tier_replicas(result)
     status["replicas"] = replicas
     status["desiredReplicas"] = sum(entry["desired"] for entry in replicas)

@@ -4,7 +4,8 @@
 the same list of objects, sorted, every time (golden files and the reconcile diff rely
 on it). Per feasible tier: a Deployment (or a LeaderWorkerSet when a replica spans
 nodes), a Service and a PodDisruptionBudget; per InferenceService: a Service over all
-tiers and a PodMonitor. Infeasible tiers render nothing; the reconciler decides what
+tiers and a PodMonitor. In a deployed prefill/decode split its two tiers' pods take their
+role (render.pd_objects). Infeasible tiers render nothing; the reconciler decides what
 that means for objects that already exist.
 
 Extension points for other features, each one line to add to:
@@ -16,14 +17,16 @@ Extension points for other features, each one line to add to:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from inferfleet.api import InferenceService, Plan
 from inferfleet.caching.precache import workloads as cache_objects
 from inferfleet.config import OperatorSettings
+from inferfleet.design import pd_split
 from inferfleet.design.derive import Design
-from inferfleet.render import frontdoor, model_source
+from inferfleet.render import frontdoor, model_source, pd_objects
 from inferfleet.render.pod import HOME_PATH, HOME_VOLUME, PodAdditions, TierRenderContext, extend
 from inferfleet.render.service_objects import (
     PodContributor,
@@ -48,7 +51,8 @@ def _weight_cache(ctx: TierRenderContext) -> PodAdditions:
     """Serving pods wait for, and pin, the node's pre-cached weights (issue 5), and start
     from the node's compile cache for their tier's key where it keeps one (issue 33)."""
     ref = cache_objects.compile_cache_ref(ctx.service, ctx.plan, ctx.image)
-    compiled = (ref, ENGINE_HOME) if ref is not None else None
+    home = dataclasses.replace(ENGINE_HOME, port=pd_objects.vllm_port(ctx.role))
+    compiled = (ref, home) if ref is not None else None
     init = cache_objects.init_containers(ctx.service, ctx.tier.name, ctx.settings, compiled)
     volumes = cache_objects.compile_volumes(ctx.service, ctx.settings) if ref is not None else []
     return PodAdditions(init_containers=tuple(init), volumes=tuple(volumes))
@@ -71,7 +75,19 @@ def _secret_env_note(ctx: TierRenderContext) -> PodAdditions:
     return PodAdditions(annotations={"checkov.io/skip1": reason})
 
 
-POD_CONTRIBUTORS: tuple[PodContributor, ...] = (_weight_cache, _secret_env_note)
+def _routing_sidecar(ctx: TierRenderContext) -> PodAdditions:
+    """A decode pod of a deployed split runs llm-d's routing sidecar in front of vLLM, with
+    a token of its own (render.pd_objects)."""
+    if ctx.role != "decode" or ctx.pool is None:
+        return PodAdditions()
+    return PodAdditions(
+        init_containers=(pd_objects.sidecar(ctx.service.namespace, ctx.pool, ctx.settings.pd_sidecar_image),),
+        volumes=(pd_objects.token_volume(),),
+        pod_fields={"serviceAccountName": pd_objects.sidecar_service_account(ctx.service)},
+    )
+
+
+POD_CONTRIBUTORS: tuple[PodContributor, ...] = (_weight_cache, _secret_env_note, _routing_sidecar)
 OBJECT_CONTRIBUTORS: tuple[ObjectContributor, ...] = (cache_objects.precache_objects,)
 
 # Apply order: what others point at first (Services, budgets), the pre-cache (so weights
@@ -120,6 +136,8 @@ def render(design: Design, workload_revisions: Mapping[str, str] | None = None) 
         raise ValueError(f"{design.source}: nothing to render without a plan ({design.invalid})")
     source = model_source.resolve(service, settings)
     held = dict(workload_revisions or {})
+    split = pd_split.roles(plan)
+    split_pool = front.pools[0].name if split is not None and front.disaggregated else None
     objects = [service_object(service), pod_monitor(service)]
     for tier_plan in plan.feasible_tiers:
         tier = design.tier(tier_plan.name)
@@ -128,8 +146,12 @@ def render(design: Design, workload_revisions: Mapping[str, str] | None = None) 
             raise ValueError(f"{design.source}: tier {tier_plan.name} has {why}")
         at = at_revision(service, held[tier.name]) if tier.name in held else service
         at_source = model_source.resolve(at, settings) if tier.name in held else source
-        ctx = TierRenderContext(at, tier.spec, tier_plan, settings, at_source, tier.image, tier.gpu)
-        objects.append(workload(ctx, POD_CONTRIBUTORS, frontdoor.pod_labels(front, plan, tier.name)))
+        role = split.of(tier.name) if split is not None and split_pool is not None else None
+        ctx = TierRenderContext(
+            at, tier.spec, tier_plan, settings, at_source, tier.image, tier.gpu, role, split_pool
+        )
+        serving_labels = {**frontdoor.pod_labels(front, plan, tier.name), **pd_objects.role_labels(role)}
+        objects.append(workload(ctx, POD_CONTRIBUTORS, serving_labels))
         objects.append(tier_service(service, tier.name))
         objects.append(disruption_budget(service, tier.name))
     objects.extend(frontdoor.objects(service, front, settings, owner_reference(service)))

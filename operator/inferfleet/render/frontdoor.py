@@ -34,7 +34,7 @@ from inferfleet.catalog import placement
 from inferfleet.config import OperatorSettings
 from inferfleet.design import object_names as names
 from inferfleet.design.topology import FrontDoor, Pool
-from inferfleet.render import lifecycle, templating
+from inferfleet.render import lifecycle, pd_objects, templating
 from inferfleet.render.service_objects import prometheus_name
 from inferfleet.render.vllm_args import HTTP_PORT, served_model_name
 
@@ -223,8 +223,9 @@ def _common(service: InferenceService, owner: dict[str, str] | None) -> dict[str
     return {"namespace": service.namespace, "owner": owner}
 
 
-def picker_config(pool: Pool) -> dict[str, Any]:
-    """The EndpointPickerConfig of one pool's picker."""
+def picker_config(pool: Pool, *, disaggregated: bool = False) -> dict[str, Any]:
+    """The EndpointPickerConfig of one pool's picker; `disaggregated`: with the P/D
+    profiles of a prefill/decode split (render.pd_objects)."""
     own_weight = OWN_TIER_WEIGHT_SPLIT if pool.weight is not None else OWN_TIER_WEIGHT_SHARED
     plugins: list[dict[str, Any]] = [
         # Filter (hard): no pod whose range the prompt is outside of; scorer: the tightest
@@ -237,17 +238,20 @@ def picker_config(pool: Pool) -> dict[str, Any]:
         *({"type": scorer} for scorer, _ in LOAD_SCORER_WEIGHTS),
         {"type": "max-score-picker"},
     ]
-    profile = [
+    profile: list[dict[str, Any]] = [
         {"pluginRef": "context-length", "weight": own_weight},
         *({"pluginRef": scorer, "weight": weight} for scorer, weight in LOAD_SCORER_WEIGHTS),
         {"pluginRef": "max-score-picker"},
     ]
+    profiles = [{"name": "default", "plugins": profile}]
+    if disaggregated:
+        plugins, profiles = pd_objects.picker_plugins_and_profiles(plugins, profile[:-1])
     return {
         "apiVersion": EPP_CONFIG_API_VERSION,
         "kind": "EndpointPickerConfig",
         "featureGates": ["flowControl"],
         "plugins": plugins,
-        "schedulingProfiles": [{"name": "default", "plugins": profile}],
+        "schedulingProfiles": profiles,
         # A pool with no ready pod is saturated: flow control holds its requests (FIFO)
         # until a pod is ready or the TTL, the hold, runs out. The same TTL bounds a wait
         # for busy pods in this router, so those queues are kept short by length instead.
@@ -256,7 +260,12 @@ def picker_config(pool: Pool) -> dict[str, Any]:
 
 
 def _picker_objects(
-    service: InferenceService, pool: Pool, settings: OperatorSettings, owner: dict[str, str] | None
+    service: InferenceService,
+    pool: Pool,
+    settings: OperatorSettings,
+    owner: dict[str, str] | None,
+    *,
+    disaggregated: bool = False,
 ) -> list[dict[str, Any]]:
     name = picker_name(pool)
     pool_labels = {
@@ -272,7 +281,7 @@ def _picker_objects(
     # The configuration travels as an argument (--config-text), not a ConfigMap: the
     # operator never reads or writes ConfigMaps (they can hold what env valueFrom points
     # at), and a new configuration is a new pod template, so the picker restarts with it.
-    config_text = yaml.safe_dump(picker_config(pool), sort_keys=False)
+    config_text = yaml.safe_dump(picker_config(pool, disaggregated=disaggregated), sort_keys=False)
     args = [
         "--pool-name",
         pool.name,
@@ -442,10 +451,12 @@ def objects(
             )
         )
         if external is None:
-            out.extend(_picker_objects(service, pool, settings, owner))
+            out.extend(_picker_objects(service, pool, settings, owner, disaggregated=front.disaggregated))
     if front.picker is None:
         out.extend(_picker_access(service, owner))
         out.append(_picker_monitor(service, owner))
+        if front.disaggregated:
+            out.extend(pd_objects.access_objects(service, service_account_name(service), owner))
     parent: dict[str, Any] = {
         "group": "gateway.networking.k8s.io",
         "kind": "Gateway",

@@ -18,10 +18,11 @@ from inferfleet.api.spec import NO_ACCELERATOR
 from inferfleet.catalog import placement
 from inferfleet.catalog.gpus import GpuSpec
 from inferfleet.config import OperatorSettings
+from inferfleet.design.pd_split import Role
 from inferfleet.planner.host_memory import CPU_PER_GPU, gpus_per_pod, memory_limit_gib, memory_request_gib
-from inferfleet.render import lifecycle, runtime, templating
+from inferfleet.render import lifecycle, pd_objects, runtime, templating
 from inferfleet.render.model_source import ModelSource
-from inferfleet.render.vllm_args import HTTP_PORT, served_model_name, vllm_args
+from inferfleet.render.vllm_args import served_model_name, vllm_args
 
 CONTAINER_NAME = "vllm"
 PORT_NAME = "http"
@@ -68,6 +69,7 @@ class PodAdditions:
     mounts: tuple[dict[str, Any], ...] = ()
     env: tuple[dict[str, Any], ...] = ()
     annotations: Mapping[str, str] = field(default_factory=dict)
+    pod_fields: Mapping[str, Any] = field(default_factory=dict)  # e.g. serviceAccountName
 
 
 def clone_json(value: Any) -> Any:
@@ -89,6 +91,7 @@ def extend(pod: dict[str, Any], additions: PodAdditions) -> dict[str, Any]:
 
 def extend_in_place(pod: dict[str, Any], additions: PodAdditions) -> dict[str, Any]:
     """`extend` on a pod the caller owns (no copy of it; the additions are copied)."""
+    pod.update(clone_json(dict(additions.pod_fields)))
     if additions.init_containers:
         pod["initContainers"] = [*pod.get("initContainers", []), *clone_json(additions.init_containers)]
     if additions.volumes:
@@ -289,9 +292,11 @@ class TierRenderContext:
     source: ModelSource
     image: str  # the vLLM build the design chose for the tier (design.images)
     gpu: GpuSpec | None  # the tier's GPU record (None: no catalog has it)
+    role: Role | None = None  # prefill or decode in a deployed split (render.pd_objects)
+    pool: str | None = None  # the InferencePool a decode pod's sidecar may send prompts into
 
 
-def _probes(plan: TierPlan, served_name: str, *, server: bool) -> dict[str, Any]:
+def _probes(plan: TierPlan, served_name: str, port: int, *, server: bool) -> dict[str, Any]:
     if not server:  # a LeaderWorkerSet worker: a Ray node, no HTTP server
         return {
             "startup_probe": lifecycle.worker_startup_probe(),
@@ -300,7 +305,7 @@ def _probes(plan: TierPlan, served_name: str, *, server: bool) -> dict[str, Any]
         }
     return {
         "startup_probe": lifecycle.startup_probe(plan, PORT_NAME),
-        "readiness_probe": lifecycle.readiness_probe(HTTP_PORT, served_name),
+        "readiness_probe": lifecycle.readiness_probe(port, served_name),
         "liveness_probe": lifecycle.liveness_probe(PORT_NAME),
     }
 
@@ -312,10 +317,13 @@ def pod_spec(ctx: TierRenderContext, role: str = "server") -> dict[str, Any]:
     served_name = served_model_name(service)
     multi_node = plan.nodes_per_replica > 1
     server = role == "server"
+    port = pd_objects.vllm_port(ctx.role)
+    role_args = tuple(pd_objects.kv_transfer_args(ctx.role))
     if not multi_node:
-        command, args = ["vllm", "serve"], vllm_args(service, plan, source)
+        command, args = ["vllm", "serve"], vllm_args(service, plan, source, port, role_args)
     elif server:
-        command, args = ["bash", "-c", LEADER_SCRIPT, "vllm-leader"], vllm_args(service, plan, source)
+        command = ["bash", "-c", LEADER_SCRIPT, "vllm-leader"]
+        args = vllm_args(service, plan, source, port, role_args)
     else:
         command, args = ["bash", "-c", WORKER_SCRIPT], []
     resource = placement.resource_name(tier, ctx.gpu)
@@ -332,14 +340,19 @@ def pod_spec(ctx: TierRenderContext, role: str = "server") -> dict[str, Any]:
         "image": image,
         "command": command,
         "args": args,
-        "env": _env(service, source),
+        "env": [*_env(service, source), *pd_objects.vllm_env(ctx.role)],
         "env_from": env_from,
-        "ports": [{"name": PORT_NAME, "containerPort": HTTP_PORT, "protocol": "TCP"}] if server else [],
+        "ports": [
+            {"name": PORT_NAME, "containerPort": port, "protocol": "TCP"},
+            *pd_objects.vllm_ports(ctx.role),
+        ]
+        if server
+        else [],
         "resources": _resources(service, plan, resource),
         "mounts": _mounts(service, source),
         "volumes": _volumes(service, plan, source),
-        **_probes(plan, served_name, server=server),
-        "pre_stop": lifecycle.pre_stop(service, HTTP_PORT) if server else None,
+        **_probes(plan, served_name, port, server=server),
+        "pre_stop": lifecycle.pre_stop(service, port) if server else None,
         "pod_security": pod_security_context(settings, runtime.supplemental_groups(ctx.gpu, settings)),
         "container_security": container_security_context(),
     }

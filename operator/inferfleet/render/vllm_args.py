@@ -84,10 +84,17 @@ def _toggle(flag: str, on: bool) -> str:
     return f"--{flag}" if on else f"--no-{flag}"
 
 
-def vllm_args(service: InferenceService, tier: TierPlan, source: ModelSource) -> list[str]:
-    """Positional model plus every planned flag, in a fixed order (stable pod templates)."""
+def vllm_args(
+    service: InferenceService,
+    tier: TierPlan,
+    source: ModelSource,
+    port: int = HTTP_PORT,
+    role_args: tuple[str, ...] = (),
+) -> list[str]:
+    """Positional model plus every planned flag, in a fixed order (stable pod templates);
+    `port` and `role_args` are a prefill/decode role's (render.pd_objects)."""
     serving = service.spec.serving
-    args = [source.model_arg, "--served-model-name", served_model_name(service), "--port", str(HTTP_PORT)]
+    args = [source.model_arg, "--served-model-name", served_model_name(service), "--port", str(port)]
     if source.revision:
         args += ["--revision", source.revision]
     if source.download_dir:
@@ -132,7 +139,7 @@ def vllm_args(service: InferenceService, tier: TierPlan, source: ModelSource) ->
         # The host KV tier (planner.host_kv): GiB over the replica's TP ranks, vLLM's own
         # CPU offloading.
         args += ["--kv-offloading-size", f"{tier.host_kv_cache_gi_b:g}", "--kv-offloading-backend", "native"]
-    args += _lora_args(service, source) + _speculative_args(service)
+    args += [*role_args, *_lora_args(service, source), *_speculative_args(service)]
     if serving is not None and serving.extra_args:
         args += list(serving.extra_args)
     return args

@@ -243,6 +243,7 @@ def test_values_become_the_operators_settings(full_objects: list[dict[str, Any]]
     assert settings.vllm_image == values["images"]["vllm"]["nvidia"]
     assert settings.vllm_image_amd == values["images"]["vllm"]["amd"]
     assert settings.epp_image == values["images"]["endpointPicker"]
+    assert settings.pd_sidecar_image == values["images"]["pdSidecar"]
     assert settings.gateway_name == values["frontDoor"]["gateway"]["name"]
     assert settings.gateway_namespace == values["frontDoor"]["gateway"]["namespace"]
     assert settings.front_door_match == "hostname"

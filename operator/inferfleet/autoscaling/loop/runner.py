@@ -33,6 +33,7 @@ from inferfleet.api import (
     parse,
     safe_text,
 )
+from inferfleet.api.plan import DisaggregationPlan
 from inferfleet.api.status import worst_condition
 from inferfleet.autoscaling.prometheus.reader import PrometheusClient, PrometheusConfig, SignalReader
 from inferfleet.autoscaling.promql.parse import ServiceKey, TierKey
@@ -295,6 +296,11 @@ class Autoscaler:
             plan = [TierPlan.model_validate(entry) for entry in status.get("plan") or []]
         except ValueError as error:
             return f"unreadable status.plan: {error}"
+        try:
+            split_entry = status.get("disaggregation")
+            split = DisaggregationPlan.model_validate(split_entry) if split_entry else None
+        except ValueError as error:
+            return f"unreadable status.disaggregation: {error}"
         if not plan:
             return "not planned yet"
         uid = meta.get("uid")
@@ -309,7 +315,7 @@ class Autoscaler:
             obj = kindswitch.preferred(ours, multi_node.get(tier))
             workloads[tier] = WorkloadReplicas(ref_of(obj), replicas_of(obj), ready_replicas_of(obj))
         return ServiceInput(
-            design=self._design(resource, status, plan, meta),
+            design=self._design(resource, status, plan, split, meta),
             status=status,
             workloads=workloads,
             generation=meta.get("generation"),
@@ -321,6 +327,7 @@ class Autoscaler:
         resource: InferenceService,
         status: Mapping[str, Any],
         plan: list[TierPlan],
+        split: DisaggregationPlan | None,
         meta: Mapping[str, Any],
     ) -> Design:
         """The service's design on its deployed plan, kept while the spec (its generation)
@@ -330,7 +337,7 @@ class Autoscaler:
         kept = self._designs.get(key)
         if kept is not None and kept[0] == version and status.get("planHash") is not None:
             return kept[1]
-        designed = deployed_design(resource, self.settings, plan, meta.get("generation"))
+        designed = deployed_design(resource, self.settings, plan, meta.get("generation"), split)
         self._designs[key] = (version, designed)
         return designed
 

@@ -25,6 +25,7 @@ from inferfleet.api import (
     labels,
     safe_text,
 )
+from inferfleet.api.plan import DisaggregationPlan
 from inferfleet.api.spec import TokenPercentiles
 from inferfleet.autoscaling.policy import (
     DoorPool,
@@ -144,11 +145,12 @@ def deployed_design(
     settings: OperatorSettings,
     deployed: Sequence[TierPlan],
     generation: int | None,
+    split: DisaggregationPlan | None = None,
 ) -> Design:
-    """The service's design on the plan status says is deployed (status.plan): the
-    autoscaler scales what runs, and resolves its policy and front door once per spec and
-    plan, not every tick."""
-    plan = Plan(name=service.name, tiers=list(deployed))
+    """The service's design on the plan status says is deployed (status.plan, and the
+    prefill/decode split in status.disaggregation): the autoscaler scales what runs, and
+    resolves its policy and front door once per spec and plan, not every tick."""
+    plan = Plan(name=service.name, tiers=list(deployed), disaggregation=split)
     return design(service, settings, Observations(generation=generation, deployed_plan=plan))
 
 

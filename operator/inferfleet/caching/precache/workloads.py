@@ -62,8 +62,10 @@ CACHE_VOLUME: Final = "model-cache"
 VERIFY_CONTAINER: Final = "cache-verify"
 CACHE_MOUNT_PATH: Final = "/var/cache/inferfleet"
 # The engine's HTTP port and health path (render.vllm_args, render.lifecycle): the hold
-# sidecar publishes a first start's compile caches once vLLM answers here.
-ENGINE_HEALTH_URL: Final = "http://127.0.0.1:8000/health"
+# sidecar publishes a first start's compile caches once vLLM answers there (a decode pod
+# of a prefill/decode split serves on another port: EngineHome.port).
+ENGINE_PORT: Final = 8000
+ENGINE_HEALTH_PATH: Final = "/health"
 # A pod-local directory (emptyDir) holding one link per cached model to the revision the
 # pod's verify container resolved: what vLLM loads and the hold sidecar pins.
 PINS_VOLUME: Final = "pinned-revisions"
@@ -319,6 +321,11 @@ class EngineHome:
     volume: str
     path: str
     cache_dir: str
+    port: int = ENGINE_PORT
+
+    @property
+    def health_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}{ENGINE_HEALTH_PATH}"
 
 
 def compile_volumes(service: InferenceService, settings: OperatorSettings) -> list[dict[str, Any]]:
@@ -368,7 +375,7 @@ def _publishing(
     args = ["--compile-store", compile_cache.STORE_MOUNT_PATH, "--compile-from", home.cache_dir]
     for name in compile_cache.ENGINE_DIRS:
         args += ["--compile-dir", name]
-    args += ["--engine-url", ENGINE_HEALTH_URL, "--state-dir", compile_cache.STATE_PATH]
+    args += ["--engine-url", home.health_url, "--state-dir", compile_cache.STATE_PATH]
     mounts: list[dict[str, Any]] = [
         {
             "name": compile_cache.STORE_VOLUME,
