@@ -46,6 +46,12 @@ SERIES_LABEL_POD: Final = "pod"
 SERIES_LABEL_JOB: Final = "job"
 SERIES_LABEL_SERVICE: Final = "inferfleet_service"
 SERIES_LABEL_TIER: Final = "inferfleet_tier"
+# A prefill/decode split's role (render.pd_objects): the pod label llm-d's picker reads,
+# copied onto the series so a prefill pod's finished requests (each a prefill of a
+# request its decode pod also finishes) are not counted twice in the service's rate.
+LABEL_PD_ROLE: Final = "llm-d.ai/role"
+SERIES_LABEL_ROLE: Final = "inferfleet_role"
+PD_ROLE_PREFILL: Final = "prefill"
 # The `job` of the targets the operator's own PodMonitors scrape: the vLLM servers and
 # the front door's endpoint pickers. The autoscaler reads no other job's series.
 SCRAPE_JOB_SERVER: Final = "inferfleet-vllm"

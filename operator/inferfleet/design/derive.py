@@ -30,6 +30,7 @@ The steps, in order:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -218,10 +219,17 @@ def design(
         awaiting_source=awaiting,
         reported_plan=reported,
         front_door=front,
-        policy=resolve_policy(settings, service.spec),
+        policy=_policy(settings, service, plan),
         measured_cold_starts=dict(observed.cold_starts),
         compile_caches=compiled,
     )
+
+
+def _policy(settings: OperatorSettings, service: InferenceService, plan: Plan | None) -> PolicyConfig:
+    """Step 5c: the scaling policy, with the deployed prefill/decode split's roles."""
+    policy = resolve_policy(settings, service.spec)
+    roles = pd_split.roles(plan)
+    return policy if roles is None else dataclasses.replace(policy, split=(roles.prefill, roles.decode))
 
 
 def _workload(

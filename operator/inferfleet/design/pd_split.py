@@ -28,11 +28,13 @@ from dataclasses import dataclass
 from typing import Literal
 
 from inferfleet import planner
-from inferfleet.api import InferenceService, Plan, Problem
+from inferfleet.api import InferenceService, Plan, Problem, TierPlan
+from inferfleet.api.plan import DisaggregationPlan
 from inferfleet.config import OperatorSettings
 from inferfleet.design import images, topology
-from inferfleet.planner.disaggregation import MIN_MEAN_PROMPT
+from inferfleet.planner.disaggregation import MIN_MEAN_PROMPT, decode_tokens_per_s, prefill_tokens_per_s
 from inferfleet.planner.releases import Version
+from inferfleet.planner.workload import mean_tokens
 
 Role = Literal["prefill", "decode"]
 NIXL_SINCE = Version(0, 9, 0)
@@ -175,14 +177,48 @@ def resolve(service: InferenceService, settings: OperatorSettings, plan: Plan) -
     if stopped:
         why = f"not deployed, every tier serves both phases: {stopped[0].message} ({stopped[0].path})"
         updated = split.model_copy(update={"deployed": False, "reasons": [*split.reasons, why]})
-    else:
-        done = (
-            f"deployed: {split.prefill_tier} pods prefill (llm-d.ai/role=prefill), {split.decode_tier} pods "
-            "decode behind the routing sidecar (llm-d.ai/role=decode); the picker sends a prompt with at "
-            f"least {SPLIT_MIN_UNCACHED_TOKENS} uncached tokens to both, a shorter one to a decode pod alone"
+        return plan.model_copy(update={"disaggregation": updated})
+    done = (
+        f"deployed: {split.prefill_tier} pods prefill (llm-d.ai/role=prefill), {split.decode_tier} pods "
+        "decode behind the routing sidecar (llm-d.ai/role=decode); the picker sends a prompt with at "
+        f"least {SPLIT_MIN_UNCACHED_TOKENS} uncached tokens to both, a shorter one to a decode pod alone"
+    )
+    updated = split.model_copy(update={"deployed": True, "reasons": [*split.reasons, done]})
+    tiers = [_in_role(service, tier, split) for tier in plan.tiers]
+    return plan.model_copy(update={"disaggregation": updated, "tiers": tiers})
+
+
+def _in_role(service: InferenceService, tier: TierPlan, split: DisaggregationPlan) -> TierPlan:
+    """A role's tier as the autoscaler and the simulator size it: requests per second one
+    replica prefills (its prefill rate over the mean prompt) or decodes (its rate within
+    the ITL SLO over the mean output), and the replicas the split's pool needs."""
+    workload = service.spec.workload
+    mean_in = mean_tokens(workload.input_tokens.p50, workload.input_tokens.p95)
+    mean_out = mean_tokens(workload.output_tokens.p50, workload.output_tokens.p95)
+    if tier.name == split.prefill_tier:
+        rps = prefill_tokens_per_s(tier) / mean_in if mean_in > 0 else 0.0
+        role, replicas, what = (
+            "prefill",
+            split.prefill_replicas,
+            f"prefills {mean_in:,.0f}-token mean prompts",
         )
-        updated = split.model_copy(update={"deployed": True, "reasons": [*split.reasons, done]})
-    return plan.model_copy(update={"disaggregation": updated})
+    elif tier.name == split.decode_tier:
+        rate = decode_tokens_per_s(tier, workload.slo.itl_p99_ms, mean_in + mean_out / 2)
+        rps = rate / mean_out if mean_out > 0 else 0.0
+        role, replicas, what = "decode", split.decode_replicas, f"decodes {mean_out:,.0f}-token mean outputs"
+    else:
+        return tier
+    reason = (
+        f"{role} pool of the prefill/decode split: a replica {what} at ~{rps:.2f} req/s "
+        f"(colocated it served ~{tier.usable_rps:.2f}); {replicas} replica(s) for the peak"
+    )
+    return tier.model_copy(
+        update={
+            "usable_rps": round(rps, 3),
+            "replicas_for_peak": replicas,
+            "reasons": [*tier.reasons, reason],
+        }
+    )
 
 
 def problems(service: InferenceService, settings: OperatorSettings, plan: Plan | None) -> list[Problem]:

@@ -90,6 +90,9 @@ class PolicyConfig:
     prewarm: tuple[PrewarmRule, ...] = ()
     # Only the static-peak baseline reads this: the peak request rate it provisions for.
     static_peak_rps: float | None = None
+    # A deployed prefill/decode split (design.pd_split): (prefill tier, decode tier). The
+    # prefill tier takes no whole requests: it prefills what the decode tier is placed.
+    split: tuple[str, str] | None = None
 
     def tier(self, name: str) -> TierPolicy | None:
         for tier in self.tiers:

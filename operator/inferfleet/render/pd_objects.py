@@ -31,7 +31,7 @@ from inferfleet.design import object_names as names
 from inferfleet.design.pd_split import SPLIT_MIN_UNCACHED_TOKENS, Role
 from inferfleet.render.vllm_args import HTTP_PORT
 
-ROLE_LABEL = "llm-d.ai/role"
+ROLE_LABEL = labels.LABEL_PD_ROLE
 # The decode pod's vLLM moves off the pool's port, which its sidecar takes.
 DECODE_VLLM_PORT = 8200
 SIDECAR_NAME = "routing-proxy"

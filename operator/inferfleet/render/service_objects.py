@@ -90,6 +90,7 @@ def server_pod_monitor(namespace: str, name: str, owner: dict[str, str] | None =
     relabel = [
         (pod_label + prometheus_name(labels.LABEL_SERVICE), labels.SERIES_LABEL_SERVICE),
         (pod_label + prometheus_name(labels.LABEL_TIER), labels.SERIES_LABEL_TIER),
+        (pod_label + prometheus_name(labels.LABEL_PD_ROLE), labels.SERIES_LABEL_ROLE),
     ]
     return templating.render_json(
         "podmonitor.json.j2",

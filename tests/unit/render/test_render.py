@@ -278,6 +278,8 @@ def test_pod_monitor_relabels_pod_labels_into_series_labels() -> None:
     assert pairs == {
         ("__meta_kubernetes_pod_label_inferfleet_dev_service", labels.SERIES_LABEL_SERVICE),
         ("__meta_kubernetes_pod_label_inferfleet_dev_tier", labels.SERIES_LABEL_TIER),
+        # A split's role (absent on colocated pods: the label is then empty).
+        ("__meta_kubernetes_pod_label_llm_d_ai_role", labels.SERIES_LABEL_ROLE),
     }
     deployment = by_kind(render(plans.service(), plans.plan(), SETTINGS), "Deployment")[0]
     pod_labels = deployment["spec"]["template"]["metadata"]["labels"]

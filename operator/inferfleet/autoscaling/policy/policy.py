@@ -38,7 +38,13 @@ from inferfleet.autoscaling.policy import headroom as headroom_rules
 from inferfleet.autoscaling.policy import mix, wake
 from inferfleet.autoscaling.policy import prewarm_windows as cron
 from inferfleet.autoscaling.policy.capacity import learn_capacity
-from inferfleet.autoscaling.policy.demand_placement import UNPRICED_RANK, Placement, TierSlot, place
+from inferfleet.autoscaling.policy.demand_placement import (
+    UNPRICED_RANK,
+    Placement,
+    TierSlot,
+    place,
+    replicas_for,
+)
 from inferfleet.autoscaling.policy.forecast import Forecast, ForecastConfig, forecast
 from inferfleet.autoscaling.policy.observed_tier import ObservedTier
 from inferfleet.autoscaling.policy.reactive import escalation_target, reactive_target
@@ -137,7 +143,12 @@ def _known_history(history: Sequence[float] | None) -> Sequence[float] | None:
 
 
 def _demand_now(ctx: ScalingContext) -> float | None:
-    rates = [t.signals.request_rate_rps for t in ctx.tiers if t.signals.request_rate_rps is not None]
+    # A split's prefill tier finishes a prefill of each request its decode tier finishes.
+    rates = [
+        t.signals.request_rate_rps
+        for t in ctx.tiers
+        if t.signals.request_rate_rps is not None and not _prefills(ctx.policy, t.name)
+    ]
     if rates:
         return float(sum(rates))
     if ctx.rate_history_rps:
@@ -392,7 +403,8 @@ def _place_demand(ctx: ScalingContext, demand: _Demand, tiers: Sequence[Observed
             cost_rank=_learned_cost_rank(t, index),
             spot=t.policy.capacity_type == "spot",
             share=t.policy.routing_share,
-            available=not t.failing and t.ctx.figures.feasible,
+            # A split's prefill tier takes no whole requests (placed below, from its decode tier's).
+            available=not t.failing and t.ctx.figures.feasible and not _prefills(config, t.ctx.name),
         )
         for index, t in enumerate(tiers)
     ]
@@ -401,6 +413,7 @@ def _place_demand(ctx: ScalingContext, demand: _Demand, tiers: Sequence[Observed
         placement = place(
             demand.demand_rps * (1.0 + config.headroom), demand.base_rps * (1.0 + config.headroom), slots
         )
+        placement = _prefill_for_decode(config, placement, tiers)
     # The front door: a pool that holds requests with no replica wanted wakes a tier.
     woken = wake.wakes(
         ctx.front_door,
@@ -416,6 +429,7 @@ def _place_demand(ctx: ScalingContext, demand: _Demand, tiers: Sequence[Observed
             for t, slot in zip(tiers, slots, strict=True)
         ],
     )
+    woken = _wake_both_roles(config, woken, tiers)
     available = [s for s in slots if s.available and s.usable_rps > 0]
     cheapest = min(available, key=lambda s: s.cost_rank).name if available else None
     return _Placed(
@@ -424,6 +438,49 @@ def _place_demand(ctx: ScalingContext, demand: _Demand, tiers: Sequence[Observed
         held_at_door=wake.held_tiers(ctx.front_door),
         scheduled=_scheduled(config, tiers, cheapest, ctx.now_s),
     )
+
+
+def _prefills(config: PolicyConfig, tier: str) -> bool:
+    return config.split is not None and config.split[0] == tier
+
+
+def _prefill_for_decode(
+    config: PolicyConfig, placement: Placement, tiers: Sequence[ObservedTier]
+) -> Placement:
+    """A deployed prefill/decode split: every request placed on the decode tier is
+    prefilled by the prefill tier, so the prefill tier is sized for that rate at its own
+    prefill rate (every request counted, though the picker prefills a prompt with few
+    uncached tokens where it decodes: it errs toward more prefill capacity)."""
+    if config.split is None:
+        return placement
+    prefill, decode = config.split
+    pool = next((t for t in tiers if t.ctx.name == prefill), None)
+    if pool is None:
+        return placement
+    rps = placement.rps.get(decode, 0.0)
+    needed = replicas_for(rps, pool.usable_rps)
+    return dataclasses.replace(
+        placement,
+        rps={**placement.rps, prefill: rps},
+        needed={**placement.needed, prefill: needed},
+        replicas={**placement.replicas, prefill: max(needed, placement.replicas.get(prefill, 0))},
+    )
+
+
+def _wake_both_roles(
+    config: PolicyConfig, woken: dict[str, wake.Wake], tiers: Sequence[ObservedTier]
+) -> dict[str, wake.Wake]:
+    """Scale from zero wakes a split's two roles together: a held request needs a decode
+    pod and, for a long prompt, a prefill pod; whichever the front door woke, the other
+    starts with it (at one replica, unless it runs already)."""
+    if config.split is None:
+        return woken
+    current = {t.ctx.name: t.current for t in tiers}
+    out = dict(woken)
+    for tier, other in (config.split, config.split[::-1]):
+        if tier in woken and other not in woken and current.get(other, 0) == 0:
+            out[other] = wake.Wake(other, 1, f"woken with {tier}: {woken[tier].reason}")
+    return out
 
 
 def _tier_targets(

@@ -35,11 +35,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from inferfleet.api.labels import (
+    PD_ROLE_PREFILL,
     SCRAPE_JOB_PICKER,
     SCRAPE_JOB_SERVER,
     SERIES_LABEL_JOB,
     SERIES_LABEL_NAMESPACE,
     SERIES_LABEL_POD,
+    SERIES_LABEL_ROLE,
     SERIES_LABEL_SERVICE,
     SERIES_LABEL_TIER,
 )
@@ -343,7 +345,13 @@ def history_query(config: QueryConfig) -> str:
     The forecaster predicts the service's demand and the policy places it across tiers,
     so the history is per service: a third of the series a per-tier history would cost.
     """
-    rates = _rate_family(config.names.requests_finished, config.history_rate_window_s)
+    # A split's prefill pods finish a prefill of every request their decode pods finish.
+    not_prefill = f'{SERIES_LABEL_ROLE}!="{PD_ROLE_PREFILL}"'
+    window = _duration(config.history_rate_window_s)
+    rates = " or ".join(
+        f"rate({series(name, SCRAPE_JOB_SERVER, not_prefill)}[{window}])"
+        for name in exposed_names(config.names.requests_finished)
+    )
     return f"sum by ({SERIES_LABEL_NAMESPACE}, {SERIES_LABEL_SERVICE}) ({rates})"
 
 
