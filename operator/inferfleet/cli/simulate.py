@@ -12,13 +12,15 @@ import json
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, TextIO
+from typing import Annotated, Any, Literal, TextIO
 
 import typer
 from pydantic import ValidationError
 
 from inferfleet.api import InferenceService, Plan
+from inferfleet.api.spec import Disaggregation, ServingSpec
 from inferfleet.autoscaling.policy import POLICIES, drift
+from inferfleet.autoscaling.simulate import disaggregated
 from inferfleet.autoscaling.simulate.decisions import recording
 from inferfleet.autoscaling.simulate.engine import SimConfig, SimResult
 from inferfleet.autoscaling.simulate.engine import simulate as run_simulation
@@ -29,6 +31,7 @@ from inferfleet.autoscaling.tracefiles.read import load_trace
 from inferfleet.cli.app import OutputFormat, app, emit, fail, load_services, load_settings
 from inferfleet.config import OperatorSettings
 from inferfleet.design import Design, Observations, design
+from inferfleet.design.pd_split import roles
 from inferfleet.design.replan import with_workload
 
 
@@ -143,6 +146,14 @@ def simulate(
             help="Write every autoscaler decision, with the signals it was taken on, as JSON lines.",
         ),
     ] = None,
+    compare_disaggregated: Annotated[
+        bool,
+        typer.Option(
+            "--compare-disaggregated",
+            help="Replay the fleet colocated and split into prefill and decode pools (the planner's pair), "
+            "side by side.",
+        ),
+    ] = False,
 ) -> None:
     """Replay a trace through the autoscaler and report SLO attainment, GPU-hours and cost."""
     names = _policies(policy, trace_format, arrivals, rate_scale, time_scale)
@@ -170,6 +181,9 @@ def simulate(
         fail(str(error))
     if len(loaded) == 0:
         fail(f"{trace}: the trace has no requests")
+    if compare_disaggregated:
+        compare_split(service, load_settings(catalog_file), loaded, seed=seed, output=output)
+        return
     designed = design_for_replay(service, load_settings(catalog_file), plan_file)
     try:
         config = build_config(designed, seed=seed, timeline=plot is not None)
@@ -251,6 +265,13 @@ def _print(
     if output is not OutputFormat.table:
         emit(summaries[0] if len(summaries) == 1 else summaries, output)
         return
+    _print_rows(summaries)
+    if verdict is not None and verdict.get("drifted") is not None:
+        typer.echo("")
+        typer.echo(_drift_text(verdict, file, observed_out))
+
+
+def _print_rows(summaries: list[dict[str, Any]]) -> None:
     # Plain columns (like kubectl): never wrapped or cut, whatever the terminal width.
     headers = [header for _, header in TABLE_COLUMNS]
     rows = table_rows(summaries)
@@ -261,9 +282,6 @@ def _print(
             for i, (cell, w) in enumerate(zip(line, widths, strict=True))
         ]
         typer.echo("  ".join(cells).rstrip())
-    if verdict is not None and verdict.get("drifted") is not None:
-        typer.echo("")
-        typer.echo(_drift_text(verdict, file, observed_out))
 
 
 def _write_observed(verdict: dict[str, Any] | None, observed_out: Path) -> None:
@@ -301,3 +319,50 @@ def _drift_text(verdict: dict[str, Any], spec_file: Path, observed_out: Path | N
         f"The operator sets this condition and, with spec.scaling.replan: auto, re-plans; to see the "
         f"plan: inferfleet plan -f {spec_file} --observed-workload {target}{hint}"
     )
+
+
+def _with_split_mode(service: InferenceService, mode: Literal["off", "on"]) -> InferenceService:
+    spec = service.spec
+    serving = spec.serving or ServingSpec()
+    wanted = (serving.disaggregation or Disaggregation()).model_copy(update={"mode": mode})
+    serving = serving.model_copy(update={"disaggregation": wanted})
+    return service.model_copy(update={"spec": spec.model_copy(update={"serving": serving})})
+
+
+def compare_split(
+    service: InferenceService, settings: OperatorSettings, loaded: Trace, *, seed: int, output: OutputFormat
+) -> None:
+    """The fleet replayed colocated (disaggregation off) and split on the planner's best
+    pair (mode on), with the inferfleet policy: does the split pay on this traffic?"""
+    colocated_design = design_for_replay(_with_split_mode(service, "off"), settings, None)
+    split_design = design_for_replay(_with_split_mode(service, "on"), settings, None)
+    if split_design.invalid is not None or roles(split_design.plan) is None:
+        split = split_design.plan.disaggregation if split_design.plan is not None else None
+        why = split_design.invalid or ("; ".join(split.reasons) if split is not None else "no split planned")
+        fail(f"{service.name}: no prefill/decode split to compare: {why}")
+    try:
+        config = build_config(colocated_design, seed=seed, timeline=False)
+        colocated = summarize(
+            run_simulation(loaded, config, POLICIES["inferfleet"], "inferfleet", clock=time.perf_counter)
+        )
+        split_replay = disaggregated.replay(
+            loaded, split_design, POLICIES["inferfleet"], seed=seed, clock=time.perf_counter
+        )
+    except SetupError as error:
+        fail(str(error))
+    split_summary = disaggregated.summarize_split(split_replay, loaded)
+    assert split_design.plan is not None and split_design.plan.disaggregation is not None
+    document = {
+        "colocated": colocated,
+        "disaggregated": split_summary,
+        "verdict": disaggregated.verdict(colocated, split_summary),
+        "plan": split_design.plan.disaggregation.to_wire(),
+    }
+    if output is not OutputFormat.table:
+        emit(document, output)
+        return
+    _print_rows([colocated, split_summary])
+    typer.echo("")
+    typer.echo(document["verdict"])
+    for reason in split_design.plan.disaggregation.reasons:
+        typer.echo(f"  • {reason}")

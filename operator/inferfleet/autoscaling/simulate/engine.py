@@ -7,7 +7,9 @@ The model of a replica (one vLLM engine):
   in the tier's FIFO queue;
 - prefill is compute bound and serialized on the replica: a request's first token
   comes `input_tokens / prefillTokensPerSecond` after the replica's previous prefill
-  (or its own start) ends; TTFT = queueing + prefill wait + prefill;
+  (or its own start) ends; TTFT = queueing + prefill wait + prefill (a trace may say a
+  request arrives prefilled elsewhere: a prefill/decode split's decode stage,
+  simulate.disaggregated);
 - decode then takes `(output_tokens - 1)` steps of `base + perSeq x batch` ms, the batch
   being what runs on the replica when the request starts (the planner's roofline);
 - a new replica serves only after its cold start; a removed one takes no new work
@@ -434,6 +436,7 @@ def simulate(
     period = config.policy.sync_period_s
     arrivals: list[float] = trace.arrival_s.tolist()
     inputs: list[int] = trace.input_tokens.tolist()
+    prefilled: list[int] = inputs if trace.prefill_tokens is None else trace.prefill_tokens.tolist()
     outputs: list[int] = trace.output_tokens.tolist()
     n = len(arrivals)
     # The history the forecaster reads: requests the engines took on, per minute.
@@ -531,7 +534,7 @@ def simulate(
         prefill_start = fleet.prefill_free[rid]
         if prefill_start < start:  # noqa: PLR1730 (a branch is cheaper than max() in the hot loop)
             prefill_start = start
-        prefill_s = inputs[i] * inv_prefill[k]
+        prefill_s = prefilled[i] * inv_prefill[k]
         first_token = prefill_start + prefill_s
         fleet.prefill_free[rid] = first_token
         if prefill_start > start:

@@ -57,6 +57,9 @@ class Trace:
     output_tokens: IntArray
     span_s: float  # the time the trace covers (>= the last arrival)
     epoch_s: float  # Unix time of arrival 0 (for cron windows and the calendar)
+    # Prompt tokens each request's engine prefills itself (None: all of them). A decode
+    # pod of a prefill/decode split prefills none of a prompt another pod prefilled for it.
+    prefill_tokens: IntArray | None = None
 
     def __len__(self) -> int:
         return int(self.arrival_s.shape[0])
