@@ -1,5 +1,6 @@
-"""spec.scaling.capacitySlos: the learned capacity keeps the TTFT SLO alone (ttft, the
-default) or the ITL SLO as well (ttftAndItl)."""
+"""spec.scaling.capacitySlos: the learned capacity keeps the ITL SLO as well as the TTFT
+SLO (ttftAndItl, what the declared SLOs imply: the default) or the TTFT SLO alone (ttft,
+an explicit choice)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import datetime as dt
 import pytest
 
 from inferfleet.api import load_all
-from inferfleet.api.spec import ScalingSpec
+from inferfleet.api.spec import InferenceServiceSpec, ScalingSpec
 from inferfleet.autoscaling.policy import (
     ScalingContext,
     ScalingState,
@@ -63,15 +64,56 @@ def test_the_itl_slo_limits_the_prefill_share_and_the_batch() -> None:
     assert ttft_only > 2.0  # the ITL SLO is what binds in both
 
 
-def test_the_spec_setting_wins_over_the_operator_default() -> None:
+def test_the_declared_itl_is_kept_unless_ttft_is_chosen() -> None:
     service = load_all((EXAMPLES_DIR / "llama-70b-chat.yaml").read_text(encoding="utf-8"))[0]
     itl_ms = service.spec.workload.slo.itl_p99_ms
-    assert resolve_policy(OperatorSettings(), service.spec).itl_target_ms is None  # ttft by default
+
+    def with_spec_choice(choice: str | None) -> InferenceServiceSpec:
+        scaling = (service.spec.scaling or ScalingSpec()).model_copy(update={"capacity_slos": choice})
+        return service.spec.model_copy(update={"scaling": scaling})
+
+    # Nothing set anywhere: the capacity keeps every SLO the spec declares, its ITL too.
+    unset = OperatorSettings()
+    assert unset.capacity_slos is None
+    assert resolve_policy(unset, with_spec_choice(None)).itl_target_ms == itl_ms
+    # An explicit ttft, from the operator or the spec, is a choice the default is not.
+    ttft = OperatorSettings(capacity_slos="ttft")
+    assert ttft != unset
+    assert resolve_policy(ttft, with_spec_choice(None)).itl_target_ms is None
+    assert resolve_policy(unset, with_spec_choice("ttft")).itl_target_ms is None
+    # The spec wins over the operator setting, both ways.
     both = OperatorSettings(capacity_slos="ttftAndItl")
-    assert resolve_policy(both, service.spec).itl_target_ms == itl_ms
-    scaling = (service.spec.scaling or ScalingSpec()).model_copy(update={"capacity_slos": "ttft"})
-    spec = service.spec.model_copy(update={"scaling": scaling})
-    assert resolve_policy(both, spec).itl_target_ms is None
+    assert resolve_policy(both, with_spec_choice("ttft")).itl_target_ms is None
+    assert resolve_policy(ttft, with_spec_choice("ttftAndItl")).itl_target_ms == itl_ms
+
+
+def test_a_spec_without_an_itl_written_keeps_the_api_default_itl() -> None:
+    """workload.slo.itlP99Ms defaults to 100 ms (the CRD fills it in): that is the ITL the
+    plan sizes for, and the one the capacity keeps."""
+    service = load_all(SPEC_WITHOUT_ITL)[0]
+    assert "itl_p99_ms" not in service.spec.workload.slo.model_fields_set
+    assert resolve_policy(OperatorSettings(), service.spec).itl_target_ms == 100.0
+
+
+def test_the_operator_setting_reads_unset_from_an_empty_variable() -> None:
+    assert OperatorSettings.from_env({"INFERFLEET_CAPACITY_SLOS": ""}).capacity_slos is None
+    assert OperatorSettings.from_env({"INFERFLEET_CAPACITY_SLOS": "ttft"}).capacity_slos == "ttft"
+
+
+SPEC_WITHOUT_ITL = """
+apiVersion: inferfleet.dev/v1alpha1
+kind: InferenceService
+metadata: {name: chat}
+spec:
+  model: {name: meta-llama/Llama-3.1-8B-Instruct}
+  workload:
+    inputTokens: {p50: 600, p95: 2000, p99: 4000}
+    outputTokens: {p50: 200, p95: 600, p99: 1000}
+    peakRequestsPerSecond: 5
+    slo: {ttftP99Ms: 1500}
+  tiers:
+    - {name: l4, gpu: L4}
+"""
 
 
 # An 8B-on-L4-like roofline (the benchmark's plan): 24 slots, steps 42.4 + 0.85 ms per
