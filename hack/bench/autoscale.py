@@ -765,9 +765,25 @@ def _frontier_panel(axis: Any, entry: dict[str, Any], definition: str) -> None:
         f"{verdict}{oracle_note}",
         fontsize="small",
     )
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+
+    plain = FuncFormatter(lambda value, _: f"{value:g}")
     axis.set_xscale("log")
-    axis.set_yscale("log")
-    axis.invert_yaxis()
+    # GPU-hours from a third of ours to four times: a baseline drowning a fleet beyond that
+    # (queue-only) is off the panel, not squeezing it.
+    xs = [p["gpuHours"] / scale for p in judged["points"] if p["gpuHours"] > 0]
+    axis.set_xlim(max(min(xs) * 0.9, 0.33), min(max(xs) * 1.1, 4.0))
+    ys = [outside(p) for p in judged["points"]]
+    low, high = min(ys), max(ys)
+    if high / low >= 10.0:
+        axis.set_yscale("log")
+        axis.set_ylim(high * 1.3, low / 1.3)  # inverted: up is better
+    else:  # within a decade (ties at what vLLM rejects): a linear axis shows the spread
+        pad = max(0.05, 0.1 * (high - low))
+        axis.set_ylim(high + pad, max(0.0, low - pad))
+    for ax in (axis.xaxis, axis.yaxis):
+        ax.set_major_formatter(plain)
+        ax.set_minor_formatter(NullFormatter())
     axis.grid(alpha=0.3, which="both")
 
 
@@ -815,6 +831,26 @@ def plot_frontiers(entries: list[dict[str, Any]], directory: Path) -> list[Path]
             plt.close(figure)
             written.append(path)
     return written
+
+
+def merged(rows: list[dict[str, Any]], documents: list[Path]) -> list[dict[str, Any]]:
+    """`rows` plus the runs of earlier documents that replay another setting of a case
+    (a run of this invocation wins over an earlier one of the same setting)."""
+    seen = {_run_key(row) for row in rows}
+    out = list(rows)
+    for document in documents:
+        for row in json.loads(document.read_text(encoding="utf-8"))["runs"]:
+            if _run_key(row) not in seen:
+                seen.add(_run_key(row))
+                out.append(row)
+    return out
+
+
+def _run_key(row: dict[str, Any]) -> tuple[Any, ...]:
+    return (
+        row["spec"], row["traceFile"], row["case"], row["replicasAtPeak"], row["headroom"],
+        row.get("setting", row["policy"]),
+    )  # fmt: skip
 
 
 def _tasks(
@@ -873,6 +909,14 @@ def main(argv: list[str] | None = None) -> int:
         help="the operator's scaling.capacitySlos for every run (default: unset, every SLO the "
         "spec declares: ttftAndItl)",
     )
+    parser.add_argument(
+        "--merge",
+        type=Path,
+        action="append",
+        default=[],
+        help="also judge the runs of an earlier document of this benchmark (repeatable): a "
+        "sweep run in parts, e.g. the baselines once and inferfleet after each change",
+    )
     parser.add_argument("--plot", type=Path, help="also draw within-SLO share against GPU-hours (PNG)")
     parser.add_argument(
         "--plot-dir",
@@ -927,6 +971,7 @@ def main(argv: list[str] | None = None) -> int:
         for ((s, t, n, h, c), chosen), future in zip(tasks, futures, strict=True):
             rows.extend(future.result())
             print(f"done {s.stem} {t.name} {c} x{n} headroom {h}: {len(chosen)} runs", file=sys.stderr)
+    rows = merged(rows, args.merge)
     comparison = compare(rows)
     judged = frontiers(rows)
     document = {
