@@ -181,14 +181,14 @@ SWEEP_REQUESTS: dict[str, tuple[float, ...]] = {
     "reactive-util": (0.5, 0.6, 0.7, 0.8, 0.9, 1.0),  # target utilization
     "queue-only": (1.0, 2.0, 4.0, 8.0, 16.0, 32.0),  # waiting requests per replica
     "static-peak": (0.4, 0.55, 0.7, 0.85, 1.0, 1.2),  # replicas, as a share of the peak's
-    "oracle": (0.5, 0.6, 0.7, 0.8, 0.9, 1.0),  # utilization
+    "oracle": (0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.2),  # utilization (1: at the limit)
 }
 SWEEP_RATES: dict[str, tuple[float, ...]] = {
     "inferfleet": (0.0, 0.1),
     "reactive-util": (0.6, 0.8, 0.9),
     "queue-only": (2.0, 16.0),
     "static-peak": (0.6, 0.8),
-    "oracle": (0.8, 0.9, 1.0),
+    "oracle": (0.8, 0.9, 1.0, 1.1, 1.2),
 }
 # The oracle knows every minute's arrivals; on a request trace it also runs knowing every
 # 15 and 5 seconds' (a rate series has no structure inside its windows to know).

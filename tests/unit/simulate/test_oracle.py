@@ -109,6 +109,10 @@ def test_replicas_per_minute_by_hand() -> None:
     assert replicas_needed(trace, config)["t"].tolist() == [1, 2, 0, 1, 1]  # ceil(rate / 2)
     assert replicas_needed(trace, config, utilization=0.5)["t"].tolist() == [1, 4, 0, 2, 1]
     assert replicas_needed(trace, config, keep_itl=True)["t"].tolist() == [1, 4, 0, 2, 1]
+    # Past the limit (the cheap end of its frontier): half the replicas the rate needs.
+    assert replicas_needed(trace, config, utilization=2.0)["t"].tolist() == [1, 1, 0, 1, 1]
+    with pytest.raises(ValueError, match="utilization"):
+        replicas_needed(trace, config, utilization=2.5)
     # The spec's bounds hold: the warm minimum in the empty minute.
     assert replicas_needed(trace, a_config(min_replicas=1))["t"].tolist() == [1, 2, 1, 1, 1]
 

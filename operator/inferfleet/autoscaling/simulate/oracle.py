@@ -21,7 +21,8 @@ How it sizes the fleet:
    MAX_PREFILL_SHARE of the GPU and the busy slots at most its slots; with `keep_itl`,
    also a decode step (one more sequence joining the batch) within the ITL SLO.
 3. **Replicas per bin.** The bin's demand divided by `utilization` (the knob: 1 sizes
-   at the limit, lower keeps a margin for the queueing inside a bin) is placed across
+   at the limit, lower keeps a margin for the queueing inside a bin, higher sizes past
+   it) is placed across
    tiers like every other policy's demand (`place`: cheapest per request first, on-demand
    before spot, within each tier's minReplicas and maxReplicas).
 4. **Cold starts.** A replica asked for at `t` serves from `t + cold start`, and one
@@ -68,6 +69,9 @@ FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
 DEFAULT_BIN_S = 60.0
+# Above 1 the oracle sizes past the limit (a queue in every bin): the cheap end of its
+# frontier, where a policy that misses more requests than it at 1 is compared.
+MAX_UTILIZATION = 2.0
 # Bisection steps for a replica's capacity (relative precision 2^-40).
 _BISECT_STEPS = 40
 
@@ -177,8 +181,8 @@ def replicas_needed(
 ) -> dict[str, IntArray]:
     """Per tier, the replicas each bin needs (step 3 of the module): the demand the
     widest tier can serve, over `utilization`, placed by cost on the tiers' capacities."""
-    if not 0.0 < utilization <= 1.0:
-        raise ValueError(f"utilization must be in (0, 1], not {utilization}")
+    if not 0.0 < utilization <= MAX_UTILIZATION:
+        raise ValueError(f"utilization must be in (0, {MAX_UTILIZATION:g}], not {utilization}")
     tiers = config.tiers
     itl = config.itl_slo_ms if keep_itl else None
     mixes = [bin_mix(trace, tier, bin_s) for tier in tiers]
