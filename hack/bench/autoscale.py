@@ -1,20 +1,29 @@
 #!/usr/bin/env python3
-"""Autoscaler quality benchmark: every policy on every trace, at two load scales.
+"""Autoscaler quality benchmark: every policy, every setting of its knob, and a
+perfect-foresight oracle, on every trace at two load scales.
 
 For each trace under the trace directory and each spec under hack/bench/specs/
 (a 70B model on H100; an 8B model on L4 with an A100 spot tier), the trace is scaled
 so that its peak minute needs about 10 and about 20 replicas of the spec's first
 tier, then replayed through `inferfleet`, `static-peak`, `reactive-util` and
-`queue-only`. Request traces keep their own token lengths and the spec declares
-their percentiles (what a team would write for that traffic); a rate series draws
-lengths from the spec's percentiles. Prints one JSON document: every run, the
-per-case comparison of ours against each baseline, and `targets`: every done-when bound
-of the autoscaling issue judged on each case (`met`, the value and the bound; a rate
-series split by `--split-day` is judged on its held-out last part), with the misses
-listed under `missed`, and under `dominated` every case where a baseline is at least as
-good on both within-SLO share and GPU-hours (better on one). Within SLO means a TTFT
-within the spec's SLO; `targetsWithItl` judges the same bounds with a request within SLO
-only when its decode steps also met the spec's ITL SLO.
+`queue-only` as shipped, and (the sweep, issue 34; `--no-sweep` skips it) through each
+baseline at every value of its own knob (reactive-util's target utilization, queue-only's
+threshold, static-peak's replica count as a share of the peak's), through ours at fixed
+headrooms, and through the oracle (autoscaling.simulate.oracle: every bin's arrivals
+known ahead) at several utilizations, bins, with and without the ITL. Request traces keep
+their own token lengths and the spec declares their percentiles (what a team would write
+for that traffic); a rate series draws lengths from the spec's percentiles.
+
+Prints one JSON document: every run; `frontiers`, per case and under both definitions of
+"within SLO" (`ttft`: the TTFT SLO alone; `ttftAndItl`: the TTFT and ITL SLOs the spec
+declares) every setting's point, the baseline settings that dominate our default (at
+least as good on within-SLO share and GPU-hours, better on one), our and the oracle's
+Pareto fronts and our GPU-hours over the oracle's at our share; `dominance`, the same
+per trace; and issue 17's `comparison` and `targets` (each policy as shipped; a rate
+series split by `--split-day` is judged on its held-out last part, everywhere).
+`--plot-dir DIR` draws the frontier of each trace under each definition
+(autoscale-frontier-<trace>-<definition>.png); `--merge DOC` judges the runs of an
+earlier document too (a sweep run in parts: the baselines once, ours after each change).
 
 Cases (`--cases`), for request traces:
 - `honest`: the spec declares the trace's own token percentiles;
@@ -41,11 +50,13 @@ The trace directory is INFERFLEET_TRACE_DIR, else the one trace bundled with the
 inference traces 2023 (`code` and `conv`, github.com/Azure/AzurePublicDataset) and
 Alibaba ServeGen's `language` rate series aggregated per 10-minute window, one folder each.
 
-    python hack/bench/autoscale.py                  # everything (minutes)
-    python hack/bench/autoscale.py --traces azure   # only paths containing "azure"
-    python hack/bench/autoscale.py --jobs 2         # two processes
-    python hack/bench/autoscale.py --traces servegen --policies inferfleet \
-        --headroom 0,0.1,0.2                         # our cost/SLO trade-off curve
+    python hack/bench/autoscale.py                  # everything (about an hour)
+    python hack/bench/autoscale.py --traces azure --jobs 2 --plot-dir docs/benchmarks/img
+    python hack/bench/autoscale.py --traces servegen --split-day 7 --jobs 2 \
+        --policies static-peak,reactive-util,queue-only,oracle > base.json
+    python hack/bench/autoscale.py --traces servegen --split-day 7 --jobs 2 \
+        --policies inferfleet --merge base.json      # ours against the cached sweep
+    python hack/bench/autoscale.py --no-sweep        # issue 17's comparison only
 """
 
 from __future__ import annotations
@@ -78,7 +89,7 @@ from inferfleet.config import OperatorSettings
 from inferfleet.design import Design, design
 
 REPO = Path(__file__).resolve().parents[2]
-BUNDLED_TRACES = REPO / "operator" / "inferfleet" / "simulate" / "data"
+BUNDLED_TRACES = REPO / "operator" / "inferfleet" / "autoscaling" / "simulate" / "data"
 TRACES = Path(os.environ.get("INFERFLEET_TRACE_DIR") or BUNDLED_TRACES)
 SPECS = Path(__file__).resolve().parent / "specs"
 TRACE_SUFFIXES = (".csv", ".jsonl")
