@@ -447,6 +447,7 @@ def _annotation(field: Any) -> str:
     text = re.sub(r"typing\.|<class '([^']+)'>", r"\1", text)
     for literal in re.findall(r"Literal\[[^]]*\]", text):
         text = text.replace(literal, " or ".join(re.findall(r"'([^']*)'", literal)))
+    text = re.sub(r"^Optional\[(.*)\]$", r"\1 or None", text)
     return text.replace("tuple[", "list[").replace(", ...]", "]")
 
 

@@ -1,20 +1,29 @@
 #!/usr/bin/env python3
-"""Autoscaler quality benchmark: every policy on every trace, at two load scales.
+"""Autoscaler quality benchmark: every policy, every setting of its knob, and a
+perfect-foresight oracle, on every trace at two load scales.
 
 For each trace under the trace directory and each spec under hack/bench/specs/
 (a 70B model on H100; an 8B model on L4 with an A100 spot tier), the trace is scaled
 so that its peak minute needs about 10 and about 20 replicas of the spec's first
 tier, then replayed through `inferfleet`, `static-peak`, `reactive-util` and
-`queue-only`. Request traces keep their own token lengths and the spec declares
-their percentiles (what a team would write for that traffic); a rate series draws
-lengths from the spec's percentiles. Prints one JSON document: every run, the
-per-case comparison of ours against each baseline, and `targets`: every done-when bound
-of the autoscaling issue judged on each case (`met`, the value and the bound; a rate
-series split by `--split-day` is judged on its held-out last part), with the misses
-listed under `missed`, and under `dominated` every case where a baseline is at least as
-good on both within-SLO share and GPU-hours (better on one). Within SLO means a TTFT
-within the spec's SLO; `targetsWithItl` judges the same bounds with a request within SLO
-only when its decode steps also met the spec's ITL SLO.
+`queue-only` as shipped, and (the sweep, issue 34; `--no-sweep` skips it) through each
+baseline at every value of its own knob (reactive-util's target utilization, queue-only's
+threshold, static-peak's replica count as a share of the peak's), through ours at fixed
+headrooms, and through the oracle (autoscaling.simulate.oracle: every bin's arrivals
+known ahead) at several utilizations, bins, with and without the ITL. Request traces keep
+their own token lengths and the spec declares their percentiles (what a team would write
+for that traffic); a rate series draws lengths from the spec's percentiles.
+
+Prints one JSON document: every run; `frontiers`, per case and under both definitions of
+"within SLO" (`ttft`: the TTFT SLO alone; `ttftAndItl`: the TTFT and ITL SLOs the spec
+declares) every setting's point, the baseline settings that dominate our default (at
+least as good on within-SLO share and GPU-hours, better on one), our and the oracle's
+Pareto fronts and our GPU-hours over the oracle's at our share; `dominance`, the same
+per trace; and issue 17's `comparison` and `targets` (each policy as shipped; a rate
+series split by `--split-day` is judged on its held-out last part, everywhere).
+`--plot-dir DIR` draws the frontier of each trace under each definition
+(autoscale-frontier-<trace>-<definition>.png); `--merge DOC` judges the runs of an
+earlier document too (a sweep run in parts: the baselines once, ours after each change).
 
 Cases (`--cases`), for request traces:
 - `honest`: the spec declares the trace's own token percentiles;
@@ -32,8 +41,8 @@ declaration differs). A rate series has only the honest case.
 GPU-hours before and after day D: develop on the first part, judge on the second.
 `--interruption-hold M` runs the operator with `scaling.interruptionHoldMinutes` M (the
 minutes the forecaster keeps the level from before traffic that stops dead);
-`--capacity-slos ttftAndItl` with `scaling.capacitySlos` ttftAndItl (the learned capacity
-also keeps the ITL SLO).
+`--capacity-slos ttft` with `scaling.capacitySlos` ttft (the learned capacity keeps the
+TTFT SLO alone; unset, the operator's default, it keeps every SLO the spec declares).
 
 The trace directory is INFERFLEET_TRACE_DIR, else the one trace bundled with the package
 (operator/inferfleet/autoscaling/simulate/data: Azure's 2023 code hour). The published figures
@@ -41,22 +50,27 @@ The trace directory is INFERFLEET_TRACE_DIR, else the one trace bundled with the
 inference traces 2023 (`code` and `conv`, github.com/Azure/AzurePublicDataset) and
 Alibaba ServeGen's `language` rate series aggregated per 10-minute window, one folder each.
 
-    python hack/bench/autoscale.py                  # everything (minutes)
-    python hack/bench/autoscale.py --traces azure   # only paths containing "azure"
-    python hack/bench/autoscale.py --jobs 2         # two processes
-    python hack/bench/autoscale.py --traces servegen --policies inferfleet \
-        --headroom 0,0.1,0.2                         # our cost/SLO trade-off curve
+    python hack/bench/autoscale.py                  # everything (about an hour)
+    python hack/bench/autoscale.py --traces azure --jobs 2 --plot-dir docs/benchmarks/img
+    python hack/bench/autoscale.py --traces servegen --split-day 7 --jobs 2 \
+        --policies static-peak,reactive-util,queue-only,oracle > base.json
+    python hack/bench/autoscale.py --traces servegen --split-day 7 --jobs 2 \
+        --policies inferfleet --merge base.json      # ours against the cached sweep
+    python hack/bench/autoscale.py --no-sweep        # issue 17's comparison only
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import itertools
 import json
+import math
 import os
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -64,8 +78,9 @@ import numpy as np
 
 from inferfleet.api import InferenceService, Plan, TokenPercentiles, load_all
 from inferfleet.api.spec import ScalingSpec, ServingSpec
-from inferfleet.autoscaling.policy import POLICIES, drift
-from inferfleet.autoscaling.simulate.engine import simulate
+from inferfleet.autoscaling.policy import POLICIES, PolicyFunction, drift, queue_only_at, reactive_util_at
+from inferfleet.autoscaling.simulate.engine import SimConfig, simulate
+from inferfleet.autoscaling.simulate.oracle import perfect_foresight
 from inferfleet.autoscaling.simulate.report import summarize, window
 from inferfleet.autoscaling.simulate.setup import build_config
 from inferfleet.autoscaling.simulate.traces import Trace
@@ -74,7 +89,7 @@ from inferfleet.config import OperatorSettings
 from inferfleet.design import Design, design
 
 REPO = Path(__file__).resolve().parents[2]
-BUNDLED_TRACES = REPO / "operator" / "inferfleet" / "simulate" / "data"
+BUNDLED_TRACES = REPO / "operator" / "inferfleet" / "autoscaling" / "simulate" / "data"
 TRACES = Path(os.environ.get("INFERFLEET_TRACE_DIR") or BUNDLED_TRACES)
 SPECS = Path(__file__).resolve().parent / "specs"
 TRACE_SUFFIXES = (".csv", ".jsonl")
@@ -170,11 +185,153 @@ def with_headroom(service: InferenceService, headroom: float | None) -> Inferenc
     return service.model_copy(update={"spec": spec})
 
 
+# The sweep (issue 34): each baseline's own knob, our headroom and the oracle's margin.
+# A rate series replays for minutes a run, so it sweeps a coarser grid.
+SWEEP_REQUESTS: dict[str, tuple[float, ...]] = {
+    "inferfleet": (0.0, 0.1, 0.2, 0.4),  # a fixed headroom (the default is measured)
+    "reactive-util": (0.5, 0.6, 0.7, 0.8, 0.9, 1.0),  # target utilization
+    "queue-only": (1.0, 2.0, 4.0, 8.0, 16.0, 32.0),  # waiting requests per replica
+    "static-peak": (0.4, 0.55, 0.7, 0.85, 1.0, 1.2),  # replicas, as a share of the peak's
+    "oracle": (0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.2),  # utilization (1: at the limit)
+}
+SWEEP_RATES: dict[str, tuple[float, ...]] = {
+    "inferfleet": (0.0, 0.1),
+    "reactive-util": (0.6, 0.8, 0.9),
+    "queue-only": (2.0, 16.0),
+    "static-peak": (0.6, 0.8),
+    "oracle": (0.8, 0.9, 1.0, 1.1, 1.2),
+}
+# The oracle knows every minute's arrivals; on a request trace it also runs knowing every
+# 15 and 5 seconds' (a rate series has no structure inside its windows to know).
+ORACLE_BINS_REQUESTS = (60.0, 15.0, 5.0)
+ORACLE_BINS_RATES = (60.0,)
+ORACLE = "oracle"
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One point of the sweep: a policy at one value of its knob (None: as shipped)."""
+
+    policy: str
+    knob: float | None = None
+    # The oracle only: the bin it knows arrivals in, and whether it also keeps the ITL SLO.
+    bin_s: float | None = None
+    keep_itl: bool = False
+
+    @property
+    def label(self) -> str:
+        if self.knob is None:
+            return f"{self.policy} (default)"
+        if self.policy == ORACLE:
+            return f"oracle u={self.knob:g} bin={self.bin_s:g}s{' +ITL' if self.keep_itl else ''}"
+        unit = {"inferfleet": "headroom", "reactive-util": "target", "queue-only": "threshold"}
+        return f"{self.policy} {unit.get(self.policy, 'x peak')}={self.knob:g}"
+
+
+def sweep_settings(policies: list[str], *, rate_series: bool, sweep: bool) -> list[Setting]:
+    """Every setting one case replays: each policy as shipped, then (with `sweep`) each
+    knob value of the grid, and the oracle at each margin, bin and SLO set."""
+    out = [Setting(p) for p in policies if p != ORACLE]
+    if not sweep:
+        return out
+    grid = SWEEP_RATES if rate_series else SWEEP_REQUESTS
+    for policy in policies:
+        if policy == ORACLE:
+            # A rate series draws its lengths from the spec, whose plan keeps the ITL SLO
+            # at every load it is scaled to: the oracle keeps both there.
+            bins = ORACLE_BINS_RATES if rate_series else ORACLE_BINS_REQUESTS
+            out += [
+                Setting(ORACLE, u, bin_s, keep_itl)
+                for bin_s in bins
+                for keep_itl in ((True,) if rate_series else (False, True))
+                for u in grid[ORACLE]
+            ]
+        else:
+            out += [Setting(policy, knob) for knob in grid.get(policy, ())]
+    return out
+
+
+def _static_peak_rps(config: SimConfig, trace: Trace, share: float | None) -> float:
+    """static-peak's provisioned rate: the trace's peak minute, or `share` of the replicas
+    it needs on the first tier (whole replicas, at least one)."""
+    peak = trace.peak_minute_rps()
+    if share is None:
+        return peak
+    usable = config.tiers[0].figures.usable_rps
+    replicas = max(1, math.ceil(share * peak / usable - 1e-9))
+    return replicas * usable * (1.0 - 1e-9)
+
+
+def policy_for(setting: Setting, config: SimConfig, trace: Trace) -> tuple[PolicyFunction, SimConfig]:
+    """The policy function and replay configuration of one setting (not inferfleet's
+    headroom: that is a spec change, made by the caller)."""
+    if setting.policy == ORACLE:
+        assert setting.knob is not None and setting.bin_s is not None
+        oracle = perfect_foresight(
+            trace, config, utilization=setting.knob, keep_itl=setting.keep_itl, bin_s=setting.bin_s
+        )
+        return oracle, config
+    if setting.policy == "static-peak":
+        rps = _static_peak_rps(config, trace, setting.knob)
+        return POLICIES["static-peak"], dataclasses.replace(
+            config, policy=dataclasses.replace(config.policy, static_peak_rps=rps)
+        )
+    if setting.knob is not None and setting.policy == "reactive-util":
+        return reactive_util_at(setting.knob), config
+    if setting.knob is not None and setting.policy == "queue-only":
+        return queue_only_at(setting.knob), config
+    return POLICIES[setting.policy], config
+
+
+def _replay(
+    setting: Setting,
+    service: InferenceService,
+    trace: Trace,
+    config: SimConfig,
+    split_day: float | None,
+) -> dict[str, Any]:
+    policy, replay_config = policy_for(setting, config, trace)
+    result = simulate(trace, replay_config, policy, setting.policy, clock=time.perf_counter)
+    row = summarize(result)
+    if setting.policy == "inferfleet" and result.final_state is not None:
+        # What WorkloadDrift would say at the end of the replay.
+        verdict = drift.assess(
+            result.final_state,
+            {tier.figures.name: tier.figures for tier in config.tiers},
+            service.spec.workload.input_tokens,
+            service.spec.workload.output_tokens,
+            previously=None,
+        )
+        row["workloadDrift"] = (
+            verdict.reason if verdict.drifted else (None if verdict.drifted is None else "")
+        )
+    if split_day is not None and trace.format == "rates":
+        cut = split_day * DAY_S
+        row["parts"] = [
+            window(result, trace.arrival_s, 0.0, cut),
+            window(result, trace.arrival_s, cut, trace.span_s + 1.0),
+        ]
+    row.update(
+        {
+            "setting": setting.label,
+            "knob": setting.knob,
+            "default": setting.knob is None,
+            "requestsPerSecond": round(result.requests / max(result.wall_s or 0.0, 1e-9), 0),
+        }
+    )
+    if setting.policy == ORACLE:
+        row.update({"binSeconds": setting.bin_s, "keepsItl": setting.keep_itl})
+    if setting.policy == "static-peak":
+        usable = config.tiers[0].figures.usable_rps
+        row["staticReplicas"] = round((replay_config.policy.static_peak_rps or 0.0) / usable)
+    return row
+
+
 def run_case(
     spec_path: Path,
     trace_path: Path,
     replicas_at_peak: int,
-    policies: list[str],
+    policies: list[str] | list[Setting],
     seed: int,
     *,
     headroom: float | None = None,
@@ -182,6 +339,8 @@ def run_case(
     split_day: float | None = None,
     settings: OperatorSettings = DEFAULT_SETTINGS,
 ) -> list[dict[str, Any]]:
+    """Replay one case (spec, trace, load, declaration) under every setting: policy
+    names mean each policy as shipped."""
     service, trace = prepare(spec_path, trace_path, replicas_at_peak, seed)
     if case != "honest":
         service = misdeclare(service, trace, keep_context=case == "misdeclared")
@@ -192,32 +351,12 @@ def run_case(
         raise SystemExit(f"{service.name}: the planner cannot plan this spec")
     config = build_config(designed, seed=seed, timeline=False)
     rows = []
-    for name in policies:
-        policy = config.policy
-        if name == "static-peak":
-            policy = dataclasses.replace(policy, static_peak_rps=trace.peak_minute_rps())
-        result = simulate(
-            trace, dataclasses.replace(config, policy=policy), POLICIES[name], name, clock=time.perf_counter
-        )
-        row = summarize(result)
-        if name == "inferfleet" and result.final_state is not None:
-            # What WorkloadDrift would say at the end of the replay.
-            verdict = drift.assess(
-                result.final_state,
-                {tier.figures.name: tier.figures for tier in config.tiers},
-                service.spec.workload.input_tokens,
-                service.spec.workload.output_tokens,
-                previously=None,
-            )
-            row["workloadDrift"] = (
-                verdict.reason if verdict.drifted else (None if verdict.drifted is None else "")
-            )
-        if split_day is not None and trace.format == "rates":
-            cut = split_day * DAY_S
-            row["parts"] = [
-                window(result, trace.arrival_s, 0.0, cut),
-                window(result, trace.arrival_s, cut, trace.span_s + 1.0),
-            ]
+    for setting in (Setting(p) if isinstance(p, str) else p for p in policies):
+        if setting.policy == "inferfleet" and setting.knob is not None:
+            ours = design_for(with_headroom(service, setting.knob), settings)
+            row = _replay(setting, service, trace, build_config(ours, seed=seed, timeline=False), split_day)
+        else:
+            row = _replay(setting, service, trace, config, split_day)
         row.update(
             {
                 "case": case,
@@ -230,7 +369,6 @@ def run_case(
                 "rateSeries": trace.format == "rates",
                 "headroom": (service.spec.scaling.headroom if service.spec.scaling else None),
                 "peakRps": round(trace.peak_minute_rps(), 3),
-                "requestsPerSecond": round(result.requests / max(result.wall_s or 0.0, 1e-9), 0),
             }
         )
         rows.append(row)
@@ -252,6 +390,8 @@ def compare(rows: list[dict[str, Any]], *, with_itl: bool = False) -> list[dict[
     )
     cases: dict[tuple[str, str, str, int, float | None], dict[str, dict[str, Any]]] = {}
     for row in rows:
+        if not row.get("default", True) or row["policy"] == ORACLE:
+            continue  # the sweep's other settings are judged by `frontiers`
         key = (row["spec"], row["traceFile"], row["case"], row["replicasAtPeak"], row["headroom"])
         cases.setdefault(key, {})[row["policy"]] = row
     out = []
@@ -412,6 +552,140 @@ def targets(comparison: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+# Issue 34: within SLO under each definition the benchmark judges: the TTFT SLO alone, or
+# every SLO the spec declares (TTFT and ITL).
+SLO_DEFINITIONS = {
+    "ttft": ("sloAttainment", "sloViolations"),
+    "ttftAndItl": ("sloAttainmentWithItl", "sloViolationsWithItl"),
+}
+BASELINES = ("reactive-util", "queue-only", "static-peak")
+CASE_KEYS = ("spec", "trace", "case", "replicasAtPeak", "headroom")
+
+
+def _point(row: dict[str, Any], definition: str) -> dict[str, Any]:
+    """One run as a point of the trade-off (the held-out part of a split rate series)."""
+    within, late = SLO_DEFINITIONS[definition]
+    figures = row["parts"][-1] if "parts" in row else row
+    return {
+        "policy": row["policy"],
+        "setting": row.get("setting", f"{row['policy']} (default)"),
+        "default": row.get("default", True),
+        "sloAttainment": figures[within],
+        "violations": figures.get(late),
+        "gpuHours": figures["gpuHours"],
+    }
+
+
+def dominates(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Whether point `a` is at least as good as `b` on within-SLO share and GPU-hours,
+    and better on one."""
+    share_a, share_b = float(a["sloAttainment"]), float(b["sloAttainment"])
+    hours_a, hours_b = float(a["gpuHours"]), float(b["gpuHours"])
+    return share_a >= share_b and hours_a <= hours_b and (share_a > share_b or hours_a < hours_b)
+
+
+def pareto(points: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The points no other point dominates, cheapest first (each one buys more
+    within-SLO share than the one before)."""
+    front: list[dict[str, Any]] = []
+    for point in sorted(points, key=lambda p: (p["gpuHours"], -p["sloAttainment"])):
+        if not front or point["sloAttainment"] > front[-1]["sloAttainment"]:
+            front.append(point)
+    return front
+
+
+def gpu_hours_at(front: list[dict[str, Any]], attainment: float) -> tuple[float | None, str]:
+    """The GPU-hours a Pareto front needs for `attainment`, by linear interpolation
+    between its points, and how it was found: `interpolated`; `atMost` when even its
+    cheapest point reaches it (the front may need fewer); `unreached` (None) above it."""
+    if not front or attainment > front[-1]["sloAttainment"]:
+        return None, "unreached"
+    if attainment <= front[0]["sloAttainment"]:
+        return front[0]["gpuHours"], "atMost"
+    for low, high in itertools.pairwise(front):
+        if low["sloAttainment"] < attainment <= high["sloAttainment"]:
+            share = (attainment - low["sloAttainment"]) / (high["sloAttainment"] - low["sloAttainment"])
+            return low["gpuHours"] + share * (high["gpuHours"] - low["gpuHours"]), "interpolated"
+    return front[-1]["gpuHours"], "interpolated"  # pragma: no cover (the loop ends on the last)
+
+
+def judge_frontier(points: list[dict[str, Any]]) -> dict[str, Any]:
+    """One case under one SLO definition: our default, the baseline settings that
+    dominate it, our and the oracle's Pareto fronts, and our GPU-hours over the
+    oracle's at our within-SLO share."""
+    ours = next(p for p in points if p["policy"] == "inferfleet" and p["default"])
+    by = [p for p in points if p["policy"] in BASELINES and dominates(p, ours)]
+    oracle = pareto([p for p in points if p["policy"] == ORACLE])
+    oracle_hours, reach = gpu_hours_at(oracle, ours["sloAttainment"])
+    return {
+        "ours": ours,
+        "dominated": bool(by),
+        "dominatedBy": [p["setting"] for p in by],
+        "ourFront": pareto([p for p in points if p["policy"] == "inferfleet"]),
+        "oracleFront": oracle,
+        "oracleGpuHoursAtOurs": None if oracle_hours is None else round(oracle_hours, 3),
+        "oracleReach": reach,
+        "vsOracle": round(ours["gpuHours"] / oracle_hours, 3) if oracle_hours else None,
+    }
+
+
+def frontiers(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per case (spec, trace, declaration, load): every setting's point and the verdicts
+    of `judge_frontier` under both SLO definitions (a split rate series on its held-out
+    part)."""
+    cases: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for row in rows:
+        key = (row["spec"], row["traceFile"], row["case"], row["replicasAtPeak"], row["headroom"])
+        cases.setdefault(key, []).append(row)
+    out = []
+    for key, case_rows in sorted(cases.items(), key=lambda item: _case_order((item[0], None))):
+        if not any(r["policy"] == "inferfleet" and r.get("default", True) for r in case_rows):
+            continue
+        entry: dict[str, Any] = dict(zip(CASE_KEYS, key, strict=True))
+        entry["part"] = "all"
+        if "parts" in case_rows[0]:
+            entry["part"] = f"from day {case_rows[0]['parts'][-1]['startS'] / DAY_S:g}"
+        for definition in SLO_DEFINITIONS:
+            points = [_point(row, definition) for row in case_rows]
+            entry[definition] = {"points": points, **judge_frontier(points)}
+        out.append(entry)
+    return out
+
+
+def dominance(entries: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per trace and SLO definition: whether any baseline setting dominates our default
+    on any case, which cases, and our GPU-hours over the oracle's."""
+    out: dict[str, Any] = {}
+    for trace in sorted({e["trace"] for e in entries}):
+        per_trace: dict[str, Any] = {}
+        for definition in SLO_DEFINITIONS:
+            judged = [e for e in entries if e["trace"] == trace]
+            dominated = [
+                {
+                    **{k: e[k] for k in ("spec", "case", "replicasAtPeak", "part")},
+                    "by": e[definition]["dominatedBy"],
+                }
+                for e in judged
+                if e[definition]["dominated"]
+            ]
+            ratios = [e[definition]["vsOracle"] for e in judged if e[definition]["vsOracle"] is not None]
+            per_trace[definition] = {
+                "cases": len(judged),
+                "dominated": bool(dominated),
+                "dominatedCases": dominated,
+                "vsOracle": {
+                    f"{e['spec']} {e['case']} x{e['replicasAtPeak']}": [
+                        e[definition]["vsOracle"],
+                        e[definition]["oracleReach"],
+                    ]
+                    for e in judged
+                },
+                "vsOracleRange": [min(ratios), max(ratios)] if ratios else None,
+            }
+        out[trace] = per_trace
+    return out
+
+
 POLICY_COLORS = {
     "inferfleet": "tab:blue",
     "reactive-util": "tab:orange",
@@ -461,6 +735,149 @@ def plot_tradeoff(rows: list[dict[str, Any]], path: Path) -> None:
     plt.close(figure)
 
 
+SETTING_STYLES = {
+    "reactive-util": ("tab:orange", "s"),
+    "queue-only": ("tab:green", "^"),
+    "static-peak": ("tab:gray", "D"),
+    "inferfleet": ("tab:blue", "o"),
+    ORACLE: ("black", "x"),
+}
+DEFINITION_TITLES = {"ttft": "within the TTFT SLO", "ttftAndItl": "within the TTFT and ITL SLOs"}
+
+
+def _frontier_panel(axis: Any, entry: dict[str, Any], definition: str) -> None:
+    """One case: each baseline's sweep as a line, our headroom sweep, the oracle's front,
+    and our default as a star. x: GPU-hours over our default's; y: requests outside the
+    SLO (log scale, inverted: up is better)."""
+    judged = entry[definition]
+    ours = judged["ours"]
+    scale = ours["gpuHours"] or 1.0
+
+    def outside(point: dict[str, Any]) -> float:
+        return max(1e-3, 100.0 * (1.0 - float(point["sloAttainment"])))
+
+    for policy, (color, marker) in SETTING_STYLES.items():
+        points = [p for p in judged["points"] if p["policy"] == policy]
+        if policy == ORACLE:
+            shown = judged["oracleFront"]
+            axis.scatter([p["gpuHours"] / scale for p in points], [outside(p) for p in points],
+                         color=color, marker=marker, s=10, alpha=0.25)  # fmt: skip
+        else:
+            shown = sorted(points, key=lambda p: p["gpuHours"])
+        axis.plot([p["gpuHours"] / scale for p in shown], [outside(p) for p in shown],
+                  color=color, marker=marker, markersize=4, linewidth=1, alpha=0.85)  # fmt: skip
+    axis.scatter([1.0], [outside(ours)], color="tab:blue", marker="*", s=180, zorder=5,
+                 edgecolors="black", linewidths=0.6)  # fmt: skip
+    verdict = "dominated" if judged["dominated"] else "not dominated"
+    ratio = judged["vsOracle"]
+    oracle_note = "" if ratio is None else f", {ratio:.2f}x oracle"
+    axis.set_title(
+        f"{entry['spec'].removeprefix('llama-')} {entry['case']} x{entry['replicasAtPeak']}: "
+        f"{verdict}{oracle_note}",
+        fontsize="small",
+    )
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+
+    plain = FuncFormatter(lambda value, _: f"{value:g}")
+    axis.set_xscale("log")
+    # GPU-hours from a third of ours to four times: a baseline drowning a fleet beyond that
+    # (queue-only) is off the panel, not squeezing it.
+    xs = [p["gpuHours"] / scale for p in judged["points"] if p["gpuHours"] > 0]
+    axis.set_xlim(max(min(xs) * 0.9, 0.33), min(max(xs) * 1.1, 4.0))
+    ys = [outside(p) for p in judged["points"]]
+    low, high = min(ys), max(ys)
+    if high / low >= 10.0:
+        axis.set_yscale("log")
+        axis.set_ylim(high * 1.3, low / 1.3)  # inverted: up is better
+    else:  # within a decade (ties at what vLLM rejects): a linear axis shows the spread
+        pad = max(0.05, 0.1 * (high - low))
+        axis.set_ylim(high + pad, max(0.0, low - pad))
+    for ax in (axis.xaxis, axis.yaxis):
+        ax.set_major_formatter(plain)
+        ax.set_minor_formatter(NullFormatter())
+    axis.grid(alpha=0.3, which="both")
+
+
+def plot_frontiers(entries: list[dict[str, Any]], directory: Path) -> list[Path]:
+    """One PNG per trace and SLO definition (autoscale-frontier-<trace>-<definition>.png):
+    a panel per case, rows by declaration, columns by spec and load."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+
+    directory.mkdir(parents=True, exist_ok=True)
+    written = []
+    for trace in sorted({e["trace"] for e in entries}):
+        judged = [e for e in entries if e["trace"] == trace]
+        rows = sorted({e["case"] for e in judged}, key=lambda c: CASES.index(c) if c in CASES else 99)
+        columns = sorted({(e["spec"], e["replicasAtPeak"]) for e in judged})
+        for definition, title in DEFINITION_TITLES.items():
+            figure, axes = plt.subplots(
+                len(rows), len(columns), figsize=(3.6 * len(columns), 3.1 * len(rows) + 0.9), squeeze=False
+            )
+            for entry in judged:
+                axis = axes[rows.index(entry["case"])][
+                    columns.index((entry["spec"], entry["replicasAtPeak"]))
+                ]
+                _frontier_panel(axis, entry, definition)
+            for axis in axes[-1]:
+                axis.set_xlabel("GPU-hours (x our default's)", fontsize="small")
+            for row in axes:
+                row[0].set_ylabel("requests outside the SLO (%)", fontsize="small")
+            handles = [
+                Line2D([], [], color=c, marker=m, label=p if p != ORACLE else "oracle (front; x: every run)")
+                for p, (c, m) in SETTING_STYLES.items()
+            ]
+            handles.append(Line2D([], [], color="tab:blue", marker="*", linestyle="", markersize=12,
+                                  label="inferfleet default"))  # fmt: skip
+            figure.suptitle(f"{Path(trace).stem}: requests {title} against GPU-hours")
+            figure.legend(
+                handles=handles, loc="lower center", ncol=len(handles), fontsize="small", frameon=False
+            )
+            figure.tight_layout(rect=(0, 0.06, 1, 0.96))
+            path = directory / f"autoscale-frontier-{Path(trace).stem}-{definition}.png"
+            figure.savefig(path, dpi=90)
+            plt.close(figure)
+            written.append(path)
+    return written
+
+
+def merged(rows: list[dict[str, Any]], documents: list[Path]) -> list[dict[str, Any]]:
+    """`rows` plus the runs of earlier documents that replay another setting of a case
+    (a run of this invocation wins over an earlier one of the same setting)."""
+    seen = {_run_key(row) for row in rows}
+    out = list(rows)
+    for document in documents:
+        for row in json.loads(document.read_text(encoding="utf-8"))["runs"]:
+            if _run_key(row) not in seen:
+                seen.add(_run_key(row))
+                out.append(row)
+    return out
+
+
+def _run_key(row: dict[str, Any]) -> tuple[Any, ...]:
+    return (
+        row["spec"], row["traceFile"], row["case"], row["replicasAtPeak"], row["headroom"],
+        row.get("setting", row["policy"]),
+    )  # fmt: skip
+
+
+def _tasks(
+    cases: list[tuple[Path, Path, int, float | None, str]], policies: list[str], *, sweep: bool
+) -> list[tuple[tuple[Path, Path, int, float | None, str], list[Setting]]]:
+    """The replays to run, grouped: a request trace's case in one task (its runs take
+    a fraction of a second), a rate series' settings a few per task (minutes each)."""
+    tasks = []
+    for case in cases:
+        rate_series = _is_rate_series(case[1])
+        settings = sweep_settings(policies, rate_series=rate_series, sweep=sweep)
+        size = 2 if rate_series else len(settings)
+        tasks += [(case, settings[i : i + size]) for i in range(0, len(settings), size)]
+    return tasks
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -470,12 +887,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--scales", default=",".join(map(str, SCALES)), help="replicas at peak, comma-separated"
     )
-    parser.add_argument("--policies", default=",".join(POLICIES), help="comma-separated")
+    parser.add_argument(
+        "--policies", default=",".join([*POLICIES, ORACLE]), help="comma-separated (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--no-sweep",
+        dest="sweep",
+        action="store_false",
+        help="each policy as shipped only (no knob sweep, no oracle): issue 17's comparison",
+    )
     parser.add_argument("--jobs", type=int, default=1, help="processes")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "--headroom",
-        help="comma-separated spec.scaling.headroom values to sweep (default: as the specs say)",
+        help="comma-separated spec.scaling.headroom values, each a case of its own for every "
+        "policy (default: as the specs say)",
     )
     parser.add_argument(
         "--cases", default=",".join(CASES), help=f"comma-separated, of {', '.join(CASES)} (request traces)"
@@ -491,9 +917,23 @@ def main(argv: list[str] | None = None) -> int:
         "--capacity-slos",
         choices=["ttft", "ttftAndItl"],
         default=DEFAULT_SETTINGS.capacity_slos,
-        help="the operator's scaling.capacitySlos for every run (default: %(default)s)",
+        help="the operator's scaling.capacitySlos for every run (default: unset, every SLO the "
+        "spec declares: ttftAndItl)",
+    )
+    parser.add_argument(
+        "--merge",
+        type=Path,
+        action="append",
+        default=[],
+        help="also judge the runs of an earlier document of this benchmark (repeatable): a "
+        "sweep run in parts, e.g. the baselines once and inferfleet after each change",
     )
     parser.add_argument("--plot", type=Path, help="also draw within-SLO share against GPU-hours (PNG)")
+    parser.add_argument(
+        "--plot-dir",
+        type=Path,
+        help="also draw the frontier per trace and SLO definition, PNGs into this folder",
+    )
     args = parser.parse_args(argv)
     settings = OperatorSettings(
         interruption_hold_min=args.interruption_hold, capacity_slos=args.capacity_slos
@@ -502,6 +942,9 @@ def main(argv: list[str] | None = None) -> int:
     specs = sorted(p for p in SPECS.glob("*.yaml") if args.specs is None or args.specs in p.name)
     scales = [int(s) for s in args.scales.split(",")]
     policies = args.policies.split(",")
+    unknown = [p for p in policies if p not in POLICIES and p != ORACLE]
+    if unknown:
+        parser.error(f"unknown policy {unknown[0]!r}; known: {', '.join([*POLICIES, ORACLE])}")
     headrooms: list[float | None] = (
         [None] if args.headroom is None else [float(h) for h in args.headroom.split(",")]
     )
@@ -519,41 +962,38 @@ def main(argv: list[str] | None = None) -> int:
     ]
     started = time.perf_counter()
     rows: list[dict[str, Any]] = []
-    if args.jobs > 1:
-        with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-            futures = [
-                pool.submit(
-                    run_case,
-                    s,
-                    t,
-                    n,
-                    policies,
-                    args.seed,
-                    headroom=h,
-                    case=c,
-                    split_day=args.split_day,
-                    settings=settings,
-                )
-                for s, t, n, h, c in cases
-            ]
-            for future in futures:
-                rows.extend(future.result())
-    else:
-        for spec, trace, scale, headroom, case in cases:
-            rows.extend(
-                run_case(
-                    spec, trace, scale, policies, args.seed,
-                    headroom=headroom, case=case, split_day=args.split_day,
-                    settings=settings,
-                )
-            )  # fmt: skip
-            print(f"done {spec.stem} {trace.name} {case} x{scale} headroom {headroom}", file=sys.stderr)
+    tasks = _tasks(cases, policies, sweep=args.sweep)
+    with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        futures = [
+            pool.submit(
+                run_case,
+                s,
+                t,
+                n,
+                chosen,
+                args.seed,
+                headroom=h,
+                case=c,
+                split_day=args.split_day,
+                settings=settings,
+            )
+            for (s, t, n, h, c), chosen in tasks
+        ]
+        for ((s, t, n, h, c), chosen), future in zip(tasks, futures, strict=True):
+            rows.extend(future.result())
+            print(f"done {s.stem} {t.name} {c} x{n} headroom {h}: {len(chosen)} runs", file=sys.stderr)
+    rows = merged(rows, args.merge)
     comparison = compare(rows)
+    judged = frontiers(rows)
     document = {
         "benchmark": "autoscale",
         "wallSeconds": round(time.perf_counter() - started, 1),
         "interruptionHoldMinutes": args.interruption_hold,
         "capacitySlos": args.capacity_slos,
+        # Issue 34: per trace and SLO definition, whether any baseline setting dominates
+        # our default on any case, and our GPU-hours over the oracle's at our share.
+        "dominance": dominance(judged),
+        "frontiers": judged,
         "runs": rows,
         "comparison": comparison,
         "targets": targets(comparison),
@@ -564,7 +1004,9 @@ def main(argv: list[str] | None = None) -> int:
     json.dump(document, sys.stdout, indent=1)
     sys.stdout.write("\n")
     if args.plot is not None:
-        plot_tradeoff(rows, args.plot)
+        plot_tradeoff([r for r in rows if r.get("default", True) and r["policy"] != ORACLE], args.plot)
+    if args.plot_dir is not None:
+        plot_frontiers(judged, args.plot_dir)
     return 0
 
 

@@ -114,11 +114,14 @@ class OperatorSettings(BaseModel):
             "re-plans for it (pods roll with the new vLLM flags)."
         ),
     )
-    capacity_slos: Literal["ttft", "ttftAndItl"] = Field(
-        default="ttft",
+    # None (unset) is not `ttft`: it means every SLO the spec declares, and a spec's SLO
+    # always has an ITL (workload.slo.itlP99Ms, 100 ms unless written), so ttftAndItl.
+    capacity_slos: Literal["ttft", "ttftAndItl"] | None = Field(
+        default=None,
         description=(
-            "The SLOs a replica's learned capacity keeps: ttft fills replicas as far as the time "
-            "to first token allows; ttftAndItl also keeps decode steps within the ITL SLO."
+            "The SLOs a replica's learned capacity keeps. Unset: every SLO the spec declares "
+            "(its workload.slo has an ITL, so ttftAndItl); ttft fills replicas as far as the "
+            "time to first token allows; ttftAndItl also keeps decode steps within the ITL SLO."
         ),
     )
     predictive_enabled: bool = Field(default=True, description="Scale ahead of the forecast demand.")

@@ -557,10 +557,11 @@ class ScalingSpec(ApiModel):
     capacity_slos: CapacitySlos | None = Field(
         default=None,
         description=(
-            "The SLOs a replica's learned capacity keeps: ttft (the default) fills replicas as "
-            "far as the time to first token allows, where long prompts may slow decoding past "
-            "workload.slo.itlP99Ms; ttftAndItl also keeps decode steps within it, at the "
-            "replicas that costs."
+            "The SLOs a replica's learned capacity keeps: ttftAndItl keeps decode steps within "
+            "workload.slo.itlP99Ms as well as the time to first token, at the replicas that "
+            "costs; ttft fills replicas as far as the time to first token allows, where long "
+            "prompts may slow decoding past the ITL SLO. Unset: the operator setting, whose "
+            "default is every SLO the spec declares (ttftAndItl)."
         ),
     )
     predictive: PredictiveScaling | None = None

@@ -75,8 +75,9 @@ class PolicyConfig:
     headroom: float = 0.2
     headroom_mode: Literal["measured", "fixed"] = "measured"
     queue_depth_per_replica: float = 4.0
-    # The ITL SLO the learned capacity keeps decode steps within (autoscaling.policy.capacity);
-    # None: the capacity keeps the TTFT SLO alone (spec.scaling.capacitySlos ttft).
+    # The ITL SLO the learned capacity keeps decode steps within (autoscaling.policy.capacity):
+    # the spec's, unless spec.scaling.capacitySlos or the operator setting says ttft (None:
+    # the capacity keeps the TTFT SLO alone).
     itl_target_ms: float | None = None
     predictive_enabled: bool = True
     history_window_hours: float = 336.0
@@ -218,10 +219,16 @@ def _headroom_mode(settings: OperatorSettings, spec: InferenceServiceSpec) -> Li
 
 
 def _capacity_slos(settings: OperatorSettings, spec: InferenceServiceSpec) -> Literal["ttft", "ttftAndItl"]:
+    """The SLOs the learned capacity keeps: spec.scaling.capacitySlos, else the operator
+    setting, else (neither set) every SLO the spec declares. `workload.slo` always has an
+    ITL (itlP99Ms defaults to 100 ms, the ITL the plan sizes for), so a capacity left to
+    the declared SLOs keeps it; `ttft` is a choice someone writes down."""
     scaling = spec.scaling
     if scaling is not None and scaling.capacity_slos is not None:
         return scaling.capacity_slos
-    return settings.capacity_slos
+    if settings.capacity_slos is not None:
+        return settings.capacity_slos
+    return "ttftAndItl"
 
 
 def replan_mode(settings: OperatorSettings, spec: InferenceServiceSpec) -> Literal["advise", "auto"]:

@@ -212,6 +212,8 @@ def test_default_values_are_the_operators_defaults(default_objects: list[dict[st
         "INFERFLEET_GATEWAY_NAME",
         "INFERFLEET_GATEWAY_NAMESPACE",
         "INFERFLEET_FRONT_DOOR_HOSTNAME",
+        # Unset: every SLO the spec declares (not the same as an explicit ttft).
+        "INFERFLEET_CAPACITY_SLOS",
     }
     assert fields - set(env) == optional
     assert OperatorSettings.from_env(env) == OperatorSettings()
@@ -240,6 +242,7 @@ def test_values_become_the_operators_settings(full_objects: list[dict[str, Any]]
     assert settings.forecast_window_hours == scaling["forecastWindowHours"]
     assert settings.cold_start_margin_s == scaling["coldStartMarginSeconds"]
     assert settings.interruption_hold_min == scaling["interruptionHoldMinutes"]
+    assert settings.capacity_slos == scaling["capacitySlos"] == "ttft"  # explicit, not the default
     assert settings.vllm_image == values["images"]["vllm"]["nvidia"]
     assert settings.vllm_image_amd == values["images"]["vllm"]["amd"]
     assert settings.epp_image == values["images"]["endpointPicker"]

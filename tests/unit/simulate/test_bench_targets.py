@@ -181,3 +181,110 @@ def test_with_itl_the_bounds_are_judged_on_requests_within_both_slos(bench: Modu
     assert [b["target"] for b in ttft_only["missed"]] == ["within SLO vs reactive-util"]
     assert with_itl["missed"] == []
     assert [b["value"] for b in with_itl["bounds"]][:1] == [0.90]
+
+
+# --- issue 34: every baseline setting against our default, under both SLO definitions ---
+
+
+def a_setting(
+    policy: str, setting: str | None, attainment: float, gpu_hours: float, **extra: Any
+) -> dict[str, Any]:
+    """One run of the sweep; `setting` None is the policy as shipped."""
+    row = a_run(policy, attainment=attainment, gpu_hours=gpu_hours, violations=0, **extra)
+    row.update(
+        setting=setting or f"{policy} (default)",
+        default=setting is None,
+        sloAttainmentWithItl=extra.get("sloAttainmentWithItl", attainment),
+        sloViolationsWithItl=0,
+    )
+    return row
+
+
+def test_a_baseline_setting_that_is_as_good_and_cheaper_dominates(bench: ModuleType) -> None:
+    rows = [
+        a_setting("inferfleet", None, 0.99, 10.0),
+        a_setting("inferfleet", "inferfleet headroom=0", 0.995, 9.0),  # ours: never a rival
+        a_setting("reactive-util", None, 0.98, 9.0),
+        a_setting("reactive-util", "reactive-util target=0.6", 0.99, 9.5),  # dominates
+        a_setting("reactive-util", "reactive-util target=0.5", 0.995, 10.0),  # dominates
+        a_setting("queue-only", "queue-only threshold=1", 0.999, 10.5),  # pays more for more
+        a_setting("static-peak", "static-peak x peak=0.4", 0.99, 10.0),  # a tie on both
+        a_setting("oracle", "oracle u=0.9 bin=60s", 0.995, 5.0),  # the limit, not a rival
+    ]
+    (entry,) = bench.frontiers(rows)
+    judged = entry["ttft"]
+    assert judged["dominated"] is True
+    assert judged["dominatedBy"] == ["reactive-util target=0.6", "reactive-util target=0.5"]
+    summary = bench.dominance([entry])["trace.csv"]["ttft"]
+    assert summary["dominated"] is True
+    assert summary["dominatedCases"] == [
+        {
+            "spec": "bench-spec",
+            "case": "honest",
+            "replicasAtPeak": 10,
+            "part": "all",
+            "by": ["reactive-util target=0.6", "reactive-util target=0.5"],
+        }
+    ]
+
+
+def test_each_slo_definition_is_judged_on_its_own_share(bench: ModuleType) -> None:
+    # Reactive-util reaches our TTFT share for less by letting decode steps crawl.
+    rows = [
+        a_setting("inferfleet", None, 0.99, 10.0, sloAttainmentWithItl=0.98),
+        a_setting("reactive-util", "reactive-util target=0.8", 0.99, 9.0, sloAttainmentWithItl=0.80),
+    ]
+    (entry,) = bench.frontiers(rows)
+    assert entry["ttft"]["dominatedBy"] == ["reactive-util target=0.8"]
+    assert entry["ttftAndItl"]["dominated"] is False
+
+
+def test_a_split_series_is_judged_on_its_held_out_part_in_the_sweep_too(bench: ModuleType) -> None:
+    def held_out(attainment: float, gpu_hours: float) -> list[dict[str, Any]]:
+        first = _part(0.0, 0.999, 1, 1.0)  # every baseline would win here
+        last = _part(7 * bench.DAY_S, attainment, 0, gpu_hours) | {"sloAttainmentWithItl": attainment}
+        return [first | {"sloAttainmentWithItl": 0.999}, last]
+
+    rows = [
+        a_setting("inferfleet", None, 0.9, 100.0, rateSeries=True, parts=held_out(0.99, 50.0)),
+        a_setting("reactive-util", "reactive-util target=0.9", 0.99, 50.0, rateSeries=True,
+                  parts=held_out(0.98, 49.0)),
+    ]  # fmt: skip
+    (entry,) = bench.frontiers(rows)
+    assert entry["part"] == "from day 7"
+    assert entry["ttft"]["ours"]["gpuHours"] == 50.0
+    assert entry["ttft"]["dominated"] is False
+
+
+def test_the_oracle_front_gives_its_gpu_hours_at_our_share(bench: ModuleType) -> None:
+    oracle = [
+        {"sloAttainment": 0.90, "gpuHours": 4.0},
+        {"sloAttainment": 0.95, "gpuHours": 5.0},
+        {"sloAttainment": 0.94, "gpuHours": 6.0},  # dominated: not on the front
+        {"sloAttainment": 0.99, "gpuHours": 9.0},
+    ]
+    front = bench.pareto(oracle)
+    assert [p["gpuHours"] for p in front] == [4.0, 5.0, 9.0]
+    assert bench.gpu_hours_at(front, 0.97) == (pytest.approx(7.0), "interpolated")
+    assert bench.gpu_hours_at(front, 0.99) == (9.0, "interpolated")
+    assert bench.gpu_hours_at(front, 0.80) == (4.0, "atMost")  # it might need even less
+    assert bench.gpu_hours_at(front, 0.995) == (None, "unreached")
+    rows = [a_setting("inferfleet", None, 0.97, 10.5)] + [
+        a_setting("oracle", f"oracle {i}", p["sloAttainment"], p["gpuHours"]) for i, p in enumerate(oracle)
+    ]
+    (entry,) = bench.frontiers(rows)
+    assert entry["ttft"]["vsOracle"] == 1.5  # 10.5 / 7.0
+    assert bench.dominance([entry])["trace.csv"]["ttft"]["vsOracleRange"] == [1.5, 1.5]
+
+
+def test_the_sweep_covers_every_knob_and_the_oracle(bench: ModuleType) -> None:
+    policies = ["inferfleet", "static-peak", "reactive-util", "queue-only", "oracle"]
+    settings = bench.sweep_settings(policies, rate_series=False, sweep=True)
+    labels = [s.label for s in settings]
+    assert labels[:4] == [f"{p} (default)" for p in policies[:4]]
+    grid = bench.SWEEP_REQUESTS
+    for policy in policies[:4]:
+        assert sum(s.policy == policy and s.knob is not None for s in settings) == len(grid[policy])
+    oracles = [s for s in settings if s.policy == "oracle"]
+    assert len(oracles) == len(grid["oracle"]) * len(bench.ORACLE_BINS_REQUESTS) * 2  # with and without ITL
+    assert bench.sweep_settings(policies, rate_series=False, sweep=False) == settings[:4]

@@ -13,7 +13,9 @@ from inferfleet.autoscaling.policy.baselines import (
     PolicyFunction,
     policy_function,
     queue_only,
+    queue_only_at,
     reactive_util,
+    reactive_util_at,
     static_peak,
 )
 from inferfleet.autoscaling.policy.demand_placement import Placement, TierSlot, place
@@ -78,6 +80,8 @@ __all__ = [
     "place",
     "policy_function",
     "queue_only",
+    "queue_only_at",
     "reactive_util",
+    "reactive_util_at",
     "static_peak",
 ]

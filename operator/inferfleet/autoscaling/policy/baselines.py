@@ -12,12 +12,18 @@ Each is written exactly as defined in the autoscaling issue:
   `ceil(running / (slots x 0.7))` the proposal.
 - `queue-only`: KEDA-style `ceil(waiting / threshold)` with our queue threshold,
   floored at the warm minimum, with a 300 s cooldown before any scale-down.
+
+Each has one knob an operator of that autoscaler would tune, and the benchmark sweeps it
+(hack/bench/autoscale.py): `reactive_util_at(target)` is reactive-util at another target
+utilization, `queue_only_at(threshold)` queue-only at another queue threshold, and
+static-peak's replica count follows `PolicyConfig.static_peak_rps`.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from functools import partial
 
 from inferfleet.autoscaling.policy.demand_placement import TierSlot, place
 from inferfleet.autoscaling.policy.policy import (
@@ -142,6 +148,20 @@ def _stabilized(
 def reactive_util(
     ctx: ScalingContext, state: ScalingState | None = None
 ) -> tuple[Recommendation, ScalingState]:
+    """HPA on busy-slot utilization at its usual 70 % target."""
+    return _reactive_util(ctx, state, target=HPA_TARGET_UTILIZATION)
+
+
+def reactive_util_at(target: float) -> PolicyFunction:
+    """reactive-util with another target utilization (0-1]: the knob an SRE tunes."""
+    if not 0.0 < target <= 1.0:
+        raise ValueError(f"target utilization must be in (0, 1], not {target}")
+    return partial(_reactive_util, target=target)
+
+
+def _reactive_util(
+    ctx: ScalingContext, state: ScalingState | None, *, target: float
+) -> tuple[Recommendation, ScalingState]:
     config = ctx.policy
     state = ScalingState() if state is None else state.copy()
     results: list[TierRecommendation] = []
@@ -155,12 +175,12 @@ def reactive_util(
             proposal, why = current, "no metrics from Ready pods"
         else:
             utilization = signals.running / (ready * slots)
-            ratio = utilization / HPA_TARGET_UTILIZATION
+            ratio = utilization / target
             if abs(ratio - 1.0) <= HPA_TOLERANCE:
                 proposal, why = current, f"utilization {utilization:.0%} within tolerance"
             else:
-                proposal = math.ceil(signals.running / (slots * HPA_TARGET_UTILIZATION) - 1e-9)
-                why = f"utilization {utilization:.0%} vs target 70%"
+                proposal = math.ceil(signals.running / (slots * target) - 1e-9)
+                why = f"utilization {utilization:.0%} vs target {target:.0%}"
         results.append(
             _stabilized(
                 tier,
@@ -178,7 +198,22 @@ def reactive_util(
 
 
 def queue_only(ctx: ScalingContext, state: ScalingState | None = None) -> tuple[Recommendation, ScalingState]:
+    """KEDA on queue depth at our own queue threshold (queueDepthPerReplica)."""
+    return _queue_only(ctx, state, threshold=None)
+
+
+def queue_only_at(threshold: float) -> PolicyFunction:
+    """queue-only with another threshold (waiting requests per replica): its knob."""
+    if threshold <= 0.0:
+        raise ValueError(f"queue threshold must be positive, not {threshold}")
+    return partial(_queue_only, threshold=threshold)
+
+
+def _queue_only(
+    ctx: ScalingContext, state: ScalingState | None, *, threshold: float | None
+) -> tuple[Recommendation, ScalingState]:
     config = ctx.policy
+    per_replica = config.queue_depth_per_replica if threshold is None else threshold
     state = ScalingState() if state is None else state.copy()
     results: list[TierRecommendation] = []
     for tier in ctx.tiers:
@@ -188,8 +223,8 @@ def queue_only(ctx: ScalingContext, state: ScalingState | None = None) -> tuple[
         if waiting is None:
             proposal, why = current, "queue depth missing"
         else:
-            proposal = math.ceil(waiting / config.queue_depth_per_replica - 1e-9)
-            why = f"{waiting:.0f} waiting / {config.queue_depth_per_replica:g}"
+            proposal = math.ceil(waiting / per_replica - 1e-9)
+            why = f"{waiting:.0f} waiting / {per_replica:g}"
         results.append(
             _stabilized(
                 tier,

@@ -4,6 +4,7 @@ the engines measure for the traffic they really get."""
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from inferfleet.autoscaling.policy import mix
 from inferfleet.autoscaling.policy.reactive import TTFT_WINDOW_S, queue_allowance
@@ -51,23 +52,16 @@ def measured_capacity_rps(
 ) -> float | None:
     """Requests/s one replica takes at its target batch, from Little's law and the
     roofline; None while there is too little load to measure a hold time. With
-    `itl_target_ms`, also what keeps the roofline's decode step within it with the
-    target batch busy: the batch at most what leaves prefill ITL_MIN_PREFILL_SHARE,
-    prefill at most the share the step at that batch leaves."""
+    `itl_target_ms`, also what keeps the roofline's decode step within it with the batch
+    busy: prefill at most the share the step at that batch leaves, at the batch where
+    that budget and the slots give the same rate (a larger batch serves more per step
+    but leaves prefill less of the GPU), never one past what leaves prefill
+    ITL_MIN_PREFILL_SHARE."""
     running, rate = state.running_avg, state.rate_avg
     if running is None or rate is None or rate <= 0.0 or running / ready < CAPACITY_MIN_BATCH:
         return None
     slots = figures.max_concurrency
     batch_target = max(1.0, slots * CAPACITY_SLOT_TARGET_MIN, slots - CAPACITY_SLOT_BETA * math.sqrt(slots))
-    if itl_target_ms is not None and figures.decode_step_per_seq_ms > 0.0:
-        step_room_ms = itl_target_ms * (1.0 - ITL_MIN_PREFILL_SHARE) - figures.decode_step_base_ms
-        batch_target = max(1.0, min(batch_target, step_room_ms / figures.decode_step_per_seq_ms))
-    batch_now = running / ready
-    hold_s = running / rate
-    step_now_ms = figures.decode_step_base_ms + figures.decode_step_per_seq_ms * batch_now
-    step_target_ms = figures.decode_step_base_ms + figures.decode_step_per_seq_ms * batch_target
-    if step_now_ms > 0.0:
-        hold_s *= step_target_ms / step_now_ms
     # Prefill seconds per request on one replica: the observed mean prompt once there is
     # evidence, the declared one until then.
     prefill_s = 0.0
@@ -75,20 +69,73 @@ def measured_capacity_rps(
         prompt = mix.mean_prompt_tokens(state, figures, service)
         if prompt:
             prefill_s = prompt / figures.prefill_tokens_per_s
-    if prefill_s <= 0.0:
-        return batch_target / hold_s
-    # hold(x) = base / (1 - x*prefill_s), base being the hold free of prefill's share;
-    # x * hold(x) = batch_target solves to the expression below.
-    share_now = min(MAX_PREFILL_SHARE, rate / ready * prefill_s)
-    base_hold_s = hold_s * (1.0 - share_now)
-    capacity = batch_target / (base_hold_s + batch_target * prefill_s)
-    return min(capacity, _prefill_share_limit(step_target_ms, itl_target_ms) / prefill_s)
+    seen = _Measured(
+        figures, running / rate, running / ready, min(MAX_PREFILL_SHARE, rate / ready * prefill_s), prefill_s
+    )
+    if itl_target_ms is None or figures.decode_step_per_seq_ms <= 0.0:
+        return seen.capacity(batch_target, itl_target_ms)
+    step_room_ms = itl_target_ms * (1.0 - ITL_MIN_PREFILL_SHARE) - figures.decode_step_base_ms
+    return seen.best_capacity(
+        max(1.0, min(batch_target, step_room_ms / figures.decode_step_per_seq_ms)), itl_target_ms
+    )
+
+
+_BATCH_BISECT_STEPS = 30
+
+
+@dataclass(frozen=True, slots=True)
+class _Measured:
+    """What Little's law measured on a tier (a request's slot hold time at the batch it
+    ran, prefill's share of the GPU then) and the roofline that carries it to a batch."""
+
+    figures: TierFigures
+    hold_s: float
+    batch_now: float
+    share_now: float
+    prefill_s: float
+
+    def step_ms(self, batch: float) -> float:
+        return self.figures.decode_step_base_ms + self.figures.decode_step_per_seq_ms * batch
+
+    def slot_rate(self, batch: float) -> float:
+        """Requests/s that keep `batch` slots busy: hold(x) = base / (1 - x*prefill_s),
+        base being the hold at that batch free of prefill's share, and x * hold(x) =
+        batch solves to the expression below."""
+        hold_s = self.hold_s
+        step_now_ms = self.step_ms(self.batch_now)
+        if step_now_ms > 0.0:
+            hold_s *= self.step_ms(batch) / step_now_ms
+        return batch / (hold_s * (1.0 - self.share_now) + batch * self.prefill_s)
+
+    def prefill_rate(self, batch: float, itl_target_ms: float | None) -> float:
+        if self.prefill_s <= 0.0:
+            return math.inf
+        return _prefill_share_limit(self.step_ms(batch), itl_target_ms) / self.prefill_s
+
+    def capacity(self, batch: float, itl_target_ms: float | None) -> float:
+        return min(self.slot_rate(batch), self.prefill_rate(batch, itl_target_ms))
+
+    def best_capacity(self, top_batch: float, itl_target_ms: float) -> float:
+        """The most requests/s over batches up to `top_batch`: the slots' rate rises with
+        the batch and the ITL's prefill budget falls, so the best is where they meet."""
+        if self.slot_rate(top_batch) <= self.prefill_rate(top_batch, itl_target_ms):
+            return self.capacity(top_batch, itl_target_ms)
+        low, high = 1.0, top_batch
+        if self.slot_rate(low) >= self.prefill_rate(low, itl_target_ms):
+            return self.capacity(low, itl_target_ms)
+        for _ in range(_BATCH_BISECT_STEPS):
+            middle = (low + high) / 2.0
+            if self.slot_rate(middle) < self.prefill_rate(middle, itl_target_ms):
+                low = middle
+            else:
+                high = middle
+        return self.capacity(low, itl_target_ms)
 
 
 def _prefill_share_limit(step_target_ms: float, itl_target_ms: float | None) -> float:
     """The share of the GPU prefill may take: the target, or with an ITL SLO what the
-    decode step at the target batch leaves within it (a step lasts step / (1 - share)).
-    The full target batch is the worst case the SLO's 99th percentile must cover."""
+    decode step at the batch leaves within it (a step lasts step / (1 - share)). The
+    whole batch busy is the worst case the SLO's 99th percentile must cover."""
     if itl_target_ms is None or step_target_ms <= 0.0:
         return CAPACITY_PREFILL_TARGET
     return min(CAPACITY_PREFILL_TARGET, max(ITL_MIN_PREFILL_SHARE, 1.0 - step_target_ms / itl_target_ms))
