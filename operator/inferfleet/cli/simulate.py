@@ -24,7 +24,7 @@ from inferfleet.autoscaling.simulate import disaggregated
 from inferfleet.autoscaling.simulate.decisions import recording
 from inferfleet.autoscaling.simulate.engine import SimConfig, SimResult
 from inferfleet.autoscaling.simulate.engine import simulate as run_simulation
-from inferfleet.autoscaling.simulate.report import TABLE_COLUMNS, summarize, table_rows
+from inferfleet.autoscaling.simulate.report import COMPARE_COLUMNS, TABLE_COLUMNS, summarize, table_rows
 from inferfleet.autoscaling.simulate.setup import SetupError, build_config
 from inferfleet.autoscaling.simulate.traces import FORMATS, Trace, TraceError, epoch_of
 from inferfleet.autoscaling.tracefiles.read import load_trace
@@ -271,10 +271,12 @@ def _print(
         typer.echo(_drift_text(verdict, file, observed_out))
 
 
-def _print_rows(summaries: list[dict[str, Any]]) -> None:
+def _print_rows(
+    summaries: list[dict[str, Any]], columns: tuple[tuple[str, str], ...] = TABLE_COLUMNS
+) -> None:
     # Plain columns (like kubectl): never wrapped or cut, whatever the terminal width.
-    headers = [header for _, header in TABLE_COLUMNS]
-    rows = table_rows(summaries)
+    headers = [header for _, header in columns]
+    rows = table_rows(summaries, columns)
     widths = [max(len(cell) for cell in column) for column in zip(headers, *rows, strict=True)]
     for line in [headers, *rows]:
         cells = [
@@ -361,7 +363,7 @@ def compare_split(
     if output is not OutputFormat.table:
         emit(document, output)
         return
-    _print_rows([colocated, split_summary])
+    _print_rows([colocated, split_summary], COMPARE_COLUMNS)
     typer.echo("")
     typer.echo(document["verdict"])
     for reason in split_design.plan.disaggregation.reasons:

@@ -63,8 +63,13 @@ class SplitReplay:
     split_plan: DisaggregationPlan
 
 
-def _stage(designed: Design, tier_plan: TierPlan, mean_out: float, *, seed: int) -> SimConfig:
-    """One pool as its own service: its tier, its policy bounds, a pool that holds."""
+def _stage(
+    designed: Design, tier_plan: TierPlan, mean_out: float, *, seed: int, picker_queue: bool
+) -> SimConfig:
+    """One pool as its own service: its tier, its policy bounds, a pool that holds. The
+    picker's queue limit sheds whole requests at the front door (`picker_queue`: the
+    decode pool's arrivals); a prefill reaches its pod from the decode pod's sidecar,
+    past the picker's flow control, and waits in vLLM's own queue."""
     spec = designed.service.spec
     costs = {tier.name: tier.cost_per_gpu_hour for tier in spec.tiers}
     tier = sim_tier(tier_plan, costs.get(tier_plan.name), mean_input_tokens(spec), mean_out)
@@ -76,8 +81,9 @@ def _stage(designed: Design, tier_plan: TierPlan, mean_out: float, *, seed: int)
     pool = front.pools[0] if front is not None and front.pools else None
     door = None
     if pool is not None:
+        limit = pool.queue_limit if picker_queue else 0
         model = DoorPoolModel(
-            pool.name, (0,), 1, None, float(pool.hold_s), pool.queue_limit, frontdoor.DETECTOR_QUEUE_DEPTH
+            pool.name, (0,), 1, None, float(pool.hold_s), limit, frontdoor.DETECTOR_QUEUE_DEPTH
         )
         door = FrontDoorModel((model,), frozenset({tier_plan.name}))
     return SimConfig(
@@ -145,7 +151,7 @@ def replay(
     split = trace.input_tokens >= SPLIT_MIN_UNCACHED_TOKENS
     prefill = simulate(
         _prefill_trace(trace, split),
-        _stage(designed, prefill_plan, 1.0, seed=seed),
+        _stage(designed, prefill_plan, 1.0, seed=seed, picker_queue=False),
         policy,
         "inferfleet",
         clock=clock,
@@ -155,9 +161,8 @@ def replay(
     arrival_s[split] = trace.arrival_s[split] + prefill.ttft_s + transfer_s[split]
     decode_trace, order = _decode_trace(trace, arrival_s, split)
     mean_out = mean_output_tokens(designed.service.spec) or 1.0
-    decode = simulate(
-        decode_trace, _stage(designed, decode_plan, mean_out, seed=seed), policy, "inferfleet", clock=clock
-    )
+    decode_config = _stage(designed, decode_plan, mean_out, seed=seed, picker_queue=True)
+    decode = simulate(decode_trace, decode_config, policy, "inferfleet", clock=clock)
     ttft_s = np.full(len(trace), math.inf)
     ttft_s[order] = decode.ttft_s + (arrival_s[order] - trace.arrival_s[order])
     itl_late = np.zeros(len(trace), dtype=bool)

@@ -123,13 +123,24 @@ TABLE_COLUMNS = (
 )
 
 
-def table_rows(summaries: list[dict[str, Any]]) -> list[list[str]]:
+# `simulate --compare-disaggregated`: the split's case is the ITL, so both SLOs are shown.
+COMPARE_COLUMNS = (
+    *TABLE_COLUMNS[:3],
+    ("sloAttainmentWithItl", "WITHIN BOTH SLOS"),
+    *TABLE_COLUMNS[3:],
+)
+_PERCENT_KEYS = ("sloAttainment", "sloAttainmentWithItl")
+
+
+def table_rows(
+    summaries: list[dict[str, Any]], columns: tuple[tuple[str, str], ...] = TABLE_COLUMNS
+) -> list[list[str]]:
     rows = []
     for summary in summaries:
         row = []
-        for key, _ in TABLE_COLUMNS:
+        for key, _ in columns:
             value = summary.get(key)
-            if key == "sloAttainment" and isinstance(value, float):
+            if key in _PERCENT_KEYS and isinstance(value, float):
                 row.append(f"{value:.2%}")
             else:
                 row.append("-" if value is None else str(value))
