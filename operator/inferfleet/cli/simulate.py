@@ -18,13 +18,19 @@ import typer
 from pydantic import ValidationError
 
 from inferfleet.api import InferenceService, Plan
-from inferfleet.api.spec import Disaggregation, ServingSpec
+from inferfleet.api.spec import Disaggregation, HostKvCache, ServingSpec
 from inferfleet.autoscaling.policy import POLICIES, drift
 from inferfleet.autoscaling.simulate import disaggregated
 from inferfleet.autoscaling.simulate.decisions import recording
 from inferfleet.autoscaling.simulate.engine import SimConfig, SimResult
 from inferfleet.autoscaling.simulate.engine import simulate as run_simulation
-from inferfleet.autoscaling.simulate.report import COMPARE_COLUMNS, TABLE_COLUMNS, summarize, table_rows
+from inferfleet.autoscaling.simulate.report import (
+    COMPARE_COLUMNS,
+    HOST_KV_COLUMNS,
+    TABLE_COLUMNS,
+    summarize,
+    table_rows,
+)
 from inferfleet.autoscaling.simulate.setup import SetupError, build_config
 from inferfleet.autoscaling.simulate.traces import FORMATS, Trace, TraceError, epoch_of
 from inferfleet.autoscaling.tracefiles.read import load_trace
@@ -154,6 +160,14 @@ def simulate(
             "side by side.",
         ),
     ] = False,
+    compare_host_kv_cache: Annotated[
+        bool,
+        typer.Option(
+            "--compare-host-kv-cache",
+            help="Replay the fleet without and with a host-memory KV tier (a trace with prefix blocks: "
+            "Mooncake hash_ids), side by side.",
+        ),
+    ] = False,
 ) -> None:
     """Replay a trace through the autoscaler and report SLO attainment, GPU-hours and cost."""
     names = _policies(policy, trace_format, arrivals, rate_scale, time_scale)
@@ -181,8 +195,13 @@ def simulate(
         fail(str(error))
     if len(loaded) == 0:
         fail(f"{trace}: the trace has no requests")
+    if compare_disaggregated and compare_host_kv_cache:
+        fail("--compare-disaggregated and --compare-host-kv-cache are two comparisons: give one")
     if compare_disaggregated:
         compare_split(service, load_settings(catalog_file), loaded, seed=seed, output=output)
+        return
+    if compare_host_kv_cache:
+        compare_host_tier(service, load_settings(catalog_file), loaded, seed=seed, output=output)
         return
     designed = design_for_replay(service, load_settings(catalog_file), plan_file)
     try:
@@ -368,3 +387,90 @@ def compare_split(
     typer.echo(document["verdict"])
     for reason in split_design.plan.disaggregation.reasons:
         typer.echo(f"  • {reason}")
+
+
+def _with_host_kv_mode(service: InferenceService, mode: Literal["off", "on"]) -> InferenceService:
+    spec = service.spec
+    serving = spec.serving or ServingSpec()
+    wanted = (serving.host_kv_cache or HostKvCache()).model_copy(update={"mode": mode})
+    serving = serving.model_copy(update={"host_kv_cache": wanted})
+    return service.model_copy(update={"spec": spec.model_copy(update={"serving": serving})})
+
+
+def _fleet_share(summary: dict[str, Any], key: str) -> float | None:
+    """A prefix-cache share over the fleet: each tier's, weighted by its replica-hours."""
+    figures: dict[str, dict[str, Any]] = summary.get("prefixCache", {})
+    weights = {name: summary["meanReplicas"].get(name, 0.0) for name in figures}
+    total = sum(weights.values())
+    if not figures or total <= 0:
+        return None
+    weighted = sum(float(figures[name][key]) * float(weight) for name, weight in weights.items())
+    return round(weighted / float(total), 4)
+
+
+def compare_host_tier(
+    service: InferenceService, settings: OperatorSettings, loaded: Trace, *, seed: int, output: OutputFormat
+) -> None:
+    """The fleet replayed without a host-memory KV tier (mode off) and with one (mode on,
+    sized by the planner) over a trace whose prefixes are known: does the tier pay here?"""
+    if loaded.prefix_blocks is None:
+        fail(
+            f"{loaded.name}: the trace says nothing of its prompts' prefixes; --compare-host-kv-cache "
+            "needs prefix blocks (a Mooncake JSONL trace with hash_ids)"
+        )
+    cases = []
+    tiered_design: Design | None = None
+    modes: tuple[tuple[Literal["off", "on"], str], ...] = (
+        ("off", "inferfleet, no host tier"),
+        ("on", "inferfleet, host KV tier"),
+    )
+    for mode, label in modes:
+        designed = design_for_replay(_with_host_kv_mode(service, mode), settings, None)
+        try:
+            config = build_config(designed, seed=seed, timeline=False)
+            summary = summarize(
+                run_simulation(loaded, config, POLICIES["inferfleet"], "inferfleet", clock=time.perf_counter)
+            )
+        except SetupError as error:
+            fail(str(error))
+        summary["policy"] = label
+        summary["prefilledShare"] = _fleet_share(summary, "prefilledShare")
+        summary["hostHitShare"] = _fleet_share(summary, "hostHitShare")
+        cases.append(summary)
+        tiered_design = designed
+    assert tiered_design is not None and tiered_design.plan is not None
+    sized = {tier.name: tier.host_kv_cache_gi_b for tier in tiered_design.plan.tiers if tier.feasible}
+    if not any(sized.values()):
+        reasons = [r for tier in tiered_design.plan.tiers for r in tier.reasons if "host KV cache" in r]
+        why = "; ".join(reasons) or "none planned"
+        fail(f"{service.name}: no tier gets a host KV tier to compare: {why}")
+    without, with_tier = cases
+    document = {
+        "withoutHostTier": without,
+        "withHostTier": with_tier,
+        "hostKvCacheGiB": sized,
+        "verdict": _host_tier_verdict(without, with_tier),
+    }
+    if output is not OutputFormat.table:
+        emit(document, output)
+        return
+    _print_rows(cases, HOST_KV_COLUMNS)
+    typer.echo("")
+    typer.echo(document["verdict"])
+
+
+def _host_tier_verdict(without: dict[str, Any], with_tier: dict[str, Any]) -> str:
+    """Pays: more requests within both SLOs; or as many for less money; or as many for the
+    same money with a P99 TTFT at least 10% lower."""
+    both_gain = with_tier["sloAttainmentWithItl"] - without["sloAttainmentWithItl"]
+    cost_change = with_tier["costUsd"] - without["costUsd"]
+    saved = (without["prefilledShare"] or 0.0) - (with_tier["prefilledShare"] or 0.0)
+    p99_before, p99_after = without["ttftP99Ms"], with_tier["ttftP99Ms"]
+    faster = p99_before is not None and p99_after is not None and p99_after <= 0.9 * p99_before
+    level = both_gain >= -0.0005
+    pays = both_gain > 0.0005 or (level and cost_change < 0) or (level and cost_change <= 0 and faster)
+    return (
+        f"The host KV tier {'pays' if pays else 'does not pay'} on this trace: "
+        f"{saved:.1%} of prompt tokens no longer prefilled, {both_gain:+.2%} within both SLOs, "
+        f"TTFT P99 {p99_before} -> {p99_after} ms, {cost_change:+.2f} USD."
+    )

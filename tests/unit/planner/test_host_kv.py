@@ -58,7 +58,9 @@ def test_the_size_is_half_of_what_the_nodes_memory_leaves_beside_the_pods_by_han
     assert found.gib == 201.0
     assert found.tokens == 402_000
     (reason,) = found.reasons
-    assert reason.startswith("host KV cache: 201 GiB per replica planned (402,000 tokens beside 200,000")
+    assert reason.startswith("host KV cache: 201 GiB per replica planned (402,000 tokens;")
+    # vLLM stores every block the GPU computes: the tier reaches 402,000 - 200,000 beyond it.
+    assert reason.endswith("it reaches 202,000 tokens beyond the GPU cache's 200,000")
     # It pays: 4,000 tokens are 2 GiB, back in 34 ms over PCIe Gen5 (63 GB/s) against
     # 200 ms to prefill them; the GPU cache holds 200,000 / (4,000 x 128) = 0.4 contexts a slot.
     assert "pays: a P95 prompt's KV (4,000 tokens, 2.00 GiB) reloads in 34 ms" in reason
@@ -74,6 +76,20 @@ def test_a_size_asked_for_is_kept_within_the_budget_and_a_larger_one_is_said() -
     # The nodes' own memory, when the tier says it: 2 GPUs of an 8-GPU 1 TiB node.
     small = rag(mode="on").tier("h100", "H100-SXM-80GB", hostMemoryGiB=1024)
     assert decide(small, plan).gib == (1024 / 8 * 2 - 32) // 2
+
+
+def test_a_tier_under_twice_the_gpu_cache_reaches_too_little_beyond_it() -> None:
+    # 64 GiB hold 128,000 tokens, a copy of what the GPU's 200,000 already hold: auto
+    # plans none, on plans it and says it may not pay.
+    found = decide(rag(mode="auto", sizeGiB=64), PLAN.build())
+    assert found.gib == 0.0
+    assert (
+        "it reaches 0 tokens beyond the GPU cache's 200,000, less than the GPU cache again"
+        in (found.reasons[0])
+    )
+    forced = decide(rag(mode="on", sizeGiB=199), PLAN.build())
+    assert forced.gib == 199.0 and "though it may not pay" in forced.reasons[0]
+    assert "reaches 198,000 tokens beyond" in forced.reasons[0]
 
 
 @pytest.mark.parametrize(
@@ -152,7 +168,8 @@ def test_the_design_plans_it_and_the_pods_ask_for_its_memory_and_run_its_flags()
             archetype="rag", inputTokens={"p50": 6000, "p95": 12000, "p99": 16000}, slo={"ttftP99Ms": 4000}
         )
         .with_spec(cache={"mode": "none"})
-        .tiers({"name": "l4", "gpu": "L4", "gpusPerNode": 1, "minReplicas": 1})
+        # Nodes with 128 GiB per L4: a tier over twice the GPU cache fits beside the pods.
+        .tiers({"name": "l4", "gpu": "L4", "gpusPerNode": 4, "hostMemoryGiB": 512, "minReplicas": 1})
         .service()
     )
     plain = designed(service)

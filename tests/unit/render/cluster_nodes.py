@@ -46,6 +46,13 @@ GFD = "nvidia.com/gpu.product"
 NODES: tuple[Node, ...] = (
     # NVIDIA GPU operator / GPU feature discovery, untainted.
     _gfd("gfd-h100", "NVIDIA-H100-80GB-HBM3", "H100-SXM-80GB"),
+    # An EKS node group of p5.48xlarge (8 H100s, 2 TiB), GPU operator labels.
+    _gfd(
+        "eks-p5",
+        "NVIDIA-H100-80GB-HBM3",
+        "H100-SXM-80GB",
+        **{"node.kubernetes.io/instance-type": "p5.48xlarge"},
+    ),
     _gfd("gfd-h200", "NVIDIA-H200", "H200-SXM-141GB"),
     _gfd("gfd-a100-80", "NVIDIA-A100-SXM4-80GB", "A100-SXM-80GB"),
     _gfd("gfd-a100-40", "NVIDIA-A100-SXM4-40GB", "A100-SXM-40GB"),

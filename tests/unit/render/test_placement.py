@@ -366,5 +366,5 @@ def test_multi_node_leader_and_workers_share_the_placement() -> None:
     service = load_all((REPO_ROOT / "manifests/examples/llama-405b-multinode.yaml").read_text())[0]
     lws = next(o for o in rendered(service) if o["kind"] == "LeaderWorkerSet")
     (_, leader), (_, worker) = serving_pods(lws)
-    h100 = {"gfd-h100", "gke-h100-mega", "automode-h100", "karpenter-h100-reserved"}
+    h100 = {"gfd-h100", "eks-p5", "gke-h100-mega", "automode-h100", "karpenter-h100-reserved"}
     assert fitting(leader) == fitting(worker) == h100

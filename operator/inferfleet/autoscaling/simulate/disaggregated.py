@@ -106,6 +106,7 @@ def _prefill_trace(trace: Trace, split: np.ndarray) -> Trace:
         input_tokens=trace.input_tokens[idx],
         output_tokens=np.ones(len(idx), dtype=np.int64),
         prefill_tokens=None,
+        prefix_blocks=None if trace.prefix_blocks is None else trace.prefix_blocks.of(idx),
     )
 
 
@@ -127,6 +128,7 @@ def _decode_trace(
         output_tokens=trace.output_tokens[order],
         span_s=span_s,
         prefill_tokens=prefill_tokens,
+        prefix_blocks=None,  # prefill_tokens says what it prefills
     )
     return staged, order
 

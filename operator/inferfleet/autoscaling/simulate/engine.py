@@ -9,7 +9,10 @@ The model of a replica (one vLLM engine):
   comes `input_tokens / prefillTokensPerSecond` after the replica's previous prefill
   (or its own start) ends; TTFT = queueing + prefill wait + prefill (a trace may say a
   request arrives prefilled elsewhere: a prefill/decode split's decode stage,
-  simulate.disaggregated);
+  simulate.disaggregated); a trace with prefix blocks (Mooncake's `hash_ids`) is
+  first replayed through each tier's prefix caches, GPU and host tier
+  (simulate.prefix_cache): a cached prefix is not prefilled, and a host-tier hit
+  reloads its blocks over the host link before the rest is prefilled;
 - decode then takes `(output_tokens - 1)` steps of `base + perSeq x batch` ms, the batch
   being what runs on the replica when the request starts (the planner's roofline);
 - a new replica serves only after its cold start; a removed one takes no new work
@@ -81,6 +84,8 @@ from inferfleet.autoscaling.policy.demand_placement import TierSlot, place
 from inferfleet.autoscaling.policy.policy import cost_rank, max_replicas_of, tier_policy_of
 from inferfleet.autoscaling.policy.readings import TierReadings, TokenQuantiles
 from inferfleet.autoscaling.policy.window import SequenceWindow
+from inferfleet.autoscaling.simulate import prefix_cache
+from inferfleet.autoscaling.simulate.prefix_cache import KvCacheModel
 from inferfleet.autoscaling.simulate.traces import Trace
 from inferfleet.design.policy_config import PolicyConfig
 
@@ -113,6 +118,8 @@ class SimTier:
     # The replica's KV cache divided among its slots (0: not modelled). A request whose
     # prompt plus output needs more takes as many slots as its context fills.
     kv_tokens_per_slot: float = 0.0
+    # The replica's caches for prefixes, replayed when the trace has prefix blocks.
+    kv_cache: KvCacheModel | None = None
 
     @property
     def max_model_len(self) -> int:
@@ -225,6 +232,8 @@ class SimResult:
     # the drift report of `inferfleet simulate` reads them.
     final_state: ScalingState | None = None
     final_signals: dict[str, TierSignals] = field(default_factory=dict)
+    # Per tier, the prompt tokens its caches held (a trace with prefix blocks only).
+    prefix_reuse: dict[str, prefix_cache.PrefixReuse] = field(default_factory=dict)
 
 
 def histogram_quantile(quantile: float, counts: Sequence[int], bounds: Sequence[float]) -> float | None:
@@ -436,7 +445,7 @@ def simulate(
     period = config.policy.sync_period_s
     arrivals: list[float] = trace.arrival_s.tolist()
     inputs: list[int] = trace.input_tokens.tolist()
-    prefilled: list[int] = inputs if trace.prefill_tokens is None else trace.prefill_tokens.tolist()
+    prefilled, reloads, reuse = _prompt_work(trace, tiers)
     outputs: list[int] = trace.output_tokens.tolist()
     n = len(arrivals)
     # The history the forecaster reads: requests the engines took on, per minute.
@@ -531,13 +540,15 @@ def simulate(
                     debt[other] += 1
                     rid = other
                     balanced = True
+        # A host-tier hit reloads its prefix before the rest can be prefilled.
+        ready = start if reloads is None else start + reloads[k][i]
         prefill_start = fleet.prefill_free[rid]
-        if prefill_start < start:  # noqa: PLR1730 (a branch is cheaper than max() in the hot loop)
-            prefill_start = start
-        prefill_s = prefilled[i] * inv_prefill[k]
+        if prefill_start < ready:  # noqa: PLR1730 (a branch is cheaper than max() in the hot loop)
+            prefill_start = ready
+        prefill_s = prefilled[k][i] * inv_prefill[k]
         first_token = prefill_start + prefill_s
         fleet.prefill_free[rid] = first_token
-        if prefill_start > start:
+        if prefill_start > ready:
             fleet.prefill_starts[rid].append(prefill_start)
         # The GPU does prefill and decode in turn (chunked prefill shares each step), so
         # decode runs slower by the share of time recent prefills take: the planner's
@@ -733,7 +744,37 @@ def simulate(
         ),
         final_state=state,
         final_signals={context.name: context.signals for context in tier_contexts},
+        prefix_reuse=reuse,
     )
+
+
+def _prompt_work(
+    trace: Trace, tiers: Sequence[SimTier]
+) -> tuple[list[list[int]], list[list[float]] | None, dict[str, prefix_cache.PrefixReuse]]:
+    """Per tier, the prompt tokens each request's engine prefills and (None: none) the
+    seconds its host-tier hit takes to reload; and each tier's cache totals. A trace that
+    says what each engine prefills wins; prefix blocks are replayed through each tier's
+    caches (prefix_cache: one replica's caches, every request); else every prompt token
+    is prefilled."""
+    if trace.prefill_tokens is not None:
+        given: list[int] = trace.prefill_tokens.tolist()
+        return [given] * len(tiers), None, {}
+    inputs: list[int] = trace.input_tokens.tolist()
+    if trace.prefix_blocks is None or all(tier.kv_cache is None for tier in tiers):
+        return [inputs] * len(tiers), None, {}
+    prefilled: list[list[int]] = []
+    reloads: list[list[float]] = []
+    reuse: dict[str, prefix_cache.PrefixReuse] = {}
+    for tier in tiers:
+        if tier.kv_cache is None:
+            prefilled.append(inputs)
+            reloads.append([0.0] * len(inputs))
+            continue
+        replayed = prefix_cache.replay(trace.prefix_blocks, trace.input_tokens, tier.kv_cache)
+        reuse[tier.figures.name] = replayed
+        prefilled.append(replayed.prefilled.tolist())
+        reloads.append(replayed.reload_s.tolist())
+    return prefilled, reloads, reuse
 
 
 class _Pickers:

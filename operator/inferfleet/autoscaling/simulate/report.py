@@ -107,7 +107,28 @@ def summarize(result: SimResult) -> dict[str, Any]:
         "peakReplicas": dict(result.peak_replicas),
         "ticks": result.ticks,
         "wallSeconds": None if result.wall_s is None else round(result.wall_s, 2),
+        **({"prefixCache": prefix_cache_figures(result)} if result.prefix_reuse else {}),
     }
+
+
+def prefix_cache_figures(result: SimResult) -> dict[str, dict[str, Any]]:
+    """Per tier, the prompt tokens its replayed caches held (simulate.prefix_cache): the
+    share found in GPU memory, in the host tier, and the host hits' reload time."""
+    figures: dict[str, dict[str, Any]] = {}
+    for name, reuse in result.prefix_reuse.items():
+        prompt = max(1, reuse.prompt_tokens)
+        reloads = reuse.reload_s[reuse.reload_s > 0]
+        figures[name] = {
+            "promptTokens": reuse.prompt_tokens,
+            "gpuHitTokens": reuse.gpu_hit_tokens,
+            "hostHitTokens": reuse.host_hit_tokens,
+            "gpuHitShare": round(reuse.gpu_hit_tokens / prompt, 4),
+            "hostHitShare": round(reuse.host_hit_tokens / prompt, 4),
+            "prefilledShare": round(1.0 - (reuse.gpu_hit_tokens + reuse.host_hit_tokens) / prompt, 4),
+            "hostHitRequests": int(reloads.shape[0]),
+            "reloadP99Ms": _ms(float(np.percentile(reloads, 99))) if reloads.size else None,
+        }
+    return figures
 
 
 TABLE_COLUMNS = (
@@ -129,7 +150,15 @@ COMPARE_COLUMNS = (
     ("sloAttainmentWithItl", "WITHIN BOTH SLOS"),
     *TABLE_COLUMNS[3:],
 )
-_PERCENT_KEYS = ("sloAttainment", "sloAttainmentWithItl")
+# `simulate --compare-host-kv-cache`: the tier's case is prefill saved, so the share of
+# prompt tokens prefilled and the host hits are shown.
+HOST_KV_COLUMNS = (
+    *COMPARE_COLUMNS[:4],
+    ("prefilledShare", "PREFILLED"),
+    ("hostHitShare", "FROM HOST TIER"),
+    *TABLE_COLUMNS[3:7],
+)
+_PERCENT_KEYS = ("sloAttainment", "sloAttainmentWithItl", "prefilledShare", "hostHitShare")
 
 
 def table_rows(

@@ -15,8 +15,10 @@ from inferfleet.autoscaling.simulate.engine import (
     SimConfig,
     SimTier,
 )
+from inferfleet.autoscaling.simulate.prefix_cache import KvCacheModel
 from inferfleet.design import Design
 from inferfleet.design.policy_config import PolicyConfig, mean_input_tokens, mean_output_tokens
+from inferfleet.planner.units import GIB
 from inferfleet.render import frontdoor
 
 
@@ -24,11 +26,26 @@ class SetupError(ValueError):
     """The spec and plan cannot be simulated (no feasible tier, no performance figures)."""
 
 
+def kv_cache_model(tier_plan: TierPlan, host_link_gbs: float | None) -> KvCacheModel | None:
+    """One replica's prefix caches as the plan sizes them: its GPU KV cache and its host
+    tier (0 without one); None when the plan has no KV figures."""
+    if tier_plan.kv_cache_tokens <= 0 or tier_plan.memory_gi_b.kv_cache <= 0:
+        return None
+    per_token = tier_plan.memory_gi_b.kv_cache * GIB * tier_plan.gpus_per_replica / tier_plan.kv_cache_tokens
+    return KvCacheModel(
+        gpu_tokens=tier_plan.kv_cache_tokens,
+        host_tokens=tier_plan.host_kv_cache_tokens,
+        kv_bytes_per_token=per_token,
+        host_link_gbs=host_link_gbs or 0.0,
+    )
+
+
 def sim_tier(
     tier_plan: TierPlan,
     cost_per_gpu_hour: float | None,
     mean_input_tokens: float | None = None,
     mean_output_tokens: float | None = None,
+    host_link_gbs: float | None = None,
 ) -> SimTier:
     performance = tier_plan.performance
     if performance is None:
@@ -44,6 +61,7 @@ def sim_tier(
         slots=max(1, math.floor(figures.max_concurrency)),
         cost_per_gpu_hour=cost_per_gpu_hour or 0.0,
         kv_tokens_per_slot=tier_plan.kv_cache_tokens / max(1, math.floor(figures.max_concurrency)),
+        kv_cache=kv_cache_model(tier_plan, host_link_gbs),
     )
 
 
@@ -95,8 +113,11 @@ def build_config(
     prompt_tokens = mean_input_tokens(spec)
     output_tokens = mean_output_tokens(spec)
     costs = {tier.name: tier.cost_per_gpu_hour for tier in spec.tiers}
+    links = {tier.name: tier.gpu.host_link_g_bs if tier.gpu is not None else None for tier in designed.tiers}
     tiers = tuple(
-        sim_tier(tier_plan, costs.get(tier_plan.name), prompt_tokens, output_tokens)
+        sim_tier(
+            tier_plan, costs.get(tier_plan.name), prompt_tokens, output_tokens, links.get(tier_plan.name)
+        )
         for tier_plan in plan.tiers
         if tier_plan.feasible and tier_plan.usable_rps > 0
     )

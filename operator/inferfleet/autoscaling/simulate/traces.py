@@ -8,7 +8,9 @@ Formats are read as their publishers ship them (docs/concepts/autoscaling.md lis
 - `burstgpt`: BurstGPT CSV `Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type`
   (seconds from the start of the trace);
 - `mooncake`: Mooncake / Kimi JSONL, one `{"timestamp": ms, "input_length", "output_length", ...}`
-  per line;
+  per line; its `hash_ids` (one id per 512-token block of the prompt, equal ids for equal
+  prefixes) are kept as the requests' prefix blocks, which the prefix-cache replay reads
+  (simulate.prefix_cache);
 - `rates`: a rate series, CSV with `window_start_s`, `window_s` and a rate column
   (`total_rate_rps`, `rate_rps` or `rate`), like the 14-day ServeGen aggregate. Arrivals
   are synthesized inside each window (a Poisson process, or a gamma renewal process
@@ -46,6 +48,52 @@ class TraceError(ValueError):
     """The trace cannot be read (missing file, unknown format, bad rows)."""
 
 
+# Mooncake's published traces hash prompts in blocks of this many tokens.
+MOONCAKE_BLOCK_TOKENS = 512
+# The most block ids one request may carry (a 10M-token prompt at 512 per block): a
+# hostile file cannot make the replay hold more than the prompts it describes.
+MAX_BLOCKS_PER_REQUEST = 20_000
+
+
+@dataclass(frozen=True)
+class PrefixBlocks:
+    """Every request's prompt as a chain of block ids (CSR layout: request i's blocks are
+    `ids[starts[i]:starts[i + 1]]`); two requests share a prefix exactly as far as their
+    leading ids agree. A request's last block may be partial."""
+
+    ids: IntArray
+    starts: IntArray
+    block_tokens: int
+
+    def of(self, index: IntArray) -> PrefixBlocks:
+        """The blocks of requests `index` (reordered, some left out or repeated), in that
+        order. A request repeated (a `--rate-scale` copy) shares what it shares with other
+        requests (system prompt, document), but its own blocks are new in every copy: a
+        copy is another question about the same document, not the same prompt again,
+        which would be all cache hits. Ids come back renumbered (only equality counts)."""
+        lengths = (self.starts[1:] - self.starts[:-1])[index]
+        starts = np.zeros(index.shape[0] + 1, dtype=np.int64)
+        np.cumsum(lengths, out=starts[1:])
+        if index.size == 0 or self.ids.size == 0:
+            return PrefixBlocks(np.zeros(int(starts[-1]), dtype=np.int64), starts, self.block_tokens)
+        offsets = np.arange(int(starts[-1]), dtype=np.int64) - np.repeat(starts[:-1], lengths)
+        source = np.repeat(self.starts[:-1][index], lengths) + offsets
+        _, dense, counts = np.unique(self.ids, return_inverse=True, return_counts=True)
+        distinct = int(counts.shape[0])
+        # Which copy of its request each row is (0: the first).
+        order = np.argsort(index, kind="stable")
+        ranked = index[order]
+        first = np.ones(ranked.shape[0], dtype=bool)
+        first[1:] = ranked[1:] != ranked[:-1]
+        positions = np.arange(ranked.shape[0], dtype=np.int64)
+        copy = np.empty_like(positions)
+        copy[order] = positions - np.maximum.accumulate(np.where(first, positions, 0))
+        ids = dense[source].astype(np.int64)
+        own = counts[dense[source]] == 1  # a block no other request carries
+        ids = np.where(own, ids + distinct * np.repeat(copy, lengths), ids)
+        return PrefixBlocks(ids, starts, self.block_tokens)
+
+
 @dataclass(frozen=True)
 class Trace:
     """Requests sorted by arrival; times in seconds from the trace start."""
@@ -60,6 +108,8 @@ class Trace:
     # Prompt tokens each request's engine prefills itself (None: all of them). A decode
     # pod of a prefill/decode split prefills none of a prompt another pod prefilled for it.
     prefill_tokens: IntArray | None = None
+    # Each request's prompt as prefix-cache blocks (None: the trace does not say).
+    prefix_blocks: PrefixBlocks | None = None
 
     def __len__(self) -> int:
         return int(self.arrival_s.shape[0])
@@ -136,13 +186,24 @@ def _gamma_offsets(counts: IntArray, cvs: FloatArray, rng: np.random.Generator) 
 def scale_requests(
     arrival: FloatArray, inputs: IntArray, outputs: IntArray, rate_scale: float, rng: np.random.Generator
 ) -> tuple[FloatArray, IntArray, IntArray]:
-    """Scale a per-request trace's load by `rate_scale`: below 1 keep each request with
-    that probability; above 1 each request gets floor(x) copies (plus one with the
-    fractional probability), each copy placed at a random point in the gap to the next
-    request, so the minute-scale shape stays and no artificial simultaneous bursts appear."""
+    """Scale a per-request trace's load by `rate_scale` (see scaled_order)."""
     if rate_scale == 1.0:
         return arrival, inputs, outputs
+    times, index = scaled_order(arrival, rate_scale, rng)
+    return times, inputs[index], outputs[index]
+
+
+def scaled_order(
+    arrival: FloatArray, rate_scale: float, rng: np.random.Generator
+) -> tuple[FloatArray, IntArray]:
+    """The arrivals of a trace scaled by `rate_scale`, and which request each one is a
+    copy of: below 1 keep each request with that probability; above 1 each request gets
+    floor(x) copies (plus one with the fractional probability), each copy placed at a
+    random point in the gap to the next request, so the minute-scale shape stays and no
+    artificial simultaneous bursts appear."""
     n = arrival.shape[0]
+    if rate_scale == 1.0:
+        return arrival, np.arange(n, dtype=np.int64)
     whole = math.floor(rate_scale)
     copies = np.full(n, whole, dtype=np.int64) + (rng.random(n) < rate_scale - whole)
     index = np.repeat(np.arange(n), copies)
@@ -154,7 +215,7 @@ def scale_requests(
     jitter = np.where(first_copy, 0.0, rng.random(index.shape[0]) * gaps[index])
     times = arrival[index] + jitter
     order = np.argsort(times, kind="stable")
-    return times[order], inputs[index][order], outputs[index][order]
+    return times[order], index[order].astype(np.int64)
 
 
 def epoch_of(text: str) -> float:

@@ -18,12 +18,15 @@ from inferfleet.api.spec import TokenPercentiles
 from inferfleet.autoscaling.simulate.traces import (
     DEFAULT_EPOCH_S,
     FORMATS,
+    MAX_BLOCKS_PER_REQUEST,
+    MOONCAKE_BLOCK_TOKENS,
     FloatArray,
     IntArray,
+    PrefixBlocks,
     RateSeries,
     Trace,
     TraceError,
-    scale_requests,
+    scaled_order,
     synthesize,
 )
 
@@ -126,10 +129,16 @@ def read_burstgpt(path: Path) -> tuple[FloatArray, IntArray, IntArray, float | N
     )
 
 
-def read_mooncake(path: Path) -> tuple[FloatArray, IntArray, IntArray, float | None]:
+def read_mooncake(path: Path) -> tuple[FloatArray, IntArray, IntArray, PrefixBlocks | None]:
+    """A Mooncake JSONL trace, with its `hash_ids` as prefix blocks when every record has
+    them (a record without them leaves the whole trace without blocks: a partial prefix
+    record would make the cache replay count misses that are only missing data)."""
     stamps: list[float] = []
     inputs: list[int] = []
     outputs: list[int] = []
+    ids: list[int] = []
+    starts: list[int] = [0]
+    with_blocks = True
     with _open(path) as handle:
         for number, line in enumerate(handle, start=1):
             if not line.strip():
@@ -137,15 +146,44 @@ def read_mooncake(path: Path) -> tuple[FloatArray, IntArray, IntArray, float | N
             try:
                 record = json.loads(line)
                 stamps.append(float(record["timestamp"]) / 1000.0)
-                inputs.append(int(record["input_length"]))
+                prompt = int(record["input_length"])
+                inputs.append(prompt)
                 outputs.append(int(record["output_length"]))
             except (ValueError, KeyError, TypeError) as error:
                 raise TraceError(f"{path}:{number}: bad Mooncake record: {error}") from None
+            hashes = record.get("hash_ids")
+            if hashes is None or not with_blocks:
+                with_blocks = False
+                continue
+            ids.extend(_block_ids(hashes, prompt, path, number))
+            starts.append(len(ids))
     if not stamps:
         raise TraceError(f"{path}: no records")
     arrival = np.asarray(stamps, dtype=np.float64)
     arrival -= arrival.min()
-    return arrival, np.asarray(inputs, dtype=np.int64), np.asarray(outputs, dtype=np.int64), None
+    blocks = (
+        PrefixBlocks(
+            np.asarray(ids, dtype=np.int64), np.asarray(starts, dtype=np.int64), MOONCAKE_BLOCK_TOKENS
+        )
+        if with_blocks
+        else None
+    )
+    return arrival, np.asarray(inputs, dtype=np.int64), np.asarray(outputs, dtype=np.int64), blocks
+
+
+def _block_ids(hashes: object, prompt_tokens: int, path: Path, number: int) -> list[int]:
+    """A record's `hash_ids`: integers, no more than its prompt has blocks."""
+    if not isinstance(hashes, list) or not all(
+        isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**63 for value in hashes
+    ):
+        raise TraceError(f"{path}:{number}: hash_ids must be a list of non-negative integers")
+    most = min(MAX_BLOCKS_PER_REQUEST, -(-max(prompt_tokens, 1) // MOONCAKE_BLOCK_TOKENS))
+    if len(hashes) > most:
+        raise TraceError(
+            f"{path}:{number}: {len(hashes)} hash_ids for a {prompt_tokens}-token prompt "
+            f"(at most {most} blocks of {MOONCAKE_BLOCK_TOKENS} tokens)"
+        )
+    return hashes
 
 
 def read_rate_series(path: Path) -> RateSeries:
@@ -192,6 +230,7 @@ def load_trace(
     fmt = detect_format(path) if trace_format == "auto" else trace_format
     rng = np.random.default_rng(seed)
     native_epoch: float | None = None
+    blocks: PrefixBlocks | None = None
     if fmt == "rates":
         if input_tokens is None or output_tokens is None:
             raise TraceError("a rate series needs token percentiles (the spec's workload) to draw lengths")
@@ -201,11 +240,15 @@ def load_trace(
         )
         span = float((series.window_start_s + series.window_s).max() - min(0.0, series.window_start_s.min()))
     else:
-        reader = {"azure": read_azure, "burstgpt": read_burstgpt, "mooncake": read_mooncake}[fmt]
-        arrival, inputs, outputs, native_epoch = reader(path)
+        if fmt == "mooncake":
+            arrival, inputs, outputs, blocks = read_mooncake(path)
+        else:
+            reader = {"azure": read_azure, "burstgpt": read_burstgpt}[fmt]
+            arrival, inputs, outputs, native_epoch = reader(path)
         order = np.argsort(arrival, kind="stable")
-        arrival, inputs, outputs = arrival[order], inputs[order], outputs[order]
-        arrival, inputs, outputs = scale_requests(arrival, inputs, outputs, rate_scale, rng)
+        arrival, index = scaled_order(arrival[order], rate_scale, rng)
+        inputs, outputs = inputs[order][index], outputs[order][index]
+        blocks = None if blocks is None else blocks.of(order[index])
         span = float(arrival[-1]) + 1.0 if arrival.size else 0.0
     arrival = arrival * time_scale
     inputs = np.maximum(inputs, 1)
@@ -220,4 +263,5 @@ def load_trace(
         output_tokens=np.ascontiguousarray(outputs, dtype=np.int64),
         span_s=span * time_scale,
         epoch_s=float(epoch_s),
+        prefix_blocks=blocks,
     )
