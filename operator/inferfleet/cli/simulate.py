@@ -342,11 +342,15 @@ def _drift_text(verdict: dict[str, Any], spec_file: Path, observed_out: Path | N
     )
 
 
-def _with_split_mode(service: InferenceService, mode: Literal["off", "on"]) -> InferenceService:
+def _with_serving_mode(
+    service: InferenceService, field: Literal["disaggregation", "host_kv_cache"], mode: Literal["off", "on"]
+) -> InferenceService:
+    """The service with `spec.serving.<field>.mode` set to `mode`, the rest as it was."""
     spec = service.spec
     serving = spec.serving or ServingSpec()
-    wanted = (serving.disaggregation or Disaggregation()).model_copy(update={"mode": mode})
-    serving = serving.model_copy(update={"disaggregation": wanted})
+    empty = Disaggregation() if field == "disaggregation" else HostKvCache()
+    wanted = (getattr(serving, field) or empty).model_copy(update={"mode": mode})
+    serving = serving.model_copy(update={field: wanted})
     return service.model_copy(update={"spec": spec.model_copy(update={"serving": serving})})
 
 
@@ -355,8 +359,8 @@ def compare_split(
 ) -> None:
     """The fleet replayed colocated (disaggregation off) and split on the planner's best
     pair (mode on), with the inferfleet policy: does the split pay on this traffic?"""
-    colocated_design = design_for_replay(_with_split_mode(service, "off"), settings, None)
-    split_design = design_for_replay(_with_split_mode(service, "on"), settings, None)
+    colocated_design = design_for_replay(_with_serving_mode(service, "disaggregation", "off"), settings, None)
+    split_design = design_for_replay(_with_serving_mode(service, "disaggregation", "on"), settings, None)
     if split_design.invalid is not None or roles(split_design.plan) is None:
         split = split_design.plan.disaggregation if split_design.plan is not None else None
         why = split_design.invalid or ("; ".join(split.reasons) if split is not None else "no split planned")
@@ -389,14 +393,6 @@ def compare_split(
         typer.echo(f"  • {reason}")
 
 
-def _with_host_kv_mode(service: InferenceService, mode: Literal["off", "on"]) -> InferenceService:
-    spec = service.spec
-    serving = spec.serving or ServingSpec()
-    wanted = (serving.host_kv_cache or HostKvCache()).model_copy(update={"mode": mode})
-    serving = serving.model_copy(update={"host_kv_cache": wanted})
-    return service.model_copy(update={"spec": spec.model_copy(update={"serving": serving})})
-
-
 def _fleet_share(summary: dict[str, Any], key: str) -> float | None:
     """A prefix-cache share over the fleet: each tier's, weighted by its replica-hours."""
     figures: dict[str, dict[str, Any]] = summary.get("prefixCache", {})
@@ -425,7 +421,7 @@ def compare_host_tier(
         ("on", "inferfleet, host KV tier"),
     )
     for mode, label in modes:
-        designed = design_for_replay(_with_host_kv_mode(service, mode), settings, None)
+        designed = design_for_replay(_with_serving_mode(service, "host_kv_cache", mode), settings, None)
         try:
             config = build_config(designed, seed=seed, timeline=False)
             summary = summarize(

@@ -106,7 +106,7 @@ def supported(release: ReleaseFacts | None) -> bool:
     )
 
 
-def _bytes_per_token(plan: TierPlan) -> float | None:
+def bytes_per_token(plan: TierPlan) -> float | None:
     """KV bytes one token takes over the whole replica, as the GPU cache is sized."""
     if plan.kv_cache_tokens <= 0 or plan.memory_gi_b.kv_cache <= 0:
         return None
@@ -217,7 +217,7 @@ def _blocked(plan: TierPlan, gpu: GpuSpec, arch: ModelArch, release: ReleaseFact
         return why
     if plan.nodes_per_replica > 1 or plan.pipeline_parallel_size > 1:
         return "a replica that spans pipeline stages or nodes is not planned with one"
-    if _bytes_per_token(plan) is None:
+    if bytes_per_token(plan) is None:
         return "the KV bytes per token are unknown"
     return None
 
@@ -239,7 +239,7 @@ def plan_host_kv(
     blocked = _blocked(plan, gpu, arch, release)
     if blocked is not None:
         return _without(mode, blocked)
-    per_token = _bytes_per_token(plan)
+    per_token = bytes_per_token(plan)
     budget = budget_gib(tier, gpu, plan)
     assert per_token is not None
     if budget is None:

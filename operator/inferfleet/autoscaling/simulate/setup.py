@@ -18,7 +18,7 @@ from inferfleet.autoscaling.simulate.engine import (
 from inferfleet.autoscaling.simulate.prefix_cache import KvCacheModel
 from inferfleet.design import Design
 from inferfleet.design.policy_config import PolicyConfig, mean_input_tokens, mean_output_tokens
-from inferfleet.planner.units import GIB
+from inferfleet.planner import host_kv
 from inferfleet.render import frontdoor
 
 
@@ -29,9 +29,9 @@ class SetupError(ValueError):
 def kv_cache_model(tier_plan: TierPlan, host_link_gbs: float | None) -> KvCacheModel | None:
     """One replica's prefix caches as the plan sizes them: its GPU KV cache and its host
     tier (0 without one); None when the plan has no KV figures."""
-    if tier_plan.kv_cache_tokens <= 0 or tier_plan.memory_gi_b.kv_cache <= 0:
+    per_token = host_kv.bytes_per_token(tier_plan)
+    if per_token is None:
         return None
-    per_token = tier_plan.memory_gi_b.kv_cache * GIB * tier_plan.gpus_per_replica / tier_plan.kv_cache_tokens
     return KvCacheModel(
         gpu_tokens=tier_plan.kv_cache_tokens,
         host_tokens=tier_plan.host_kv_cache_tokens,
