@@ -3,8 +3,9 @@ batch slots say a tier needs now, whatever the forecast or the plan say.
 
 - reactive: a queue above its allowance sizes the tier for its arrivals plus the
   backlog still left when a new replica is Ready; a TTFT p99 breach with requests
-  waiting multiplies the Ready replicas by the breach ratio (at most x2); slots nearly
-  all busy size the tier back to a target share;
+  waiting sizes it for its arrivals (at least one replica more, at most the Ready
+  replicas times the breach ratio, itself at most x2); slots nearly all busy size the
+  tier back to a target share;
 - escalation: a queue that keeps growing, or a TTFT p99 above the SLO with requests
   waiting, for ESCALATE_AFTER_S raises the tier, and again after each lead time while
   it lasts.
@@ -27,6 +28,11 @@ BACKLOG_DRAIN_S = 120.0
 # or a few-second burst the fleet has already absorbed, breaches the p99 too, and
 # more replicas would not have helped.
 TTFT_LOAD_EVIDENCE = 0.8
+# A breach ratio bounds the step, it does not size it: queueing delay grows without
+# bound as arrivals near capacity, so a p99 three times the SLO may need one replica
+# more, not three times the fleet. The arrivals size it (issue 34: on the Azure code
+# hour, doubling on the ratio started replicas that came Ready after the burst and were
+# paid for through the stabilization window).
 TTFT_MAX_STEP_RATIO = 2.0
 # The p99 is read over this window (the live loop's 2-minute rate window): a p99 taken
 # sooner after new replicas became Ready still remembers the minutes before them.
@@ -100,8 +106,10 @@ def reactive_target(
     settled = ttft_settled(tier, state, now_s)
     if target == 0 and loaded and settled and p99 is not None and p99 > config.ttft_target_ms:
         ratio = min(TTFT_MAX_STEP_RATIO, p99 / config.ttft_target_ms)
-        target = max(ready + 1, math.ceil(ready * ratio - 1e-9))
-        why = f"TTFT p99 {p99:.0f} ms > {config.ttft_target_ms:.0f} ms"
+        bound = math.ceil(ready * ratio - 1e-9)
+        needed = math.ceil(arrivals * (1.0 + config.headroom) / usable - 1e-9)
+        target = max(ready + 1, min(bound, needed))
+        why = f"TTFT p99 {p99:.0f} ms > {config.ttft_target_ms:.0f} ms ({arrivals:.2f} req/s arriving)"
     # Busy slots are what the engines serve, whatever the plan says a replica can: a tier
     # whose batches are nearly full is at its capacity for the traffic it really gets.
     running = signals.running
