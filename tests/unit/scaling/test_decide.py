@@ -152,6 +152,57 @@ def test_scale_down_waits_for_the_stabilization_window_then_steps() -> None:
     assert all(b[1] == a[1] - 1 for a, b in itertools.pairwise(changes))
 
 
+def test_bursty_traffic_holds_the_rate_its_requests_come_at() -> None:
+    policy = config(headroom=0.2)
+    # A minute at 16 req/s every four on a floor of 2: the forecast's level (the last five
+    # minutes' mean) is ~5.5 req/s, but 70 % of the requests come in the bursts, which end
+    # before a replica starts. The fleet holds the bursts' rate: 16 / 2 = 8 replicas.
+    history = [16.0 if m % 4 == 0 else 2.0 for m in range(60)]
+    rec, _ = decide(ctx(T0, policy, signals(4, rate=2.0), history), None)
+    assert rec.replicas["h100"] == 8
+    assert pick(rec, "h100").signal == SIGNAL_PREDICTIVE
+    assert "bursty: 90% of the last 30 min's requests came at up to 16.00 req/s" in pick(rec, "h100").reason
+    # The same requests spread evenly: the forecast and its headroom, 5.5 x 1.2 / 2.
+    smooth, _ = decide(ctx(T0, policy, signals(4, rate=5.5), flat(5.5)), None)
+    assert smooth.replicas["h100"] == 4
+    assert "bursty" not in pick(smooth, "h100").reason
+
+
+def _after_a_drop(hold_s: float) -> list[tuple[float, int]]:
+    """Ten replicas at 20 req/s, then 4 req/s (target 2) held `hold_s` a request each
+    (the engines report busy slots from the drop on)."""
+    policy = config(down=ScalePacing(300.0, 120.0, 1))
+    state = ScalingState()
+    replicas = 10
+    for tick in range(30):
+        rec, state = decide(ctx(T0 + tick * PERIOD, policy, signals(replicas, rate=20.0), flat(20.0)), state)
+        replicas = rec.replicas["h100"]
+    drop = T0 + 30 * PERIOD
+    changes = []
+    for tick in range(60):
+        now = drop + tick * PERIOD
+        sig = signals(replicas, rate=4.0, hold_s=hold_s)
+        rec, state = decide(ctx(now, policy, sig, flat(20.0) + flat(4.0, 10)), state)
+        if rec.replicas["h100"] != replicas:
+            changes.append((now - drop, rec.replicas["h100"]))
+        replicas = rec.replicas["h100"]
+    return changes
+
+
+def test_an_idle_surplus_goes_in_one_step_after_the_window() -> None:
+    # 4 req/s held 1 s each: 4 sequences run on 10 replicas of 32 slots. The two kept
+    # would be 6 % busy: the engines show the surplus idle, the step limit and cooldown
+    # (there to catch a wrong target) have nothing to catch.
+    idle = _after_a_drop(hold_s=1.0)
+    assert idle[0][0] >= 300.0 - PERIOD
+    assert idle[0][1] == 2 and len(idle) == 1
+    # 4 req/s held 8 s each: 32 sequences would fill the two kept to 50 % (more than the
+    # 37.5 % that counts as idle): the same drop, one replica per step, a cooldown apart.
+    busy = _after_a_drop(hold_s=8.0)
+    assert busy[0][1] == 9
+    assert all(b[1] == a[1] - 1 and b[0] - a[0] >= 120.0 for a, b in itertools.pairwise(busy))
+
+
 def test_scale_down_never_while_requests_wait() -> None:
     policy = config(down=ScalePacing(0.0, 0.0, 5))
     state = ScalingState(tiers={})

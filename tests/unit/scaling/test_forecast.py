@@ -10,6 +10,7 @@ from inferfleet.autoscaling.policy.forecast import (
     DAY_MIN,
     ForecastConfig,
     Method,
+    burst_level_rps,
     forecast,
     interrupted_level_rps,
 )
@@ -126,3 +127,56 @@ def test_missing_minutes_are_not_silence() -> None:
 
 def test_traffic_that_is_back_ends_the_interruption() -> None:
     assert interrupted_level_rps([5.0] * 120 + [0.0] * 10 + [4.0]) is None
+
+
+# --- bursty traffic -------------------------------------------------------------------------
+
+
+def bursts(minutes: int, *, quiet_rps: float, burst_rps: float, every: int) -> list[float]:
+    """A burst minute every `every` minutes on a quiet floor."""
+    return [burst_rps if m % every == 0 else quiet_rps for m in range(minutes)]
+
+
+def test_bursts_are_held_at_the_rate_most_requests_came_at() -> None:
+    # 6 burst minutes at 60 req/s carry 6 x 60 / (6 x 60 + 24 x 5) = 75 % of the requests:
+    # the rate that covers 90 % of them is the bursts' own.
+    history = bursts(60, quiet_rps=5.0, burst_rps=60.0, every=5)
+    assert burst_level_rps(history) == pytest.approx(60.0)
+    # Bursts of a third more than the floor, every other minute: bursty (the swings are
+    # far beyond Poisson noise at these rates), but the last tenth of the requests came
+    # in burst minutes, so the level is the bursts': the quantile is request-weighted.
+    mild = bursts(60, quiet_rps=30.0, burst_rps=90.0, every=2)
+    assert burst_level_rps(mild) == pytest.approx(90.0)
+    # One lone spike in half an hour is not bursty: the forecast's guardrails handle it.
+    spike = [5.0] * 60
+    spike[45] = 12.0
+    assert burst_level_rps(spike) is None
+
+
+def test_a_level_that_steps_or_slopes_is_not_bursty() -> None:
+    # A batch job ended ten minutes ago: a wide spread, one big difference. The forecast
+    # follows it; holding the old level for half an hour would waste it.
+    stepped = [20.0] * 50 + [4.0] * 10
+    assert burst_level_rps(stepped) is None
+    ramp = [1.0 + 0.5 * m for m in range(60)]
+    assert burst_level_rps(ramp) is None
+    assert burst_level_rps(daily_wave(1.0)) is None
+
+
+def test_poisson_noise_of_a_small_service_is_not_bursty() -> None:
+    import random
+
+    draw = random.Random(7)
+    # About 3 requests a minute: empty minutes and minutes of 6 are Poisson, not bursts.
+    quiet = [sum(draw.random() < 0.05 for _ in range(60)) / 60.0 for _ in range(60)]
+    assert burst_level_rps(quiet) is None
+
+
+def test_the_burst_level_needs_half_a_window_of_known_minutes() -> None:
+    history = bursts(60, quiet_rps=5.0, burst_rps=60.0, every=5)
+    assert burst_level_rps(history[:14]) is None
+    holed = [math.nan] * 15 + history[45:]  # 15 of the last 30 known
+    assert burst_level_rps(history[:30] + holed) == pytest.approx(60.0)
+    fewer = [math.nan] * 16 + history[46:]  # 14 of the last 30 known
+    assert burst_level_rps(history[:30] + fewer) is None
+    assert burst_level_rps([0.0] * 60) is None

@@ -15,6 +15,12 @@ serving), so the predictive target needs the demand at
   costs SLO violations during a cold start, over-forecasting costs a few replica
   minutes that the slow scale-down returns, so the forecast errs upwards.
 
+Bursty traffic (`burst_level_rps`): when the minutes swing far more than Poisson noise
+explains (bursts that end before a replica could start), no forecast of the next minutes
+follows them, and the requests are in the bursts: a fleet sized at the forecast level
+misses most of them and chases each burst a cold start late. The level to hold is then
+the rate at or below which BURST_QUANTILE of the last half hour's requests arrived.
+
 Guardrails, whatever the method: too few data points or too little coverage gives
 no forecast (the caller falls back to the reactive signals), and the forecast never
 exceeds `growth_cap` times the recent typical level, so one spike cannot ask for an
@@ -28,6 +34,7 @@ numbers chose the default (docs/benchmarks/forecast.md).
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -207,6 +214,47 @@ def interrupted_level_rps(
     if max(before[-2:]) < INTERRUPTION_CLIFF_SHARE * pre:
         return None
     return pre
+
+
+# Bursty: the minute counts swing from one minute to the next, beyond Poisson noise, by
+# at least this share of their mean. Successive differences, not the spread around the
+# mean: a level that stepped down (a batch job ended) or a diurnal slope has a wide
+# spread and small differences, and the forecast follows it. (Over half an hour a smooth
+# curve stays near 0.1; the Azure 2023 code hour, bursts of 1-2 minutes every few
+# minutes, is near 1.)
+BURSTY_CV = 0.5
+BURST_WINDOW_MIN = 30
+# The rate that covers this share of the window's requests (request-weighted): chosen on
+# the Azure 2023 code hour (0.9 and 0.95 gave the same verdicts, 0.8 fewer), the
+# smooth traces never reach BURSTY_CV.
+BURST_QUANTILE = 0.9
+
+
+def burst_level_rps(history: Sequence[float]) -> float | None:
+    """The rate BURST_QUANTILE of the last BURST_WINDOW_MIN minutes' requests arrived at
+    or below, when those minutes are bursty; None when they are not (or too few are
+    known). The level is a real minute's rate: the history is the service's own, so a
+    hostile value can raise only its own fleet, within its maxReplicas."""
+    recent = _slice(history, len(history) - BURST_WINDOW_MIN, len(history))
+    if len(recent) < BURST_WINDOW_MIN // 2:
+        return None
+    counts = [rate * 60.0 for rate in recent]
+    mean = _mean(counts)
+    if mean <= 0.0:
+        return None
+    # Half the mean squared successive difference estimates the minute-to-minute variance
+    # whatever the level does; Poisson noise alone has a variance equal to the mean (a
+    # small service's quiet minutes are not bursts).
+    swing = _mean([(b - a) ** 2 for a, b in itertools.pairwise(counts)]) / 2.0
+    if math.sqrt(max(0.0, swing - mean)) < BURSTY_CV * mean:
+        return None
+    total = sum(counts)
+    covered = 0.0
+    for count in sorted(counts):
+        covered += count
+        if covered >= BURST_QUANTILE * total:
+            return count / 60.0
+    return max(counts) / 60.0
 
 
 def forecast(

@@ -22,7 +22,10 @@ Scale-up applies at once. Scale-down is slow and safe: the target must stay low 
 the whole stabilization window (the window's maximum is used), at most N replicas
 (or a share of the fleet) go per step with a cooldown between steps, never while
 requests wait, never on missing data, and never before a full window has been
-observed (so a restart with lost state cannot cause a scale-down). A tier whose
+observed (so a restart with lost state cannot cause a scale-down). The step limit and
+cooldown guard against a target that is wrong; when the engines themselves show the
+surplus idle (the sequences they run would fill the replicas kept to at most
+IDLE_OCCUPANCY of their batch slots), the surplus goes in one step. A tier whose
 replicas keep failing to become Ready is skipped for a while and its demand placed
 on the next tier.
 """
@@ -45,9 +48,16 @@ from inferfleet.autoscaling.policy.demand_placement import (
     place,
     replicas_for,
 )
-from inferfleet.autoscaling.policy.forecast import Forecast, ForecastConfig, forecast
+from inferfleet.autoscaling.policy.forecast import (
+    BURST_QUANTILE,
+    BURST_WINDOW_MIN,
+    Forecast,
+    ForecastConfig,
+    burst_level_rps,
+    forecast,
+)
 from inferfleet.autoscaling.policy.observed_tier import ObservedTier
-from inferfleet.autoscaling.policy.reactive import escalation_target, reactive_target
+from inferfleet.autoscaling.policy.reactive import OCCUPANCY_TARGET, escalation_target, reactive_target
 from inferfleet.autoscaling.policy.types import (
     SIGNAL_ESCALATION,
     SIGNAL_HOLD,
@@ -74,6 +84,9 @@ FAIL_AFTER_MIN_S = 600.0
 FAIL_RETRY_S = 1800.0
 # The base load (for on-demand vs spot placement) is the trough of the last hour.
 BASE_WINDOW_MIN = 60
+# Half the busy-slot share the reactive rule sizes a tier back to: replicas kept at this
+# occupancy or less are far from any limit, so the surplus above them is idle.
+IDLE_OCCUPANCY = OCCUPANCY_TARGET / 2.0
 
 
 def tier_policy_of(config: PolicyConfig, name: str) -> TierPolicy:
@@ -216,8 +229,11 @@ def _pace(
     up: ScalePacing,
     down: ScalePacing,
     may_scale_down: bool,
+    busy_replicas: float | None = None,
 ) -> tuple[int, str]:
-    """Apply stabilization, cooldowns and step limits. Returns (replicas, note)."""
+    """Apply stabilization, cooldowns and step limits. Returns (replicas, note).
+    `busy_replicas`: the replicas the running sequences fill to IDLE_OCCUPANCY (None:
+    unknown); a scale-down keeping at least that many skips the step limit and cooldown."""
     down_target = push_window(state.recent_targets, now_s, target, down.stabilization_s, keep_max=True)
     if state.observed_since_s is None:
         state.observed_since_s = now_s
@@ -237,6 +253,8 @@ def _pace(
         return current, "scale-down blocked (queue or missing data)"
     if now_s - state.observed_since_s < down.stabilization_s:
         return current, "stabilizing (window not yet observed)"
+    if busy_replicas is not None and down_target >= busy_replicas:
+        return down_target, ""  # the surplus is idle: no step limit, no cooldown
     for last in (state.last_scale_down_s, state.last_scale_up_s):
         if last is not None and now_s - last < down.cooldown_s:
             return current, "scale-down cooldown"
@@ -277,6 +295,22 @@ class _Demand:
     demand_rps: float | None  # the forecast when there is one, else the current rate
     base_rps: float  # the trough of the last hour (on-demand vs spot placement)
     history_gap: bool  # the history is unknown or has holes: hold what runs
+    # Bursty traffic: the rate most of the last half hour's requests came at or below
+    # (forecast.burst_level_rps); None when the traffic is not bursty.
+    burst_rps: float | None = None
+
+    @property
+    def provisioned_rps(self) -> float | None:
+        """What the fleet is sized for: the demand plus headroom, or the burst level when
+        that is higher (a quantile of real minutes: no forecast error to cover on top)."""
+        if self.demand_rps is None:
+            return None
+        return max(self.demand_rps * (1.0 + self.config.headroom), self.burst_rps or 0.0)
+
+    @property
+    def bursty(self) -> bool:
+        with_headroom = (self.demand_rps or 0.0) * (1.0 + self.config.headroom)
+        return self.burst_rps is not None and self.burst_rps > with_headroom
 
 
 @dataclass(frozen=True, slots=True)
@@ -376,7 +410,8 @@ def _forecast_demand(ctx: ScalingContext, tiers: Sequence[ObservedTier], state: 
         recent = _finite_tail(history, BASE_WINDOW_MIN)
         if len(recent) >= BASE_WINDOW_MIN // 2:
             base_rps = min(base_rps, min(recent) * (1.0 + config.headroom))
-    return _Demand(config, demand_now, fc, demand, base_rps, history_gap)
+    burst = burst_level_rps(history) if config.predictive_enabled and history else None
+    return _Demand(config, demand_now, fc, demand, base_rps, history_gap, burst)
 
 
 def _learned_cost_rank(t: ObservedTier, index: int) -> float:
@@ -409,10 +444,9 @@ def _place_demand(ctx: ScalingContext, demand: _Demand, tiers: Sequence[Observed
         for index, t in enumerate(tiers)
     ]
     placement: Placement | None = None
-    if demand.demand_rps is not None:
-        placement = place(
-            demand.demand_rps * (1.0 + config.headroom), demand.base_rps * (1.0 + config.headroom), slots
-        )
+    provisioned = demand.provisioned_rps
+    if provisioned is not None:
+        placement = place(provisioned, demand.base_rps * (1.0 + config.headroom), slots)
         placement = _prefill_for_decode(config, placement, tiers)
     # The front door: a pool that holds requests with no replica wanted wakes a tier.
     woken = wake.wakes(
@@ -507,11 +541,17 @@ def _tier_targets(
                 if fc is not None and fc.method == "interrupted"
                 else ""
             )
+            bursty = (
+                f"; bursty: {BURST_QUANTILE:.0%} of the last {BURST_WINDOW_MIN} min's requests "
+                f"came at up to {demand.burst_rps or 0.0:.2f} req/s"
+                if demand.bursty
+                else ""
+            )
             targets[SIGNAL_PREDICTIVE] = placement.needed.get(name, 0)
             reasons[SIGNAL_PREDICTIVE] = (
                 f"{placement.rps.get(name, 0.0):.2f} req/s placed here "
                 f"(demand {demand.demand_rps or 0.0:.2f} req/s at +{t.lead_s:.0f} s, "
-                f"+{config.headroom:.0%} headroom{measured}{interrupted})"
+                f"+{config.headroom:.0%} headroom{measured}{interrupted}{bursty})"
             )
         reactive, why = reactive_target(t, config, tier_state, now_s)
         if reactive:
@@ -561,6 +601,7 @@ def _decide_tier(
         up=config.scale_up,
         down=config.scale_down,
         may_scale_down=_may_scale_down(t, demand, placed),
+        busy_replicas=_busy_replicas(t),
     )
     new, clamp = _bound(paced, t.policy)
     _record(tier_state, t, new, now_s)
@@ -575,9 +616,9 @@ def _decide_tier(
     if raw == t.max_replicas and max(targets.values()) > t.max_replicas:
         reason += f" (capped at maxReplicas {t.max_replicas})"
     share = None
-    placement, demand_rps = placed.placement, demand.demand_rps
-    if placement is not None and demand_rps:
-        share = placement.rps.get(t.ctx.name, 0.0) / (demand_rps * (1.0 + config.headroom))
+    placement, provisioned = placed.placement, demand.provisioned_rps
+    if placement is not None and provisioned:
+        share = placement.rps.get(t.ctx.name, 0.0) / provisioned
     return TierRecommendation(
         name=t.ctx.name,
         replicas=new,
@@ -587,6 +628,15 @@ def _decide_tier(
         targets=targets,
         traffic_share=share,
     )
+
+
+def _busy_replicas(t: ObservedTier) -> float | None:
+    """The replicas the tier's running sequences fill to IDLE_OCCUPANCY; None unknown."""
+    running = t.ctx.signals.running
+    slots = t.ctx.figures.max_concurrency
+    if running is None or slots <= 0 or t.missing:
+        return None
+    return running / (slots * IDLE_OCCUPANCY)
 
 
 def _bound(replicas: int, policy: TierPolicy) -> tuple[int, str]:
