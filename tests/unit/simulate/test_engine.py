@@ -18,7 +18,9 @@ from inferfleet.autoscaling.simulate.engine import (
     ServingModel,
     SimConfig,
     SimTier,
+    head_rate_rps,
     histogram_quantile,
+    initial_replicas,
     simulate,
     token_buckets,
 )
@@ -239,3 +241,30 @@ def test_token_histograms_report_vllm_buckets_as_percentiles() -> None:
 def test_token_buckets_are_vllms_1_2_5_series_up_to_max_model_len() -> None:
     assert token_buckets(1024) == (1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0)
     assert token_buckets(5000)[-2:] == (2000.0, 5000.0)
+
+
+def test_the_common_start_is_sized_for_the_requests_vllm_serves() -> None:
+    """Every policy starts from a fleet sized as if the service ran before t=0: for the
+    first five minutes' requests some tier serves. A prompt at or beyond every tier's
+    max-model-len is answered 400 and never runs; no fleet was ever sized for it."""
+    base = sim_config(slots=8)
+    tier = dataclasses.replace(
+        base.tiers[0], figures=dataclasses.replace(base.tiers[0].figures, usable_rps=1.0, max_model_len=1000)
+    )
+    cfg = dataclasses.replace(
+        base,
+        tiers=(tier,),
+        policy=dataclasses.replace(base.policy, headroom=0.0),
+    )
+    arrivals = [0.1 * i for i in range(3000)]  # 10 req/s for 300 s
+    long_half = [5000 if i % 2 else 10 for i in range(3000)]  # every other prompt too long
+    short = a_trace(arrivals, output_tokens=2, span_s=600.0, input_tokens=10)
+    mixed = a_trace(arrivals, output_tokens=2, span_s=600.0, input_tokens=long_half)
+    assert initial_replicas(short, cfg) == {"t": 10}
+    assert initial_replicas(mixed, cfg) == {"t": 5}
+    assert head_rate_rps(mixed, cfg) == pytest.approx(5.0)
+    # A tier without a max-model-len serves every prompt: all of them count.
+    unlimited = dataclasses.replace(
+        cfg, tiers=(dataclasses.replace(tier, figures=dataclasses.replace(tier.figures, max_model_len=0)),)
+    )
+    assert head_rate_rps(mixed, unlimited) == pytest.approx(10.0)

@@ -390,11 +390,22 @@ class _Fleet:
         return out
 
 
+def head_rate_rps(trace: Trace, config: SimConfig) -> float:
+    """The first five minutes' mean rate of the requests some tier serves: a prompt at or
+    beyond every tier's max-model-len is answered 400 by vLLM and never runs, so a
+    service that ran before t=0 was not sized for it."""
+    head = trace.arrival_s < 300.0
+    limits = [tier.max_model_len for tier in config.tiers]
+    if limits and all(limits):
+        head &= trace.input_tokens < max(limits)
+    return float(np.count_nonzero(head)) / min(300.0, max(trace.span_s, 1.0))
+
+
 def initial_replicas(trace: Trace, config: SimConfig) -> dict[str, int]:
-    """The fleet every policy starts from: the first five minutes' mean rate, with
-    headroom, placed like the predictive target (as if the service ran before t=0)."""
-    head = trace.arrival_s[trace.arrival_s < 300.0]
-    rate = float(head.shape[0]) / min(300.0, max(trace.span_s, 1.0))
+    """The fleet every policy starts from: the first five minutes' mean rate of served
+    requests, with headroom, placed like the predictive target (as if the service ran
+    before t=0)."""
+    rate = head_rate_rps(trace, config)
     policy = config.policy
     slots = [
         TierSlot(
@@ -882,7 +893,7 @@ def _warm_start(
     """The common initial fleet, Ready at t=0, sized by one warm-up decision on the first
     five minutes' rate; returns the policy's state after it."""
     start_fleet = initial_replicas(trace, config)
-    warm_rate = float(trace.arrival_s[trace.arrival_s < 300.0].shape[0]) / 300.0
+    warm_rate = head_rate_rps(trace, config)
     warm_ctx = ScalingContext(
         now_s=trace.epoch_s,
         policy=config.policy,
