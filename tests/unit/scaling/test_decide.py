@@ -168,6 +168,14 @@ def test_bursty_traffic_holds_the_rate_its_requests_come_at() -> None:
     assert "bursty" not in pick(smooth, "h100").reason
 
 
+def test_absurd_bursts_in_the_history_stop_at_max_replicas() -> None:
+    policy = config(headroom=0.2)
+    history = [1e300 if m % 2 else 0.0 for m in range(60)]
+    rec, _ = decide(ctx(T0, policy, signals(4, rate=2.0), history), None)
+    assert rec.replicas["h100"] == 20  # the tier's maxReplicas
+    assert pick(rec, "h100").reason.startswith("40.00 req/s placed here")  # 20 x 2 req/s
+
+
 def _after_a_drop(hold_s: float) -> list[tuple[float, int]]:
     """Ten replicas at 20 req/s, then 4 req/s (target 2) held `hold_s` a request each
     (the engines report busy slots from the drop on)."""

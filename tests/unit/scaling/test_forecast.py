@@ -180,3 +180,24 @@ def test_the_burst_level_needs_half_a_window_of_known_minutes() -> None:
     fewer = [math.nan] * 16 + history[46:]  # 14 of the last 30 known
     assert burst_level_rps(history[:30] + fewer) is None
     assert burst_level_rps([0.0] * 60) is None
+
+
+@pytest.mark.parametrize(
+    "history",
+    [
+        [1e308] * 30,
+        [1e300, 0.0] * 15,
+        [1e154, 0.0] * 15,
+        [math.inf, 1.0] * 15,
+        [-5.0, 3.0] * 15,
+        [math.nan] * 30,
+        [1e-300, 0.0] * 15,
+        [1e308, 1e308, 0.0] * 10,
+    ],
+)
+def test_hostile_rates_never_raise_and_give_a_real_minute_or_nothing(history: list[float]) -> None:
+    # The rates are the service's own metrics: whatever they say, the answer is one of
+    # its finite, non-negative minutes (the tier's maxReplicas bounds what it asks) or
+    # None; an overflow is not an exception.
+    level = burst_level_rps(history)
+    assert level is None or (math.isfinite(level) and level in history)

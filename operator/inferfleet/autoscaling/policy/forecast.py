@@ -245,7 +245,8 @@ def burst_level_rps(history: Sequence[float]) -> float | None:
     # Half the mean squared successive difference estimates the minute-to-minute variance
     # whatever the level does; Poisson noise alone has a variance equal to the mean (a
     # small service's quiet minutes are not bursts).
-    swing = _mean([(b - a) ** 2 for a, b in itertools.pairwise(counts)]) / 2.0
+    # (a product, not a power: float ** raises on overflow, a product is inf)
+    swing = _mean([(b - a) * (b - a) for a, b in itertools.pairwise(counts)]) / 2.0
     if math.sqrt(max(0.0, swing - mean)) < BURSTY_CV * mean:
         return None
     total = sum(counts)
