@@ -172,12 +172,13 @@ def test_poisson_noise_of_a_small_service_is_not_bursty() -> None:
     assert burst_level_rps(quiet) is None
 
 
-def test_the_burst_level_needs_half_a_window_of_known_minutes() -> None:
+def test_the_burst_level_needs_ten_known_minutes_like_a_forecast() -> None:
     history = bursts(60, quiet_rps=5.0, burst_rps=60.0, every=5)
-    assert burst_level_rps(history[:14]) is None
-    holed = [math.nan] * 15 + history[45:]  # 15 of the last 30 known
+    assert burst_level_rps(history[:9]) is None
+    assert burst_level_rps(history[:10]) == pytest.approx(60.0)
+    holed = [math.nan] * 20 + history[50:]  # 10 of the last 30 known
     assert burst_level_rps(history[:30] + holed) == pytest.approx(60.0)
-    fewer = [math.nan] * 16 + history[46:]  # 14 of the last 30 known
+    fewer = [math.nan] * 21 + history[51:]  # 9 of the last 30 known
     assert burst_level_rps(history[:30] + fewer) is None
     assert burst_level_rps([0.0] * 60) is None
 

@@ -224,6 +224,9 @@ def interrupted_level_rps(
 # minutes, is near 1.)
 BURSTY_CV = 0.5
 BURST_WINDOW_MIN = 30
+# Known minutes the level needs, as many as a forecast does (ForecastConfig.min_points):
+# the code hour's third burst, at minute 14, is met by it.
+BURST_MIN_POINTS = 10
 # The rate that covers this share of the window's requests (request-weighted): chosen on
 # the Azure 2023 code hour (0.9 and 0.95 gave the same verdicts, 0.8 fewer), the
 # smooth traces never reach BURSTY_CV.
@@ -232,11 +235,11 @@ BURST_QUANTILE = 0.9
 
 def burst_level_rps(history: Sequence[float]) -> float | None:
     """The rate BURST_QUANTILE of the last BURST_WINDOW_MIN minutes' requests arrived at
-    or below, when those minutes are bursty; None when they are not (or too few are
-    known). The level is a real minute's rate: the history is the service's own, so a
+    or below, when those minutes are bursty; None when they are not (or fewer than
+    BURST_MIN_POINTS are known). The level is a real minute's rate: the history is the service's own, so a
     hostile value can raise only its own fleet, within its maxReplicas."""
     recent = _slice(history, len(history) - BURST_WINDOW_MIN, len(history))
-    if len(recent) < BURST_WINDOW_MIN // 2:
+    if len(recent) < BURST_MIN_POINTS:
         return None
     counts = [rate * 60.0 for rate in recent]
     mean = _mean(counts)
