@@ -42,9 +42,9 @@ from dataclasses import dataclass
 from inferfleet.api.plan import DisaggregationPlan, TierPlan
 from inferfleet.api.spec import InferenceServiceSpec
 from inferfleet.catalog.gpus import GpuSpec
+from inferfleet.planner import host_kv
 from inferfleet.planner.fleet import DEFAULT_HEADROOM, replicas_for_peak
 from inferfleet.planner.performance import USABLE_SHARE_OF_ROOFLINE
-from inferfleet.planner.units import GIB
 from inferfleet.planner.workload import mean_tokens
 
 # Below this mean prompt (~500 tokens) the interference disaggregation removes is small:
@@ -114,13 +114,6 @@ def _per_gpu_price(plan: TierPlan, prices: Mapping[str, float | None]) -> float:
     return price if price is not None else 1.0
 
 
-def kv_bytes_per_token(plan: TierPlan) -> float:
-    """KV bytes of one token over the whole model, as the tier's GPU cache holds it."""
-    if plan.kv_cache_tokens <= 0:
-        return 0.0
-    return plan.memory_gi_b.kv_cache * GIB * plan.gpus_per_replica / plan.kv_cache_tokens
-
-
 def _pair(
     spec: InferenceServiceSpec,
     prefill: TierPlan,
@@ -142,7 +135,9 @@ def _pair(
     price += decode_replicas * decode.gpus_per_replica * _per_gpu_price(decode, prices)
     links = [gpus[name].network_g_bs for name in (prefill.name, decode.name) if name in gpus]
     link = min((value for value in links if value), default=None)
-    transfer_ms = mean_in * kv_bytes_per_token(prefill) / (link * 1e9) * 1000 if link else math.inf
+    # No GPU cache (a tier that holds no KV) has nothing to ship: 0 bytes a token.
+    per_token = host_kv.bytes_per_token(prefill) or 0.0
+    transfer_ms = mean_in * per_token / (link * 1e9) * 1000 if link else math.inf
     return Pair(prefill, decode, prefill_replicas, decode_replicas, price, transfer_ms)
 
 
