@@ -283,6 +283,23 @@ def policy_for(setting: Setting, config: SimConfig, trace: Trace) -> tuple[Polic
     return POLICIES[setting.policy], config
 
 
+def setting_config(
+    setting: Setting,
+    service: InferenceService,
+    config: SimConfig,
+    settings: OperatorSettings = DEFAULT_SETTINGS,
+    *,
+    seed: int,
+    timeline: bool = False,
+) -> SimConfig:
+    """The replay configuration of one setting: ours at a fixed headroom is a spec change,
+    so it replays its own design; every other setting replays the case's `config`."""
+    if setting.policy != "inferfleet" or setting.knob is None:
+        return config
+    ours = design_for(with_headroom(service, setting.knob), settings)
+    return build_config(ours, seed=seed, timeline=timeline)
+
+
 def _replay(
     setting: Setting,
     service: InferenceService,
@@ -352,11 +369,8 @@ def run_case(
     config = build_config(designed, seed=seed, timeline=False)
     rows = []
     for setting in (Setting(p) if isinstance(p, str) else p for p in policies):
-        if setting.policy == "inferfleet" and setting.knob is not None:
-            ours = design_for(with_headroom(service, setting.knob), settings)
-            row = _replay(setting, service, trace, build_config(ours, seed=seed, timeline=False), split_day)
-        else:
-            row = _replay(setting, service, trace, config, split_day)
+        replay_config = setting_config(setting, service, config, settings, seed=seed)
+        row = _replay(setting, service, trace, replay_config, split_day)
         row.update(
             {
                 "case": case,
