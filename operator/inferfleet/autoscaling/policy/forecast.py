@@ -224,9 +224,9 @@ def interrupted_level_rps(
 # minutes, is near 1.)
 BURSTY_CV = 0.5
 BURST_WINDOW_MIN = 30
-# Known minutes the level needs, as many as a forecast does (ForecastConfig.min_points):
-# the code hour's third burst, at minute 14, is met by it.
-BURST_MIN_POINTS = 10
+# Known minutes the level needs, as many as a forecast does: the code hour's third
+# burst, at minute 14, is met by it.
+BURST_MIN_POINTS = ForecastConfig().min_points
 # The rate that covers this share of the window's requests (request-weighted): chosen on
 # the Azure 2023 code hour (0.9 and 0.95 gave the same verdicts, 0.8 fewer), the
 # smooth traces never reach BURSTY_CV.
@@ -236,8 +236,9 @@ BURST_QUANTILE = 0.9
 def burst_level_rps(history: Sequence[float]) -> float | None:
     """The rate BURST_QUANTILE of the last BURST_WINDOW_MIN minutes' requests arrived at
     or below, when those minutes are bursty; None when they are not (or fewer than
-    BURST_MIN_POINTS are known). The level is a real minute's rate: the history is the service's own, so a
-    hostile value can raise only its own fleet, within its maxReplicas."""
+    BURST_MIN_POINTS are known). The level is a real minute's rate: the history is the
+    service's own, so a hostile value can raise only its own fleet, within its
+    maxReplicas."""
     recent = _slice(history, len(history) - BURST_WINDOW_MIN, len(history))
     if len(recent) < BURST_MIN_POINTS:
         return None
@@ -247,8 +248,8 @@ def burst_level_rps(history: Sequence[float]) -> float | None:
         return None
     # Half the mean squared successive difference estimates the minute-to-minute variance
     # whatever the level does; Poisson noise alone has a variance equal to the mean (a
-    # small service's quiet minutes are not bursts).
-    # (a product, not a power: float ** raises on overflow, a product is inf)
+    # small service's quiet minutes are not bursts). A product, not a power: a float
+    # power raises on overflow, a product is inf.
     swing = _mean([(b - a) * (b - a) for a, b in itertools.pairwise(counts)]) / 2.0
     if math.sqrt(max(0.0, swing - mean)) < BURSTY_CV * mean:
         return None

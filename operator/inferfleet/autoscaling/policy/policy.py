@@ -300,17 +300,21 @@ class _Demand:
     burst_rps: float | None = None
 
     @property
+    def with_headroom_rps(self) -> float | None:
+        """The demand plus this decision's headroom; None without a demand."""
+        return None if self.demand_rps is None else self.demand_rps * (1.0 + self.config.headroom)
+
+    @property
     def provisioned_rps(self) -> float | None:
         """What the fleet is sized for: the demand plus headroom, or the burst level when
         that is higher (a quantile of real minutes: no forecast error to cover on top)."""
-        if self.demand_rps is None:
-            return None
-        return max(self.demand_rps * (1.0 + self.config.headroom), self.burst_rps or 0.0)
+        with_headroom = self.with_headroom_rps
+        return None if with_headroom is None else max(with_headroom, self.burst_rps or 0.0)
 
     @property
     def bursty(self) -> bool:
-        with_headroom = (self.demand_rps or 0.0) * (1.0 + self.config.headroom)
-        return self.burst_rps is not None and self.burst_rps > with_headroom
+        """Whether the burst level, not the demand, sizes the fleet."""
+        return self.burst_rps is not None and self.burst_rps > (self.with_headroom_rps or 0.0)
 
 
 @dataclass(frozen=True, slots=True)

@@ -401,11 +401,11 @@ def head_rate_rps(trace: Trace, config: SimConfig) -> float:
     return float(np.count_nonzero(head)) / min(300.0, max(trace.span_s, 1.0))
 
 
-def initial_replicas(trace: Trace, config: SimConfig) -> dict[str, int]:
+def initial_replicas(trace: Trace, config: SimConfig, rate_rps: float | None = None) -> dict[str, int]:
     """The fleet every policy starts from: the first five minutes' mean rate of served
-    requests, with headroom, placed like the predictive target (as if the service ran
-    before t=0)."""
-    rate = head_rate_rps(trace, config)
+    requests (`rate_rps`, head_rate_rps when not given), with headroom, placed like the
+    predictive target (as if the service ran before t=0)."""
+    rate = head_rate_rps(trace, config) if rate_rps is None else rate_rps
     policy = config.policy
     slots = [
         TierSlot(
@@ -892,8 +892,8 @@ def _warm_start(
 ) -> ScalingState | None:
     """The common initial fleet, Ready at t=0, sized by one warm-up decision on the first
     five minutes' rate; returns the policy's state after it."""
-    start_fleet = initial_replicas(trace, config)
     warm_rate = head_rate_rps(trace, config)
+    start_fleet = initial_replicas(trace, config, warm_rate)
     warm_ctx = ScalingContext(
         now_s=trace.epoch_s,
         policy=config.policy,
