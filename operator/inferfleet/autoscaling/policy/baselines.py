@@ -25,11 +25,11 @@ import math
 from collections.abc import Callable
 from functools import partial
 
-from inferfleet.autoscaling.policy.demand_placement import TierSlot, place
+from inferfleet.autoscaling.policy.demand_placement import place
 from inferfleet.autoscaling.policy.policy import (
-    cost_rank,
     decide,
     max_replicas_of,
+    plan_slot,
     push_window,
     tier_policy_of,
 )
@@ -93,15 +93,7 @@ def static_peak(
     state = ScalingState() if state is None else state.copy()
     peak = config.static_peak_rps or 0.0
     slots = [
-        TierSlot(
-            name=tier.name,
-            usable_rps=tier.figures.usable_rps if tier.figures.feasible else 0.0,
-            min_replicas=tier_policy_of(config, tier.name).min_replicas,
-            max_replicas=max_replicas_of(tier, tier_policy_of(config, tier.name)),
-            cost_rank=cost_rank(tier, tier_policy_of(config, tier.name), index),
-            spot=tier_policy_of(config, tier.name).capacity_type == "spot",
-            share=tier_policy_of(config, tier.name).routing_share,
-        )
+        plan_slot(tier, config, index, tier.figures.usable_rps if tier.figures.feasible else 0.0)
         for index, tier in enumerate(ctx.tiers)
     ]
     placement = place(peak, peak, slots)

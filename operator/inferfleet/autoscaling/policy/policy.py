@@ -106,6 +106,22 @@ def cost_rank(tier: TierContext, policy: TierPolicy, index: int) -> float:
     return UNPRICED_RANK + index
 
 
+def plan_slot(tier: TierContext, config: PolicyConfig, index: int, usable_rps: float) -> TierSlot:
+    """A tier as demand placement sees it from its plan and the spec's policy alone,
+    nothing observed: what static-peak, the simulator's common start and the oracle
+    place demand on (`index`: its place in the spec, the tie-break of equal costs)."""
+    policy = tier_policy_of(config, tier.name)
+    return TierSlot(
+        name=tier.name,
+        usable_rps=usable_rps,
+        min_replicas=policy.min_replicas,
+        max_replicas=max_replicas_of(tier, policy),
+        cost_rank=cost_rank(tier, policy, index),
+        spot=policy.capacity_type == "spot",
+        share=policy.routing_share,
+    )
+
+
 def max_replicas_of(tier: TierContext, policy: TierPolicy) -> int:
     if policy.max_replicas is not None:
         return max(policy.max_replicas, policy.min_replicas)

@@ -80,8 +80,8 @@ from inferfleet.autoscaling.policy import (
     TierSignals,
 )
 from inferfleet.autoscaling.policy.capacity import MAX_PREFILL_SHARE
-from inferfleet.autoscaling.policy.demand_placement import TierSlot, place
-from inferfleet.autoscaling.policy.policy import cost_rank, max_replicas_of, tier_policy_of
+from inferfleet.autoscaling.policy.demand_placement import place
+from inferfleet.autoscaling.policy.policy import plan_slot
 from inferfleet.autoscaling.policy.readings import TierReadings, TokenQuantiles
 from inferfleet.autoscaling.policy.window import SequenceWindow
 from inferfleet.autoscaling.simulate import prefix_cache
@@ -408,15 +408,7 @@ def initial_replicas(trace: Trace, config: SimConfig, rate_rps: float | None = N
     rate = head_rate_rps(trace, config) if rate_rps is None else rate_rps
     policy = config.policy
     slots = [
-        TierSlot(
-            name=tier.figures.name,
-            usable_rps=tier.figures.usable_rps,
-            min_replicas=tier_policy_of(policy, tier.figures.name).min_replicas,
-            max_replicas=max_replicas_of(_context(tier), tier_policy_of(policy, tier.figures.name)),
-            cost_rank=cost_rank(_context(tier), tier_policy_of(policy, tier.figures.name), index),
-            spot=tier_policy_of(policy, tier.figures.name).capacity_type == "spot",
-            share=tier_policy_of(policy, tier.figures.name).routing_share,
-        )
+        plan_slot(_context(tier), policy, index, tier.figures.usable_rps)
         for index, tier in enumerate(config.tiers)
     ]
     demand = rate * (1.0 + policy.headroom)

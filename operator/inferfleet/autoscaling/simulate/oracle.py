@@ -42,6 +42,7 @@ of what perfect foresight reaches.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -60,8 +61,8 @@ from inferfleet.autoscaling.policy import (
     TierSignals,
 )
 from inferfleet.autoscaling.policy.capacity import MAX_PREFILL_SHARE
-from inferfleet.autoscaling.policy.demand_placement import TierSlot, place
-from inferfleet.autoscaling.policy.policy import cost_rank, max_replicas_of, tier_policy_of
+from inferfleet.autoscaling.policy.demand_placement import place
+from inferfleet.autoscaling.policy.policy import plan_slot
 from inferfleet.autoscaling.simulate.engine import SimConfig, SimTier
 from inferfleet.autoscaling.simulate.traces import Trace
 
@@ -191,21 +192,15 @@ def replicas_needed(
     ]
     widest = max(range(len(tiers)), key=lambda k: tiers[k].max_model_len or math.inf)
     demand = mixes[widest].rate_rps / utilization
-    policy = config.policy
-    contexts = [TierContext(tier.figures, TierSignals()) for tier in tiers]
+    # The slots from the plan and the spec once; each bin only changes their capacity.
+    plan_slots = [
+        plan_slot(TierContext(tier.figures, TierSignals()), config.policy, k, 0.0)
+        for k, tier in enumerate(tiers)
+    ]
     needed = {tier.figures.name: np.zeros(demand.shape, dtype=np.int64) for tier in tiers}
     for j, rate in enumerate(demand.tolist()):
         slots = [
-            TierSlot(
-                name=tier.figures.name,
-                usable_rps=float(capacity[k][j]),
-                min_replicas=tier_policy_of(policy, tier.figures.name).min_replicas,
-                max_replicas=max_replicas_of(contexts[k], tier_policy_of(policy, tier.figures.name)),
-                cost_rank=cost_rank(contexts[k], tier_policy_of(policy, tier.figures.name), k),
-                spot=tier_policy_of(policy, tier.figures.name).capacity_type == "spot",
-                share=tier_policy_of(policy, tier.figures.name).routing_share,
-            )
-            for k, tier in enumerate(tiers)
+            dataclasses.replace(slot, usable_rps=float(capacity[k][j])) for k, slot in enumerate(plan_slots)
         ]
         placement = place(rate, rate, slots)
         for name, replicas in placement.replicas.items():
