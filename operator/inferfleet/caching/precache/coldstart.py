@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any, Final
 
 from inferfleet.caching.precache import compile_cache
@@ -80,15 +79,6 @@ def cold_start(
 # --- measured: from the serving pods the operator observes (planner.observed) ---------
 
 
-def _rfc3339_s(value: object) -> float | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
-
-
 def pod_startup_s(pod: Mapping[str, Any], container: str) -> float | None:
     """Seconds from the serving container's start to the pod turning Ready, or None when
     the pod does not tell: not Ready, restarted (its Ready time would belong to a later
@@ -96,15 +86,17 @@ def pod_startup_s(pod: Mapping[str, Any], container: str) -> float | None:
     (compile_cache.RESTORE_CONTAINER), the start is that container's: the copy is part of
     a warm start's work."""
     status = pod.get("status") or {}
-    restored_at = _rfc3339_s(compile_cache.restore_started_at(pod))
+    restored_at = compile_cache.rfc3339_s(compile_cache.restore_started_at(pod))
     ready_at = None
     for condition in status.get("conditions") or []:
         if condition.get("type") == "Ready" and condition.get("status") == "True":
-            ready_at = _rfc3339_s(condition.get("lastTransitionTime"))
+            ready_at = compile_cache.rfc3339_s(condition.get("lastTransitionTime"))
     for entry in status.get("containerStatuses") or []:
         if entry.get("name") != container or int(entry.get("restartCount") or 0) > 0:
             continue
-        started_at = _rfc3339_s(((entry.get("state") or {}).get("running") or {}).get("startedAt"))
+        started_at = compile_cache.rfc3339_s(
+            ((entry.get("state") or {}).get("running") or {}).get("startedAt")
+        )
         if started_at is not None and restored_at is not None:
             started_at = min(started_at, restored_at)
         if ready_at is not None and started_at is not None and ready_at > started_at:

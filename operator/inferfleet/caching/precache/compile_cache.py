@@ -278,7 +278,9 @@ class TierCompileState:
         return 0 < self.eligible <= MAX_EVIDENCE_NODES and len(self.nodes) >= self.eligible
 
 
-def _time(value: object) -> float | None:
+def rfc3339_s(value: object) -> float | None:
+    """Seconds since the epoch of an RFC 3339 time as Kubernetes and the restore step
+    write it (fractions and offsets allowed); None for anything else."""
     if not isinstance(value, str) or not value:
         return None
     try:
@@ -291,7 +293,9 @@ def _ready_since(pod: Mapping[str, Any]) -> float | None:
     """When a pod last turned Ready, if it is Ready now."""
     for condition in (pod.get("status") or {}).get("conditions") or []:
         if condition.get("type") == "Ready":
-            return _time(condition.get("lastTransitionTime")) if condition.get("status") == "True" else None
+            return (
+                rfc3339_s(condition.get("lastTransitionTime")) if condition.get("status") == "True" else None
+            )
     return None
 
 
@@ -301,7 +305,7 @@ def _holds_since(cache_pod: Mapping[str, Any] | None, since: float | None) -> bo
     if cache_pod is None or since is None:
         return False
     ready = _ready_since(cache_pod)
-    created = _time((cache_pod.get("metadata") or {}).get("creationTimestamp"))
+    created = rfc3339_s((cache_pod.get("metadata") or {}).get("creationTimestamp"))
     return ready is not None and ready <= since and (created is None or created <= since)
 
 
@@ -342,10 +346,10 @@ def observe(
     found: dict[str, NodeEvidence] = {}
 
     def admit(node: str | None, since: str | None) -> None:
-        if node is None or since is None or not _holds_since(by_node.get(node), _time(since)):
+        if node is None or since is None or not _holds_since(by_node.get(node), rfc3339_s(since)):
             return
         kept = found.get(node)
-        if kept is None or (_time(kept.since) or 0.0) < (_time(since) or 0.0):
+        if kept is None or (rfc3339_s(kept.since) or 0.0) < (rfc3339_s(since) or 0.0):
             found[node] = NodeEvidence(node, since)
 
     for entry in previous:
