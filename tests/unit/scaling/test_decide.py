@@ -395,23 +395,46 @@ def test_a_tier_that_never_becomes_ready_is_skipped() -> None:
     assert pick(rec, "a100").signal == SIGNAL_HOLD
 
 
+def _factor_after(ticks: int, history: list[float]) -> float:
+    """The capacity factor after `ticks` decisions of ten replicas carrying 20 req/s
+    whose requests hold a slot for 6.6 s, with `history` as the service's minutes."""
+    state = None
+    for tick in range(ticks):
+        carrying = signals(10, rate=20.0, hold_s=6.6)
+        _, state = decide(ctx(T0 + tick * PERIOD, config(), carrying, history), state)
+    assert state is not None
+    return state.tiers["h100"].capacity_factor
+
+
+def test_capacity_factor_rises_fast_only_on_traffic_known_to_be_smooth() -> None:
+    # Ten replicas at the plan's 2 req/s each measure 2.2x the plan (below). Half an
+    # hour of smooth minutes: the factor follows the measurement up at its 2-minute
+    # pace, most of the way within 10 minutes (40 ticks).
+    goal = TARGET_BATCH / 6.6 / 2.0
+    smooth = _factor_after(40, flat(20.0))
+    assert smooth == pytest.approx(goal, rel=0.03)
+    # The same mean rate in bursts (nothing one minute, 40 req/s the next), or a
+    # service too new to tell (5 known minutes): a 10-minute pace, about two thirds of
+    # the way after 10 minutes.
+    bursty = _factor_after(40, [0.0, 40.0] * 30)
+    new = _factor_after(40, flat(20.0, minutes=5))
+    for slow in (bursty, new):
+        assert 1.5 < slow < 2.0
+    assert _factor_after(8, flat(20.0)) == pytest.approx(bursty, rel=0.05)  # 2 min vs 10 min
+
+
 def test_capacity_factor_follows_littles_law_within_bounds() -> None:
     policy = config()
     state = None
     # Ten replicas carry 20 req/s (the plan's 2 per replica), each request holding a
     # slot for 6.6 s: 13.2 of 32 slots busy. At the target batch (32 - 0.5 sqrt(32) =
     # 29.2 slots) a replica would take 29.2 / 6.6 = 4.4 req/s, 2.2x the plan: the
-    # factor rises towards 2.2 (slowly: a 10-minute time constant) and no further.
-    for tick in range(40):
-        busy = signals(10, rate=20.0, hold_s=6.6)
-        _, state = decide(ctx(T0 + tick * PERIOD, policy, busy, flat(20.0)), state)
-    assert state is not None
-    early = state.tiers["h100"].capacity_factor
-    assert 1.5 < early < 2.0
-    for tick in range(40, 240):
+    # factor rises towards 2.2 and no further.
+    for tick in range(240):
         rec, state = decide(
             ctx(T0 + tick * PERIOD, policy, signals(10, rate=20.0, hold_s=6.6), flat(20.0)), state
         )
+    assert state is not None
     grown = state.tiers["h100"].capacity_factor
     assert grown == pytest.approx(TARGET_BATCH / 6.6 / 2.0, rel=0.03)
     assert rec.replicas["h100"] < 10  # the same demand needs fewer replicas

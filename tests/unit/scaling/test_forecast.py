@@ -13,6 +13,7 @@ from inferfleet.autoscaling.policy.forecast import (
     burst_level_rps,
     forecast,
     interrupted_level_rps,
+    smooth,
 )
 
 
@@ -202,3 +203,21 @@ def test_hostile_rates_never_raise_and_give_a_real_minute_or_nothing(history: li
     # None; an overflow is not an exception.
     level = burst_level_rps(history)
     assert level is None or (math.isfinite(level) and level in history)
+    smooth(history)  # a verdict, never an exception
+
+
+def test_smooth_is_known_free_of_bursts_and_never_bursty_at_once() -> None:
+    # What the learned capacity rises fast on: traffic that is known, has requests, and
+    # does not burst. Steps, slopes, the daily wave and Poisson noise are smooth.
+    assert smooth([20.0] * 60)
+    assert smooth([20.0] * 50 + [4.0] * 10)
+    assert smooth(daily_wave(1.0))
+    assert not smooth(bursts(60, quiet_rps=5.0, burst_rps=60.0, every=5))
+    # Too little known to tell, or no requests at all: not smooth (the slow pace).
+    assert not smooth([20.0] * 9)
+    assert not smooth([])
+    assert not smooth([math.nan] * 21 + [20.0] * 9)
+    assert not smooth([0.0] * 60)
+    # Whatever the history, bursty and smooth are never both true.
+    for history in ([20.0] * 60, bursts(60, quiet_rps=30.0, burst_rps=90.0, every=2), [20.0] * 9, [0.0] * 30):
+        assert not (smooth(history) and burst_level_rps(history) is not None)

@@ -18,8 +18,8 @@ from inferfleet.design.policy_config import PolicyConfig
 # at to a full replica (decode steps slow as the batch grows and as prefill takes a
 # larger share of the GPU), which gives the requests/s that fill a replica to its
 # target batch; prefill itself is kept under CAPACITY_PREFILL_TARGET. The correction
-# factor follows that estimate slowly up and quickly down; a breach under load cuts
-# it at once.
+# factor follows that estimate quickly down, and up slowly unless the traffic is known
+# to be smooth; a breach under load cuts it at once.
 # Square-root staffing (Halfin-Whitt): c slots at c - beta*sqrt(c) busy keep the
 # chance that an arrival finds them all busy small whatever c is, so big batches run
 # fuller than small ones.
@@ -29,6 +29,13 @@ CAPACITY_PREFILL_TARGET = 0.8
 MAX_PREFILL_SHARE = 0.9  # decode always keeps some of the GPU (chunked prefill)
 CAPACITY_RISE_S = 600.0
 CAPACITY_FALL_S = 120.0
+# On smooth traffic (forecast.smooth: the last half hour's minutes known and free of
+# bursts) the estimate rises as fast as it falls. Little's law measures a steady hold
+# time there, and the slow rise held fleets ~10 % too large for the quarter hour it
+# took (issue 34: the mis-declared Azure conv hour, 70B). Under bursts a lull's
+# measurement says more than the next burst finds, and before half an hour is known
+# nobody can tell: those rise slowly.
+CAPACITY_RISE_SMOOTH_S = CAPACITY_FALL_S
 CAPACITY_MIN_BATCH = 1.0  # busy slots per replica for a hold time to mean anything
 CAPACITY_AVG_S = 180.0  # averaging window of busy slots and arrivals: one scrape is noise
 CAPACITY_CUT = 0.9
@@ -152,9 +159,12 @@ def learn_capacity(
     now_s: float,
     service: mix.ServiceMix = mix.NO_SERVICE_MIX,
     mix_settling: bool = False,
+    smooth_traffic: bool = False,
 ) -> float:
     """Update and return the tier's capacity factor: how far the engines' measured
-    capacity sits from `prior_rps`, the plan's usable RPS rescaled to the observed mix."""
+    capacity sits from `prior_rps`, the plan's usable RPS rescaled to the observed mix.
+    `smooth_traffic`: the service's recent minutes are known to be free of bursts, so a
+    higher measurement is followed at CAPACITY_RISE_SMOOTH_S."""
     factor = state.capacity_factor
     signals = tier.signals
     figures = tier.figures
@@ -208,7 +218,10 @@ def learn_capacity(
         measured = measured_capacity_rps(state, figures, ready, service, config.itl_target_ms)
         if measured is not None:
             goal = min(CAPACITY_MAX, max(CAPACITY_MIN, measured / usable))
-            pace_s = CAPACITY_RISE_S if goal > factor else CAPACITY_FALL_S
+            if goal <= factor:
+                pace_s = CAPACITY_FALL_S
+            else:
+                pace_s = CAPACITY_RISE_SMOOTH_S if smooth_traffic else CAPACITY_RISE_S
             factor += (goal - factor) * min(1.0, dt_s / pace_s)
     state.capacity_factor = factor
     return factor

@@ -233,25 +233,43 @@ BURST_MIN_POINTS = ForecastConfig().min_points
 BURST_QUANTILE = 0.9
 
 
+def _recent_counts(history: Sequence[float]) -> list[float] | None:
+    """Requests per minute over the last BURST_WINDOW_MIN minutes; None when fewer than
+    BURST_MIN_POINTS are known or none of them had a request (nothing to judge)."""
+    recent = _slice(history, len(history) - BURST_WINDOW_MIN, len(history))
+    if len(recent) < BURST_MIN_POINTS:
+        return None
+    counts = [rate * 60.0 for rate in recent]
+    return counts if _mean(counts) > 0.0 else None
+
+
+def _swings(counts: Sequence[float]) -> bool:
+    """Whether minute counts swing from one minute to the next by BURSTY_CV of their
+    mean, beyond Poisson noise. Half the mean squared successive difference estimates the
+    minute-to-minute variance whatever the level does; Poisson noise alone has a
+    variance equal to the mean (a small service's quiet minutes are not bursts). A
+    product, not a power: a float power raises on overflow, a product is inf."""
+    mean = _mean(counts)
+    swing = _mean([(b - a) * (b - a) for a, b in itertools.pairwise(counts)]) / 2.0
+    return math.sqrt(max(0.0, swing - mean)) >= BURSTY_CV * mean
+
+
+def smooth(history: Sequence[float]) -> bool:
+    """Whether the last BURST_WINDOW_MIN minutes are known to be smooth: at least
+    BURST_MIN_POINTS known minutes with requests, and no bursts among them. False while
+    too little is known to tell."""
+    counts = _recent_counts(history)
+    return counts is not None and not _swings(counts)
+
+
 def burst_level_rps(history: Sequence[float]) -> float | None:
     """The rate BURST_QUANTILE of the last BURST_WINDOW_MIN minutes' requests arrived at
     or below, when those minutes are bursty; None when they are not (or fewer than
     BURST_MIN_POINTS are known). The level is a real minute's rate: the history is the
     service's own, so a hostile value can raise only its own fleet, within its
     maxReplicas."""
-    recent = _slice(history, len(history) - BURST_WINDOW_MIN, len(history))
-    if len(recent) < BURST_MIN_POINTS:
-        return None
-    counts = [rate * 60.0 for rate in recent]
-    mean = _mean(counts)
-    if mean <= 0.0:
-        return None
-    # Half the mean squared successive difference estimates the minute-to-minute variance
-    # whatever the level does; Poisson noise alone has a variance equal to the mean (a
-    # small service's quiet minutes are not bursts). A product, not a power: a float
-    # power raises on overflow, a product is inf.
-    swing = _mean([(b - a) * (b - a) for a, b in itertools.pairwise(counts)]) / 2.0
-    if math.sqrt(max(0.0, swing - mean)) < BURSTY_CV * mean:
+    counts = _recent_counts(history)
+    if counts is None or not _swings(counts):
         return None
     total = sum(counts)
     covered = 0.0

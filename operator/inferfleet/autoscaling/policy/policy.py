@@ -55,6 +55,7 @@ from inferfleet.autoscaling.policy.forecast import (
     ForecastConfig,
     burst_level_rps,
     forecast,
+    smooth,
 )
 from inferfleet.autoscaling.policy.observed_tier import ObservedTier
 from inferfleet.autoscaling.policy.reactive import OCCUPANCY_TARGET, escalation_target, reactive_target
@@ -293,8 +294,13 @@ def decide(ctx: ScalingContext, state: ScalingState | None = None) -> tuple[Reco
     for tier in ctx.tiers:
         mix.observe(state.tier(tier.name), tier.signals, dt_s)
     service = mix.service_mix(state.tier(tier.name) for tier in ctx.tiers)
-    tiers = [_observe_tier(tier, ctx.policy, state, now, dt_s=dt_s, service=service) for tier in ctx.tiers]
-    demand = _forecast_demand(ctx, tiers, state)
+    history = _known_history(ctx.rate_history_rps)
+    smooth_traffic = history is not None and smooth(history)
+    tiers = [
+        _observe_tier(tier, ctx.policy, state, now, dt_s=dt_s, service=service, smooth_traffic=smooth_traffic)
+        for tier in ctx.tiers
+    ]
+    demand = _forecast_demand(ctx, history, tiers, state)
     placed = _place_demand(ctx, demand, tiers)
     results = [_decide_tier(t, demand, placed, state.tier(t.ctx.name), now) for t in tiers]
     state.last_decision_s = now
@@ -351,11 +357,13 @@ def _observe_tier(
     *,
     dt_s: float,
     service: mix.ServiceMix,
+    smooth_traffic: bool,
 ) -> ObservedTier:
     """One tier's inputs: what it runs, whether it is failing, and its learned capacity.
     Updates the tier's readiness tracking, mix factor and capacity factor (its observed
     mix is already folded in; `service` is every tier's, the prior of a tier that has
-    seen few requests itself)."""
+    seen few requests itself; `smooth_traffic`: the service's recent minutes are known
+    to be free of bursts)."""
     policy = tier_policy_of(config, tier.name)
     tier_state = state.tier(tier.name)
     signals = tier.signals
@@ -380,6 +388,7 @@ def _observe_tier(
         now_s=now_s,
         service=service,
         mix_settling=mix.settling(tier_state, tier.figures, service),
+        smooth_traffic=smooth_traffic,
     )
     return ObservedTier(
         ctx=tier,
@@ -395,15 +404,17 @@ def _observe_tier(
     )
 
 
-def _forecast_demand(ctx: ScalingContext, tiers: Sequence[ObservedTier], state: ScalingState) -> _Demand:
-    """Predictive: the service demand one lead time ahead. Scores and files forecasts
-    for the measured headroom."""
+def _forecast_demand(
+    ctx: ScalingContext, history: Sequence[float] | None, tiers: Sequence[ObservedTier], state: ScalingState
+) -> _Demand:
+    """Predictive: the service demand one lead time ahead, from `history` (the service's
+    known minutes, `_known_history`). Scores and files forecasts for the measured
+    headroom."""
     now = ctx.now_s
     config = ctx.policy
     demand_now = _demand_now(ctx)
     fc: Forecast | None = None
     demand = demand_now
-    history = _known_history(ctx.rate_history_rps)
     headroom_rules.check_forecasts(state, now, history, config.headroom)
     # This decision's headroom: the forecaster's measured error (or the fixed share).
     config = dataclasses.replace(config, headroom=headroom_rules.headroom(config, state))
