@@ -29,12 +29,12 @@ CAPACITY_PREFILL_TARGET = 0.8
 MAX_PREFILL_SHARE = 0.9  # decode always keeps some of the GPU (chunked prefill)
 CAPACITY_RISE_S = 600.0
 CAPACITY_FALL_S = 120.0
-# On smooth traffic (forecast.smooth: the last half hour's minutes known and free of
-# bursts) the estimate rises as fast as it falls. Little's law measures a steady hold
-# time there, and the slow rise held fleets ~10 % too large for the quarter hour it
-# took (issue 34: the mis-declared Azure conv hour, 70B). Under bursts a lull's
-# measurement says more than the next burst finds, and before half an hour is known
-# nobody can tell: those rise slowly.
+# On smooth traffic (forecast.smooth: ten or more of the last 30 minutes known, with
+# requests and free of bursts) the estimate rises as fast as it falls. Little's law
+# measures a steady hold time there, and the slow rise held fleets ~10 % too large for
+# the quarter hour it took (issue 34: the mis-declared Azure conv hour, 70B). Under
+# bursts a lull's measurement says more than the next burst finds, and before ten
+# minutes are known nobody can tell: those rise slowly.
 CAPACITY_RISE_SMOOTH_S = CAPACITY_FALL_S
 CAPACITY_MIN_BATCH = 1.0  # busy slots per replica for a hold time to mean anything
 CAPACITY_AVG_S = 180.0  # averaging window of busy slots and arrivals: one scrape is noise
