@@ -1002,6 +1002,7 @@ def main(argv: list[str] | None = None) -> int:
     document = {
         "benchmark": "autoscale",
         "wallSeconds": round(time.perf_counter() - started, 1),
+        "seed": args.seed,
         "interruptionHoldMinutes": args.interruption_hold,
         "capacitySlos": args.capacity_slos,
         # Issue 34: per trace and SLO definition, whether any baseline setting dominates

@@ -1,0 +1,165 @@
+#!/usr/bin/env python3
+"""Which of the autoscaler benchmark's dominated cases are systematic, and which luck.
+
+One replay of an hour can hand a case to whoever had luck in a given minute.
+`hack/bench/autoscale.py --seed N` replays other draws of the same traces (which requests
+a scaled trace keeps or copies, and where the copies land); this reads the documents of
+several seeds and says, per case (spec, trace, declaration, load, part) and definition of
+"within the SLO", on how many seeds a baseline setting dominated our default, and which
+settings did so on every one of them.
+
+    for seed in 0 1 2; do
+        python hack/bench/autoscale.py --traces azure --jobs 2 --seed $seed > azure-$seed.json
+    done
+    python hack/bench/autoscale_seeds.py azure-0.json azure-1.json azure-2.json
+    python hack/bench/autoscale_seeds.py ... -o table      # one line per dominated case
+
+The documents must come from distinct seeds of the same sweep (same cases, same operator
+settings); anything else is refused with the reason.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+DEFINITIONS = ("ttft", "ttftAndItl")
+CASE_FIELDS = ("spec", "trace", "case", "replicasAtPeak", "headroom", "part")
+# Operator settings every document must share: seeds of one sweep, not two sweeps.
+SHARED_SETTINGS = ("interruptionHoldMinutes", "capacitySlos")
+
+
+class SeedsError(ValueError):
+    """Documents that cannot be compared seed by seed; the message says why."""
+
+
+def _case_key(frontier: dict[str, Any]) -> tuple[Any, ...]:
+    return tuple(frontier.get(name) for name in CASE_FIELDS)
+
+
+def _verdicts(document: dict[str, Any], source: str) -> dict[tuple[Any, ...], dict[str, list[str]]]:
+    """Per case and definition, the baseline settings that dominate our default there."""
+    frontiers = document.get("frontiers")
+    if not isinstance(frontiers, list):
+        raise SeedsError(f"{source}: no frontiers (a document of hack/bench/autoscale.py with its sweep?)")
+    verdicts: dict[tuple[Any, ...], dict[str, list[str]]] = {}
+    for frontier in frontiers:
+        key = _case_key(frontier)
+        if key in verdicts:
+            raise SeedsError(f"{source}: case {key} judged twice")
+        verdicts[key] = {definition: list(frontier[definition]["dominatedBy"]) for definition in DEFINITIONS}
+    return verdicts
+
+
+def combine(documents: Sequence[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
+    """The per-seed verdicts of `documents` (source name, document) side by side."""
+    if len(documents) < 2:
+        raise SeedsError("give at least two documents, each from its own --seed")
+    seeds: list[int] = []
+    for source, document in documents:
+        seed = document.get("seed")
+        if not isinstance(seed, int):
+            raise SeedsError(f"{source}: no seed recorded (rerun hack/bench/autoscale.py at this commit)")
+        if seed in seeds:
+            raise SeedsError(f"{source}: seed {seed} twice; each document must come from its own --seed")
+        seeds.append(seed)
+    first_source, first = documents[0]
+    for source, document in documents[1:]:
+        for name in SHARED_SETTINGS:
+            if document.get(name) != first.get(name):
+                raise SeedsError(
+                    f"{source}: {name} is {document.get(name)!r}, {first_source} has {first.get(name)!r}"
+                )
+    verdicts = [_verdicts(document, source) for source, document in documents]
+    keys = list(verdicts[0])
+    for (source, _), judged in zip(documents[1:], verdicts[1:], strict=True):
+        if set(judged) != set(keys):
+            missing = sorted(map(str, set(keys) ^ set(judged)))
+            raise SeedsError(f"{source}: not the same cases as {first_source} ({missing[0]} differs)")
+    cases = []
+    summary = {definition: {"everySeed": 0, "someSeed": 0} for definition in DEFINITIONS}
+    for key in keys:
+        entry: dict[str, Any] = dict(zip(CASE_FIELDS, key, strict=True))
+        for definition in DEFINITIONS:
+            by_seed = [judged[key][definition] for judged in verdicts]
+            dominated_on = [seed for seed, by in zip(seeds, by_seed, strict=True) if by]
+            always = set(by_seed[0]).intersection(*map(set, by_seed[1:])) if dominated_on else set()
+            entry[definition] = {
+                "dominatedOn": dominated_on,
+                # Settings that dominate on every seed: no draw saves our default from them.
+                "byOnEverySeed": sorted(always),
+            }
+            if dominated_on:
+                summary[definition]["someSeed"] += 1
+                if len(dominated_on) == len(seeds):
+                    summary[definition]["everySeed"] += 1
+        cases.append(entry)
+    per_seed = {
+        str(seed): {
+            definition: sum(1 for judged_case in judged.values() if judged_case[definition])
+            for definition in DEFINITIONS
+        }
+        for seed, judged in zip(seeds, verdicts, strict=True)
+    }
+    return {
+        "benchmark": "autoscale-seeds",
+        "seeds": seeds,
+        "dominatedPerSeed": per_seed,
+        "summary": summary,
+        "cases": cases,
+    }
+
+
+def table(combined: dict[str, Any]) -> str:
+    """One line per case dominated on some seed, then the counts."""
+    seeds = combined["seeds"]
+    lines = [f"seeds {', '.join(map(str, seeds))}; dominated on how many of them (TTFT alone / TTFT and ITL)"]
+    for entry in combined["cases"]:
+        counts = [len(entry[definition]["dominatedOn"]) for definition in DEFINITIONS]
+        if not any(counts):
+            continue
+        name = " ".join(str(entry[field]) for field in CASE_FIELDS if entry[field] is not None)
+        always = sorted(set().union(*(entry[definition]["byOnEverySeed"] for definition in DEFINITIONS)))
+        suffix = f"  every seed: {', '.join(always)}" if always else ""
+        lines.append(f"  {counts[0]} / {counts[1]}  {name}{suffix}")
+    for definition in DEFINITIONS:
+        counts = combined["summary"][definition]
+        every, some = counts["everySeed"], counts["someSeed"]
+        lines.append(f"{definition}: {every} case{'' if every == 1 else 's'} on every seed, {some} on some")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "documents", nargs="+", type=Path, help="hack/bench/autoscale.py documents, one per seed"
+    )
+    parser.add_argument("-o", "--output", choices=["json", "table"], default="json")
+    args = parser.parse_args(argv)
+    try:
+        loaded = []
+        for path in args.documents:
+            try:
+                loaded.append((str(path), json.loads(path.read_text(encoding="utf-8"))))
+            except (OSError, json.JSONDecodeError) as error:
+                raise SeedsError(f"{path}: {error}") from None
+        combined = combine(loaded)
+    except SeedsError as error:
+        print(f"autoscale_seeds: {error}", file=sys.stderr)
+        return 2
+    if args.output == "table":
+        print(table(combined))
+    else:
+        json.dump(combined, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
