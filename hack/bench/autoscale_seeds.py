@@ -51,7 +51,14 @@ def _verdicts(document: dict[str, Any], source: str) -> dict[tuple[Any, ...], di
         key = _case_key(frontier)
         if key in verdicts:
             raise SeedsError(f"{source}: case {key} judged twice")
-        verdicts[key] = {definition: list(frontier[definition]["dominatedBy"]) for definition in DEFINITIONS}
+        try:
+            verdicts[key] = {
+                definition: list(frontier[definition]["dominatedBy"]) for definition in DEFINITIONS
+            }
+        except (KeyError, TypeError):
+            raise SeedsError(
+                f"{source}: case {key} has no dominatedBy for {', '.join(DEFINITIONS)}"
+            ) from None
     return verdicts
 
 
@@ -78,10 +85,9 @@ def combine(documents: Sequence[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
     keys = list(verdicts[0])
     for (source, _), judged in zip(documents[1:], verdicts[1:], strict=True):
         if set(judged) != set(keys):
-            missing = sorted(map(str, set(keys) ^ set(judged)))
-            raise SeedsError(f"{source}: not the same cases as {first_source} ({missing[0]} differs)")
+            differing = sorted(map(str, set(keys) ^ set(judged)))
+            raise SeedsError(f"{source}: not the same cases as {first_source} ({differing[0]} differs)")
     cases = []
-    summary = {definition: {"everySeed": 0, "someSeed": 0} for definition in DEFINITIONS}
     for key in keys:
         entry: dict[str, Any] = dict(zip(CASE_FIELDS, key, strict=True))
         for definition in DEFINITIONS:
@@ -93,11 +99,14 @@ def combine(documents: Sequence[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
                 # Settings that dominate on every seed: no draw saves our default from them.
                 "byOnEverySeed": sorted(always),
             }
-            if dominated_on:
-                summary[definition]["someSeed"] += 1
-                if len(dominated_on) == len(seeds):
-                    summary[definition]["everySeed"] += 1
         cases.append(entry)
+    summary = {
+        definition: {
+            "everySeed": sum(len(case[definition]["dominatedOn"]) == len(seeds) for case in cases),
+            "someSeed": sum(bool(case[definition]["dominatedOn"]) for case in cases),
+        }
+        for definition in DEFINITIONS
+    }
     per_seed = {
         str(seed): {
             definition: sum(1 for judged_case in judged.values() if judged_case[definition])

@@ -103,6 +103,13 @@ def test_cases_are_counted_per_seed_and_settings_kept_only_when_on_every_seed(to
             [document(0, frontier("honest", [], []), frontier("honest", [], [])), document(1)],
             "judged twice",
         ),
+        (
+            [
+                document(0, frontier("honest", [], [])),
+                document(1, {**frontier("honest", [], []), "ttft": {}}),
+            ],
+            "no dominatedBy",
+        ),
     ],
 )
 def test_documents_that_are_not_seeds_of_one_sweep_are_refused(
