@@ -18,9 +18,12 @@ Prints one JSON document: every run; `frontiers`, per case and under both defini
 "within SLO" (`ttft`: the TTFT SLO alone; `ttftAndItl`: the TTFT and ITL SLOs the spec
 declares) every setting's point, the baseline settings that dominate our default (at
 least as good on within-SLO share and GPU-hours, better on one), our and the oracle's
-Pareto fronts and our GPU-hours over the oracle's at our share; `dominance`, the same
-per trace; and issue 17's `comparison` and `targets` (each policy as shipped; a rate
-series split by `--split-day` is judged on its held-out last part, everywhere).
+Pareto fronts, our GPU-hours over the oracle's at our share and the oracle settings a
+baseline setting dominates; `dominance`, the same per trace; `oracleDominance`, per
+definition, in how many cases a baseline setting dominates ours and each oracle setting
+(how far the criterion is within reach of foresight); and issue 17's `comparison` and
+`targets` (each policy as shipped; a rate series split by `--split-day` is judged on
+its held-out last part, everywhere).
 `--plot-dir DIR` draws the frontier of each trace under each definition
 (autoscale-frontier-<trace>-<definition>.png); `--merge DOC` judges the runs of an
 earlier document too (a sweep run in parts: the baselines once, ours after each change).
@@ -628,8 +631,10 @@ def judge_frontier(points: list[dict[str, Any]]) -> dict[str, Any]:
     dominate it, our and the oracle's Pareto fronts, and our GPU-hours over the
     oracle's at our within-SLO share."""
     ours = next(p for p in points if p["policy"] == "inferfleet" and p["default"])
-    by = [p for p in points if p["policy"] in BASELINES and dominates(p, ours)]
-    oracle = pareto([p for p in points if p["policy"] == ORACLE])
+    baselines = [p for p in points if p["policy"] in BASELINES]
+    by = [p for p in baselines if dominates(p, ours)]
+    oracle_points = [p for p in points if p["policy"] == ORACLE]
+    oracle = pareto(oracle_points)
     oracle_hours, reach = gpu_hours_at(oracle, ours["sloAttainment"])
     return {
         "ours": ours,
@@ -640,6 +645,8 @@ def judge_frontier(points: list[dict[str, Any]]) -> dict[str, Any]:
         "oracleGpuHoursAtOurs": None if oracle_hours is None else round(oracle_hours, 3),
         "oracleReach": reach,
         "vsOracle": round(ours["gpuHours"] / oracle_hours, 3) if oracle_hours else None,
+        # The same test put to each oracle setting: a policy that knows every arrival.
+        "oracleDominated": [o["setting"] for o in oracle_points if any(dominates(p, o) for p in baselines)],
     }
 
 
@@ -697,6 +704,29 @@ def dominance(entries: list[dict[str, Any]]) -> dict[str, Any]:
                 "vsOracleRange": [min(ratios), max(ratios)] if ratios else None,
             }
         out[trace] = per_trace
+    return out
+
+
+def oracle_dominance(entries: list[dict[str, Any]]) -> dict[str, Any]:
+    """How far the criterion reaches (no baseline setting may dominate on any case), per
+    SLO definition over every case judged: the cases where a baseline setting dominates
+    our default, and the same count for each oracle setting (a policy that knows every
+    minute's arrivals at one fixed margin), with the oracle settings that fare best.
+    Where even the best of those is dominated somewhere, foresight alone does not meet
+    the criterion: a baseline setting that happened to fit a case wins it."""
+    out: dict[str, Any] = {}
+    for definition in SLO_DEFINITIONS:
+        judged = [e[definition] for e in entries]
+        settings = sorted({o["setting"] for e in judged for o in e["points"] if o["policy"] == ORACLE})
+        counts = {s: sum(s in e.get("oracleDominated", []) for e in judged) for s in settings}
+        fewest = min(counts.values(), default=None)
+        out[definition] = {
+            "cases": len(judged),
+            "ours": sum(e["dominated"] for e in judged),
+            "oracle": counts,
+            "oracleFewest": fewest,
+            "oracleBest": [s for s, n in counts.items() if n == fewest],
+        }
     return out
 
 
@@ -1008,6 +1038,9 @@ def main(argv: list[str] | None = None) -> int:
         # Issue 34: per trace and SLO definition, whether any baseline setting dominates
         # our default on any case, and our GPU-hours over the oracle's at our share.
         "dominance": dominance(judged),
+        # The criterion put to the oracle's fixed margins too: how many cases a baseline
+        # setting dominates each of them in, beside ours.
+        "oracleDominance": oracle_dominance(judged),
         "frontiers": judged,
         "runs": rows,
         "comparison": comparison,

@@ -16,6 +16,10 @@ settings did so on every one of them.
 
 The documents must come from distinct seeds of the same sweep (same cases, same operator
 settings); anything else is refused with the reason.
+
+Beside ours, the same count for each fixed margin of the perfect-foresight oracle (the
+documents' `oracleDominance`): where even the oracle's best margin is dominated on some
+draw, knowing every arrival does not meet the criterion either.
 """
 
 from __future__ import annotations
@@ -119,8 +123,59 @@ def combine(documents: Sequence[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
         "seeds": seeds,
         "dominatedPerSeed": per_seed,
         "summary": summary,
+        "oracle": _oracle_reach(documents, seeds),
         "cases": cases,
     }
+
+
+def _oracle_reach(documents: Sequence[tuple[str, dict[str, Any]]], seeds: list[int]) -> dict[str, Any] | None:
+    """The criterion put to each fixed margin of the oracle on every seed (the documents'
+    `oracleDominance`): per setting, the cases a baseline setting dominates it in, per
+    definition and seed; the settings with the fewest over all of them. None when the
+    documents predate `oracleDominance` (all of them: a mix is refused)."""
+    reaches = [document.get("oracleDominance") for _, document in documents]
+    if all(reach is None for reach in reaches):
+        return None
+    checked: list[dict[str, Any]] = []
+    for (source, _), reach in zip(documents, reaches, strict=True):
+        if not isinstance(reach, dict) or any(
+            not isinstance(reach.get(d), dict) or not isinstance(reach[d].get("oracle"), dict)
+            for d in DEFINITIONS
+        ):
+            raise SeedsError(
+                f"{source}: no oracleDominance for {', '.join(DEFINITIONS)} (rerun it at this commit)"
+            )
+        checked.append(reach)
+    settings = sorted(set().union(*(reach[d]["oracle"] for reach in checked for d in DEFINITIONS)))
+    per_setting = {
+        setting: {d: [reach[d]["oracle"].get(setting) for reach in checked] for d in DEFINITIONS}
+        for setting in settings
+    }
+    # A setting some seed did not run cannot be judged on every seed.
+    totals = {
+        setting: sum(sum(counts) for counts in by_definition.values())
+        for setting, by_definition in per_setting.items()
+        if all(n is not None for counts in by_definition.values() for n in counts)
+    }
+    fewest = min(totals.values(), default=None)
+    return {
+        "ours": {d: [reach[d]["ours"] for reach in checked] for d in DEFINITIONS},
+        "settings": per_setting,
+        "fewestOverall": fewest,
+        "bestOverall": [setting for setting, total in totals.items() if total == fewest],
+        "medianPerSeed": {
+            d: [_median(list(reach[d]["oracle"].values())) for reach in checked] for d in DEFINITIONS
+        },
+        "seeds": seeds,
+    }
+
+
+def _median(values: list[int]) -> float | None:
+    ordered = sorted(values)
+    if not ordered:
+        return None
+    middle = len(ordered) // 2
+    return float(ordered[middle]) if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2.0
 
 
 def table(combined: dict[str, Any]) -> str:
@@ -139,7 +194,19 @@ def table(combined: dict[str, Any]) -> str:
         counts = combined["summary"][definition]
         every, some = counts["everySeed"], counts["someSeed"]
         lines.append(f"{definition}: {every} case{'' if every == 1 else 's'} on every seed, {some} on some")
+    oracle = combined.get("oracle")
+    if oracle:
+        lines.append("cases dominated per seed (TTFT alone / TTFT and ITL), ours and the oracle's margins:")
+        lines.append(f"  ours: {_per_seed(oracle['ours'])}")
+        lines.append(f"  oracle, median margin: {_per_seed(oracle['medianPerSeed'])}")
+        for setting in oracle["bestOverall"]:
+            lines.append(f"  {setting} (fewest over all seeds): {_per_seed(oracle['settings'][setting])}")
     return "\n".join(lines)
+
+
+def _per_seed(counts: dict[str, list[Any]]) -> str:
+    """`a / b` per seed: the count under each definition."""
+    return ", ".join(f"{a:g} / {b:g}" for a, b in zip(*(counts[d] for d in DEFINITIONS), strict=True))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -134,3 +134,34 @@ def test_the_command_prints_json_and_exits_2_with_the_reason(
     broken.write_text("{", encoding="utf-8")
     assert tool.main([paths[0], str(broken)]) == 2
     assert "broken.json" in capsys.readouterr().err
+
+
+def reach(ours: int, **oracle: int) -> dict[str, Any]:
+    """A document's `oracleDominance`: the same counts under both definitions."""
+    entry = {"cases": 24, "ours": ours, "oracle": {name.replace("_", " "): n for name, n in oracle.items()}}
+    return {"ttft": entry, "ttftAndItl": entry}
+
+
+def test_the_oracle_margins_are_counted_per_seed_and_the_fewest_overall_named(tool: ModuleType) -> None:
+    first = document(0, frontier("honest", ["RU 0.8"], [])) | {"oracleDominance": reach(3, u09=0, u1=1)}
+    second = document(1, frontier("honest", [], [])) | {"oracleDominance": reach(5, u09=2, u1=0, u12=0)}
+    oracle = tool.combine([("a", first), ("b", second)])["oracle"]
+    assert oracle["ours"] == {"ttft": [3, 5], "ttftAndItl": [3, 5]}
+    assert oracle["settings"]["u09"] == {"ttft": [0, 2], "ttftAndItl": [0, 2]}
+    # u1: 1 + 0 under each definition; u12 ran on one seed only and is not judged overall.
+    assert oracle["fewestOverall"] == 2
+    assert oracle["bestOverall"] == ["u1"]
+    assert oracle["medianPerSeed"] == {"ttft": [0.5, 0.0], "ttftAndItl": [0.5, 0.0]}
+    text = tool.table(tool.combine([("a", first), ("b", second)]))
+    assert "ours: 3 / 3, 5 / 5" in text
+    assert "u1 (fewest over all seeds): 1 / 1, 0 / 0" in text
+
+
+def test_documents_without_the_oracle_count_have_no_oracle_section_and_a_mix_is_refused(
+    tool: ModuleType,
+) -> None:
+    old = [document(seed, frontier("honest", [], [])) for seed in (0, 1)]
+    assert tool.combine([("a", old[0]), ("b", old[1])])["oracle"] is None
+    new = old[1] | {"oracleDominance": reach(0, u1=0)}
+    with pytest.raises(tool.SeedsError, match="a: no oracleDominance"):
+        tool.combine([("a", old[0]), ("b", new)])

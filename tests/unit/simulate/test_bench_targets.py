@@ -228,6 +228,23 @@ def test_a_baseline_setting_that_is_as_good_and_cheaper_dominates(bench: ModuleT
     ]
 
 
+def test_the_criterion_is_put_to_every_oracle_setting_beside_ours(bench: ModuleType) -> None:
+    rows = [
+        a_setting("inferfleet", None, 0.99, 10.0),
+        a_setting("reactive-util", "reactive-util target=0.8", 0.99, 8.0),  # dominates ours
+        a_setting("oracle", "oracle u=0.9 bin=15s", 0.995, 6.0),  # the limit: none beats it
+        a_setting("oracle", "oracle u=0.5 bin=5s", 0.99, 12.0),  # costly: reactive-util wins it
+        a_setting("oracle", "oracle u=1.2 bin=60s", 0.90, 7.9, sloAttainmentWithItl=0.95),
+    ]
+    (entry,) = bench.frontiers(rows)
+    assert entry["ttft"]["oracleDominated"] == ["oracle u=0.5 bin=5s"]
+    reach = bench.oracle_dominance([entry, entry])["ttft"]
+    assert reach["cases"] == 2 and reach["ours"] == 2
+    assert reach["oracle"] == {"oracle u=0.5 bin=5s": 2, "oracle u=0.9 bin=15s": 0, "oracle u=1.2 bin=60s": 0}
+    assert reach["oracleFewest"] == 0
+    assert reach["oracleBest"] == ["oracle u=0.9 bin=15s", "oracle u=1.2 bin=60s"]
+
+
 def test_each_slo_definition_is_judged_on_its_own_share(bench: ModuleType) -> None:
     # Reactive-util reaches our TTFT share for less by letting decode steps crawl.
     rows = [
