@@ -173,15 +173,22 @@ def test_poisson_noise_of_a_small_service_is_not_bursty() -> None:
     assert burst_level_rps(quiet) is None
 
 
-def test_the_burst_level_needs_ten_known_minutes_like_a_forecast() -> None:
+def test_the_burst_level_needs_three_known_minutes_and_smooth_ten() -> None:
+    # A new service's first burst is held from its third known minute on (two swings),
+    # so its fleet does not shed between its first bursts; calling traffic smooth, which
+    # speeds the learned capacity, waits for as many minutes as a forecast.
     history = bursts(60, quiet_rps=5.0, burst_rps=60.0, every=5)
-    assert burst_level_rps(history[:9]) is None
-    assert burst_level_rps(history[:10]) == pytest.approx(60.0)
-    holed = [math.nan] * 20 + history[50:]  # 10 of the last 30 known
+    assert burst_level_rps(history[:2]) is None
+    assert burst_level_rps(history[:3]) == pytest.approx(60.0)
+    holed = [math.nan] * 27 + history[:3]  # 3 of the last 30 known
     assert burst_level_rps(history[:30] + holed) == pytest.approx(60.0)
-    fewer = [math.nan] * 21 + history[51:]  # 9 of the last 30 known
+    fewer = [math.nan] * 28 + history[:2]  # 2 of the last 30 known
     assert burst_level_rps(history[:30] + fewer) is None
     assert burst_level_rps([0.0] * 60) is None
+    steady = [20.0] * 60
+    assert burst_level_rps(steady[:3]) is None
+    assert not smooth(steady[:9])
+    assert smooth(steady[:10])
 
 
 @pytest.mark.parametrize(
