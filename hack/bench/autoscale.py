@@ -42,6 +42,8 @@ declaration differs). A rate series has only the honest case.
 
 `--split-day D` reports every run of a rate series twice more, for the requests and
 GPU-hours before and after day D: develop on the first part, judge on the second.
+`--warm-up-minutes M` does the same for a request trace at minute M: no policy has any
+history in a replay's first minutes, where a service in production has its past.
 `--interruption-hold M` runs the operator with `scaling.interruptionHoldMinutes` M (the
 minutes the forecaster keeps the level from before traffic that stops dead);
 `--capacity-slos ttft` with `scaling.capacitySlos` ttft (the learned capacity keeps the
@@ -103,6 +105,11 @@ DEFAULT_SETTINGS = OperatorSettings()
 # Mis-declared cases declare prompts this many times shorter than the trace's.
 MISDECLARE_FACTOR = 10
 DAY_S = 86_400.0
+
+
+def part_label(start_s: float) -> str:
+    """The judged part of a split run: `from day D` (a rate series), `from minute M`."""
+    return f"from day {start_s / DAY_S:g}" if start_s >= DAY_S else f"from minute {start_s / 60.0:g}"
 
 
 def find_traces(root: Path, contains: str | None) -> list[Path]:
@@ -308,7 +315,7 @@ def _replay(
     service: InferenceService,
     trace: Trace,
     config: SimConfig,
-    split_day: float | None,
+    judged_from_s: float | None,
 ) -> dict[str, Any]:
     policy, replay_config = policy_for(setting, config, trace)
     result = simulate(trace, replay_config, policy, setting.policy, clock=time.perf_counter)
@@ -325,11 +332,10 @@ def _replay(
         row["workloadDrift"] = (
             verdict.reason if verdict.drifted else (None if verdict.drifted is None else "")
         )
-    if split_day is not None and trace.format == "rates":
-        cut = split_day * DAY_S
+    if judged_from_s is not None:
         row["parts"] = [
-            window(result, trace.arrival_s, 0.0, cut),
-            window(result, trace.arrival_s, cut, trace.span_s + 1.0),
+            window(result, trace.arrival_s, 0.0, judged_from_s),
+            window(result, trace.arrival_s, judged_from_s, trace.span_s + 1.0),
         ]
     row.update(
         {
@@ -357,11 +363,17 @@ def run_case(
     headroom: float | None = None,
     case: str = "honest",
     split_day: float | None = None,
+    warm_up_min: float | None = None,
     settings: OperatorSettings = DEFAULT_SETTINGS,
 ) -> list[dict[str, Any]]:
     """Replay one case (spec, trace, load, declaration) under every setting: policy
-    names mean each policy as shipped."""
+    names mean each policy as shipped. A rate series split at `split_day`, or a request
+    trace with `warm_up_min`, is also reported in two parts and judged on the second."""
     service, trace = prepare(spec_path, trace_path, replicas_at_peak, seed)
+    if trace.format == "rates":
+        judged_from_s = None if split_day is None else split_day * DAY_S
+    else:
+        judged_from_s = None if warm_up_min is None else warm_up_min * 60.0
     if case != "honest":
         service = misdeclare(service, trace, keep_context=case == "misdeclared")
     service = with_headroom(service, headroom)
@@ -373,7 +385,7 @@ def run_case(
     rows = []
     for setting in (Setting(p) if isinstance(p, str) else p for p in policies):
         replay_config = setting_config(setting, service, config, settings, seed=seed)
-        row = _replay(setting, service, trace, replay_config, split_day)
+        row = _replay(setting, service, trace, replay_config, judged_from_s)
         row.update(
             {
                 "case": case,
@@ -436,6 +448,7 @@ def compare(rows: list[dict[str, Any]], *, with_itl: bool = False) -> list[dict[
         if "parts" in ours:
             entry["parts"] = [
                 {
+                    "startS": part["startS"],
                     "startDay": round(part["startS"] / DAY_S, 2),
                     "sloAttainment": {p: r["parts"][i][within] for p, r in by_policy.items()},
                     "violations": {p: r["parts"][i][late] for p, r in by_policy.items()},
@@ -549,7 +562,7 @@ def targets(comparison: list[dict[str, Any]]) -> dict[str, Any]:
     for entry in comparison:
         part, figures = "all", entry
         if "parts" in entry:
-            part, figures = f"from day {entry['parts'][-1]['startDay']:g}", entry["parts"][-1]
+            part, figures = part_label(entry["parts"][-1]["startS"]), entry["parts"][-1]
         if entry["rateSeries"]:
             bounds += _judge_multi_day(entry, part, figures)
         else:
@@ -665,7 +678,7 @@ def frontiers(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         entry: dict[str, Any] = dict(zip(CASE_KEYS, key, strict=True))
         entry["part"] = "all"
         if "parts" in case_rows[0]:
-            entry["part"] = f"from day {case_rows[0]['parts'][-1]['startS'] / DAY_S:g}"
+            entry["part"] = part_label(case_rows[0]["parts"][-1]["startS"])
         for definition in SLO_DEFINITIONS:
             points = [_point(row, definition) for row in case_rows]
             entry[definition] = {"points": points, **judge_frontier(points)}
@@ -888,13 +901,23 @@ def plot_frontiers(entries: list[dict[str, Any]], directory: Path) -> list[Path]
     return written
 
 
-def merged(rows: list[dict[str, Any]], documents: list[Path]) -> list[dict[str, Any]]:
+def merged(
+    rows: list[dict[str, Any]], documents: list[Path], warm_up_min: float | None = None
+) -> list[dict[str, Any]]:
     """`rows` plus the runs of earlier documents that replay another setting of a case
-    (a run of this invocation wins over an earlier one of the same setting)."""
+    (a run of this invocation wins over an earlier one of the same setting). A document
+    judged from another minute (`--warm-up-minutes`) is refused: its runs would be
+    judged on another part of the hour."""
     seen = {_run_key(row) for row in rows}
     out = list(rows)
     for document in documents:
-        for row in json.loads(document.read_text(encoding="utf-8"))["runs"]:
+        loaded = json.loads(document.read_text(encoding="utf-8"))
+        if loaded.get("warmUpMinutes") != warm_up_min:
+            raise SystemExit(
+                f"{document}: judged with --warm-up-minutes {loaded.get('warmUpMinutes')}, "
+                f"this run with {warm_up_min}: replay both alike"
+            )
+        for row in loaded["runs"]:
             if _run_key(row) not in seen:
                 seen.add(_run_key(row))
                 out.append(row)
@@ -951,6 +974,12 @@ def main(argv: list[str] | None = None) -> int:
         "--cases", default=",".join(CASES), help=f"comma-separated, of {', '.join(CASES)} (request traces)"
     )
     parser.add_argument("--split-day", type=float, help="rate series: also report before and after this day")
+    parser.add_argument(
+        "--warm-up-minutes",
+        type=float,
+        help="request traces: also report before and after this minute, and judge from it on "
+        "(a service with a past: no policy has history in the first minutes of a replay)",
+    )
     parser.add_argument(
         "--interruption-hold",
         type=int,
@@ -1019,6 +1048,7 @@ def main(argv: list[str] | None = None) -> int:
                 headroom=h,
                 case=c,
                 split_day=args.split_day,
+                warm_up_min=args.warm_up_minutes,
                 settings=settings,
             )
             for (s, t, n, h, c), chosen in tasks
@@ -1026,7 +1056,7 @@ def main(argv: list[str] | None = None) -> int:
         for ((s, t, n, h, c), chosen), future in zip(tasks, futures, strict=True):
             rows.extend(future.result())
             print(f"done {s.stem} {t.name} {c} x{n} headroom {h}: {len(chosen)} runs", file=sys.stderr)
-    rows = merged(rows, args.merge)
+    rows = merged(rows, args.merge, args.warm_up_minutes)
     comparison = compare(rows)
     judged = frontiers(rows)
     document = {
@@ -1035,6 +1065,7 @@ def main(argv: list[str] | None = None) -> int:
         "seed": args.seed,
         "interruptionHoldMinutes": args.interruption_hold,
         "capacitySlos": args.capacity_slos,
+        "warmUpMinutes": args.warm_up_minutes,
         # Issue 34: per trace and SLO definition, whether any baseline setting dominates
         # our default on any case, and our GPU-hours over the oracle's at our share.
         "dominance": dominance(judged),

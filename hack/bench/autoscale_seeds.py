@@ -34,7 +34,7 @@ from typing import Any
 DEFINITIONS = ("ttft", "ttftAndItl")
 CASE_FIELDS = ("spec", "trace", "case", "replicasAtPeak", "headroom", "part")
 # Operator settings every document must share: seeds of one sweep, not two sweeps.
-SHARED_SETTINGS = ("interruptionHoldMinutes", "capacitySlos")
+SHARED_SETTINGS = ("interruptionHoldMinutes", "capacitySlos", "warmUpMinutes")
 
 
 class SeedsError(ValueError):

@@ -273,6 +273,39 @@ def test_a_split_series_is_judged_on_its_held_out_part_in_the_sweep_too(bench: M
     assert entry["ttft"]["dominated"] is False
 
 
+def test_a_request_trace_with_a_warm_up_is_judged_from_that_minute(bench: ModuleType) -> None:
+    # The bundled code hour through the 8B spec: the first ten minutes, where no policy
+    # has any history, are reported apart and left out of the verdicts.
+    spec = bench.SPECS / "llama-8b-l4-a100.yaml"
+    trace = bench.BUNDLED_TRACES / "azure-llm-2023-code.csv"
+    rows = bench.run_case(spec, trace, 10, ["static-peak", "inferfleet"], 0, warm_up_min=10)
+    for row in rows:
+        first, rest = row["parts"]
+        assert (first["startS"], first["endS"], rest["startS"]) == (0.0, 600.0, 600.0)
+        assert first["requests"] + rest["requests"] == row["requests"]
+        assert first["gpuHours"] + rest["gpuHours"] == pytest.approx(row["gpuHours"], abs=0.002)
+    (entry,) = bench.frontiers(rows)
+    assert entry["part"] == "from minute 10"
+    ours = next(r for r in rows if r["policy"] == "inferfleet")
+    assert entry["ttft"]["ours"]["sloAttainment"] == ours["parts"][-1]["sloAttainment"]
+    assert entry["ttft"]["ours"]["sloAttainment"] != ours["sloAttainment"]
+    # --split-day is for rate series: a request trace without a warm-up is judged whole.
+    (whole, _) = bench.run_case(spec, trace, 10, ["inferfleet", "static-peak"], 0, split_day=7)
+    assert "parts" not in whole
+    assert bench.part_label(7 * bench.DAY_S) == "from day 7"
+
+
+def test_documents_judged_from_another_minute_are_not_merged(bench: ModuleType, tmp_path: Any) -> None:
+    earlier = tmp_path / "base.json"
+    earlier.write_text('{"warmUpMinutes": 10, "runs": [{"spec": "s"}]}', encoding="utf-8")
+    with pytest.raises(SystemExit, match="judged with --warm-up-minutes 10, this run with None"):
+        bench.merged([], [earlier])
+    with pytest.raises(SystemExit, match="warm-up-minutes None, this run with 10"):
+        whole = tmp_path / "whole.json"
+        whole.write_text('{"runs": []}', encoding="utf-8")
+        bench.merged([], [whole], 10)
+
+
 def test_the_oracle_front_gives_its_gpu_hours_at_our_share(bench: ModuleType) -> None:
     oracle = [
         {"sloAttainment": 0.90, "gpuHours": 4.0},
