@@ -724,7 +724,8 @@ def oracle_dominance(entries: list[dict[str, Any]]) -> dict[str, Any]:
     """How far the criterion reaches (no baseline setting may dominate on any case), per
     SLO definition over every case judged: the cases where a baseline setting dominates
     our default, and the same count for each oracle setting (a policy that knows every
-    minute's arrivals at one fixed margin), with the oracle settings that fare best.
+    arrival ahead, sized per bin at one fixed margin), with the oracle settings that fare
+    best.
     Where even the best of those is dominated somewhere, foresight alone does not meet
     the criterion: a baseline setting that happened to fit a case wins it."""
     out: dict[str, Any] = {}

@@ -227,8 +227,9 @@ BURST_WINDOW_MIN = 30
 # Known minutes the burst level needs: three, two swings from one minute to the next.
 # Calling traffic bursty on little evidence costs a few replica-minutes (the level is a
 # real minute's rate); waiting for more lets a new service shed its fleet between its
-# first bursts (the Azure 2023 code hour: 13 L4 down to 9 at minute 9, as its second burst
-# came). Smooth needs as many known minutes as a forecast: it speeds the learned capacity.
+# first bursts (the Azure 2023 code hour on an 8B model: 13 L4 down to 9 at minute 9, as
+# its second burst came). Smooth needs as many known minutes as a forecast: it speeds the
+# learned capacity.
 BURST_MIN_POINTS = 3
 SMOOTH_MIN_POINTS = ForecastConfig().min_points
 # The rate that covers this share of the window's requests (request-weighted): chosen on
