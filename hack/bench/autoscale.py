@@ -554,9 +554,11 @@ def dominated_by(figures: dict[str, Any]) -> list[str]:
 
 def targets(comparison: list[dict[str, Any]]) -> dict[str, Any]:
     """Every done-when bound of the autoscaling issue, judged on each compared case. A
-    rate series split by `--split-day` is judged on its last part (held out); the
-    others on the whole replay. `dominated` lists the cases (judged on the same part)
-    where a baseline is at least as good on both within-SLO share and GPU-hours."""
+    rate series split by `--split-day` is judged on its last part (held out); an hour on
+    the whole replay, as issue 17 set its bounds. `dominated` lists the cases where a
+    baseline is at least as good on both within-SLO share and GPU-hours, judged on the
+    last part wherever there is one (an hour with `--warm-up-minutes`: from that
+    minute on, like the frontiers)."""
     bounds: list[dict[str, Any]] = []
     dominated: list[dict[str, Any]] = []
     for entry in comparison:
